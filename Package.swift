@@ -1,0 +1,131 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+// Same settings on every target (as Hummingbird does): explicit existentials, explicit imports.
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+let package = Package(
+    name: "Cumulus",
+    platforms: [.macOS(.v14), .iOS(.v17), .tvOS(.v17), .watchOS(.v10), .visionOS(.v1)],
+    products: [
+        .library(name: "CumulusModel", targets: ["CumulusModel"]),
+        .library(name: "CumulusStore", targets: ["CumulusStore"]),
+        .library(name: "CumulusStoreSQLite", targets: ["CumulusStoreSQLite"]),
+        .library(name: "CumulusCore", targets: ["CumulusCore"]),
+        .library(name: "CumulusServer", targets: ["CumulusServer"]),
+        .executable(name: "cumulus", targets: ["cumulus"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
+    ],
+    targets: [
+        // Value types and the CloudKit Web Services wire format. Foundation only.
+        .target(name: "CumulusModel", swiftSettings: swiftSettings),
+        // The storage protocol, its domain types and errors.
+        .target(
+            name: "CumulusStore",
+            dependencies: [
+                "CumulusModel",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // Embedded SQLite store (GRDB).
+        .target(
+            name: "CumulusStoreSQLite",
+            dependencies: [
+                "CumulusModel",
+                "CumulusStore",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The domain: accounts, validation, authorization policy, database operations.
+        .target(
+            name: "CumulusCore",
+            dependencies: [
+                "CumulusModel",
+                "CumulusStore",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "CryptoExtras", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The HTTP edge (Hummingbird 2).
+        .target(
+            name: "CumulusServer",
+            dependencies: [
+                "CumulusModel",
+                "CumulusStore",
+                "CumulusCore",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "cumulus",
+            dependencies: [
+                "CumulusCore",
+                "CumulusServer",
+                "CumulusStore",
+                "CumulusStoreSQLite",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "CumulusBenchmarks",
+            dependencies: [
+                "CumulusModel",
+                "CumulusCore",
+                "CumulusServer",
+                "CumulusStore",
+                "CumulusStoreSQLite",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(name: "CumulusModelTests", dependencies: ["CumulusModel"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "CumulusStoreTests",
+            dependencies: ["CumulusModel", "CumulusStore", "CumulusStoreSQLite", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "CumulusServerTests",
+            dependencies: [
+                "CumulusModel",
+                "CumulusStore",
+                "CumulusStoreSQLite",
+                "CumulusCore",
+                "CumulusServer",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+    ]
+)

@@ -1,0 +1,213 @@
+import Crypto
+public import CumulusModel
+public import CumulusStore
+public import Foundation
+public import Logging
+
+/// Containers, tokens, users and keys: what the `cumulus` administration commands and the sign-in endpoints do.
+public struct AccountService: Sendable {
+    let store: any RecordStore
+    let passwordHasher: PasswordHasher
+    /// How long a web auth token stays valid, in milliseconds.
+    let webAuthTokenLifetime: Int64
+    let clock: WallClock
+
+    /// Creates the service.
+    ///
+    /// - Parameters:
+    ///   - store: Where accounts live.
+    ///   - passwordHasher: Password hashing parameters.
+    ///   - webAuthTokenLifetime: Lifetime of web auth tokens; 14 days by default, CloudKit's "keep me signed in".
+    ///   - clock: The current time.
+    public init(
+        store: any RecordStore, passwordHasher: PasswordHasher = .init(), webAuthTokenLifetime: Duration = .seconds(14 * 24 * 3600),
+        clock: WallClock = .system
+    ) {
+        self.store = store
+        self.passwordHasher = passwordHasher
+        self.webAuthTokenLifetime = webAuthTokenLifetime.components.seconds * 1000
+        self.clock = clock
+    }
+
+    // MARK: - Containers and API tokens
+
+    /// Creates a container, such as `iCloud.com.example.app`.
+    public func createContainer(_ container: String, logger: Logger) async throws {
+        try Self.checkContainerName(container)
+        do {
+            try await store.createContainer(container, createdAt: clock.milliseconds(), logger: logger)
+        } catch let error as StoreError where error.code == .duplicate {
+            throw CumulusError(.exists, "container \(container) already exists")
+        }
+    }
+
+    /// Creates an API token for a container environment and returns it. Only its hash is stored.
+    public func createAPIToken(container: String, environment: ContainerEnvironment, logger: Logger) async throws -> String {
+        try await requireContainer(container, logger: logger)
+        let token = TokenCodec.makeToken()
+        try await store.saveAPIToken(
+            APITokenRecord(tokenHash: TokenCodec.hash(token), container: container, environment: environment, createdAt: clock.milliseconds()),
+            logger: logger
+        )
+        return token
+    }
+
+    /// Revokes an API token.
+    public func revokeAPIToken(_ token: String, logger: Logger) async throws {
+        do {
+            try await store.revokeAPIToken(hash: TokenCodec.hash(token), logger: logger)
+        } catch let error as StoreError where error.code == .notFound {
+            throw CumulusError(.notFound, "no such API token")
+        }
+    }
+
+    /// The container environment an API token opens, or `AUTHENTICATION_FAILED`.
+    public func authenticate(apiToken: String, logger: Logger) async throws -> APITokenRecord {
+        guard let record = try await store.apiToken(hash: TokenCodec.hash(apiToken), logger: logger), !record.revoked else {
+            throw CumulusError(.authenticationFailed, "ckAPIToken is not valid")
+        }
+        return record
+    }
+
+    // MARK: - Users and web auth tokens
+
+    /// Creates a user and returns it.
+    public func createUser(container: String, name: String, password: String?, email: String?, logger: Logger) async throws -> UserAccount {
+        try await requireContainer(container, logger: logger)
+        let trimmed = name.trimmingCharacters(in: .whitespaces)
+        guard !trimmed.isEmpty, trimmed.count <= 255 else { throw CumulusError(.badRequest, "name: must be 1 to 255 characters") }
+        if let password, password.count < 8 {
+            throw CumulusError(.badRequest, "password: must be at least 8 characters")
+        }
+        if let email, !email.contains("@") {
+            throw CumulusError(.badRequest, "email: is not an email address")
+        }
+        let user = UserAccount(
+            userRecordName: TokenCodec.makeUserRecordName(), container: container, name: trimmed, email: email,
+            passwordHash: try password.map { try passwordHasher.hash($0) }, createdAt: clock.milliseconds()
+        )
+        do {
+            try await store.createUser(user, logger: logger)
+        } catch let error as StoreError where error.code == .duplicate {
+            throw CumulusError(.exists, "a user named \(trimmed) (or with that email) already exists")
+        }
+        return user
+    }
+
+    /// Issues a new web auth token for a user named in a container.
+    public func issueWebAuthToken(container: String, name: String, logger: Logger) async throws -> String {
+        guard let user = try await store.user(container: container, name: name, logger: logger) else {
+            throw CumulusError(.notFound, "no user named \(name) in \(container)")
+        }
+        return try await issueWebAuthToken(for: user, logger: logger)
+    }
+
+    /// Issues a new web auth token for a user.
+    public func issueWebAuthToken(for user: UserAccount, logger: Logger) async throws -> String {
+        let token = TokenCodec.makeToken()
+        let now = clock.milliseconds()
+        try await store.saveWebAuthToken(
+            WebAuthTokenRecord(tokenHash: TokenCodec.hash(token), userRecordName: user.userRecordName, createdAt: now, expiresAt: now + webAuthTokenLifetime),
+            logger: logger
+        )
+        return token
+    }
+
+    /// Creates a user with a password and signs them in.
+    public func signUp(container: String, name: String, password: String, email: String?, logger: Logger) async throws -> (UserAccount, String) {
+        let user = try await createUser(container: container, name: name, password: password, email: email, logger: logger)
+        return (user, try await issueWebAuthToken(for: user, logger: logger))
+    }
+
+    /// Checks a name and password and issues a web auth token.
+    ///
+    /// A wrong password and an unknown name give the same answer, so sign-in does not reveal who has an account.
+    public func signIn(container: String, name: String, password: String, logger: Logger) async throws -> (UserAccount, String) {
+        let user = try await store.user(container: container, name: name, logger: logger)
+        guard let user, let stored = user.passwordHash, passwordHasher.verify(password, against: stored) else {
+            throw CumulusError(.authenticationFailed, "name or password is not correct")
+        }
+        return (user, try await issueWebAuthToken(for: user, logger: logger))
+    }
+
+    /// Ends a web auth token.
+    public func signOut(webAuthToken: String, logger: Logger) async throws {
+        try await store.deleteWebAuthToken(hash: TokenCodec.hash(webAuthToken), logger: logger)
+    }
+
+    /// The user a web auth token identifies in a container, or `AUTHENTICATION_FAILED`.
+    public func authenticate(webAuthToken: String, container: String, logger: Logger) async throws -> UserAccount {
+        guard let (token, user) = try await store.webAuthToken(hash: TokenCodec.hash(webAuthToken), logger: logger),
+            user.container == container, token.expiresAt > clock.milliseconds()
+        else {
+            throw CumulusError(.authenticationFailed, "ckWebAuthToken is not valid or has expired")
+        }
+        return user
+    }
+
+    // MARK: - Server-to-server keys
+
+    /// Registers an ECDSA P-256 public key (PEM) for a container environment and returns its key ID.
+    public func addServerKey(container: String, environment: ContainerEnvironment, publicKeyPEM: String, logger: Logger) async throws -> String {
+        try await requireContainer(container, logger: logger)
+        let key: P256.Signing.PublicKey
+        do {
+            key = try P256.Signing.PublicKey(pemRepresentation: publicKeyPEM)
+        } catch {
+            throw CumulusError(.badRequest, "public key: not an ECDSA P-256 public key in PEM form (openssl ec -in eckey.pem -pubout)")
+        }
+        // Key IDs look like CloudKit's: 64 hex digits.
+        var generator = SystemRandomNumberGenerator()
+        let keyID = (0..<32).map { _ in String(format: "%02x", UInt8.random(in: .min ... .max, using: &generator)) }.joined()
+        try await store.saveServerKey(
+            ServerKeyRecord(keyID: keyID, container: container, environment: environment, publicKeyPEM: key.pemRepresentation, createdAt: clock.milliseconds()),
+            logger: logger
+        )
+        return keyID
+    }
+
+    /// A registered, unrevoked server-to-server key.
+    public func serverKey(id: String, logger: Logger) async throws -> ServerKeyRecord? {
+        guard let key = try await store.serverKey(id: id, logger: logger), !key.revoked else { return nil }
+        return key
+    }
+
+    // MARK: - Helpers
+
+    private func requireContainer(_ container: String, logger: Logger) async throws {
+        guard try await store.containerExists(container, logger: logger) else {
+            throw CumulusError(.notFound, "container \(container) does not exist; create it with `cumulus containers create \(container)`")
+        }
+    }
+
+    /// Container identifiers: 1 to 255 characters of letters, digits, `.`, `-` and `_`.
+    static func checkContainerName(_ container: String) throws(CumulusError) {
+        let allowed = container.utf8.allSatisfy { byte in
+            (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
+                || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "-")
+                || byte == UInt8(ascii: "_")
+        }
+        guard !container.isEmpty, container.utf8.count <= 255, allowed else {
+            throw CumulusError(.badRequest, "container: must be 1 to 255 letters, digits, '.', '-' or '_' (for example iCloud.com.example.app)")
+        }
+    }
+}
+
+/// The current wall-clock time, injectable so tests control it.
+public struct WallClock: Sendable {
+    private let now: @Sendable () -> Date
+
+    /// A clock reading `now`.
+    public init(now: @escaping @Sendable () -> Date) {
+        self.now = now
+    }
+
+    /// The system clock.
+    public static var system: WallClock { WallClock(now: { Date() }) }
+
+    /// The current time.
+    public func date() -> Date { now() }
+
+    /// The current time in milliseconds since the epoch.
+    public func milliseconds() -> Int64 { Int64((now().timeIntervalSince1970 * 1000).rounded()) }
+}

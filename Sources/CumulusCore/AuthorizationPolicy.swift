@@ -1,0 +1,55 @@
+public import CumulusModel
+public import CumulusStore
+
+/// What a request wants to do with a database.
+public enum DatabaseAccess: Sendable, Hashable {
+    case read
+    case write
+}
+
+/// The one place that decides which database a caller reaches and whether it may read or write there.
+///
+/// Handlers never check permissions themselves: every operation asks the policy for the ``DatabaseRef`` it acts on.
+/// - A private database belongs to the signed-in user alone. Without a user the answer is `AUTHENTICATION_REQUIRED`;
+///   a server-to-server key is refused, because such keys act on the public database only (as in CloudKit).
+/// - The public database is readable by any caller of the container; writing needs a user or a server-to-server key.
+/// - The shared database is a per-user view, so it needs a user too.
+public struct AuthorizationPolicy: Sendable {
+    public init() {}
+
+    /// The database a caller acts on.
+    public func database(for caller: Caller, scope: DatabaseScope, access: DatabaseAccess) throws(CumulusError) -> DatabaseRef {
+        switch scope {
+        case .public:
+            if access == .write, caller.authorName == nil {
+                throw CumulusError(.authenticationRequired, "writing to the public database needs a signed-in user (ckWebAuthToken)")
+            }
+            return .publicDatabase(container: caller.container, environment: caller.environment)
+        case .private, .shared:
+            if case .serverKey = caller.credential, caller.user == nil {
+                throw CumulusError(.accessDenied, "server-to-server keys act on the public database only")
+            }
+            guard let user = caller.user else {
+                throw CumulusError(.authenticationRequired, "request needs authorization: the \(scope.rawValue) database needs ckWebAuthToken")
+            }
+            return DatabaseRef(container: caller.container, environment: caller.environment, scope: scope, ownerRecordName: user.userRecordName)
+        }
+    }
+
+    /// Resolves a zone ID from a request to a zone name in the caller's database.
+    ///
+    /// An owner other than the database's own cannot be reached through a private database; it answers
+    /// `ZONE_NOT_FOUND`, the same as a zone that does not exist, so nothing about other users' zones leaks.
+    public func zoneName(_ zoneID: ZoneID?, in database: DatabaseRef) throws(CumulusError) -> String {
+        guard let zoneID else { return ZoneID.defaultZoneName }
+        if let owner = zoneID.ownerRecordName, !Self.meansCaller(owner), owner != database.ownerRecordName {
+            throw CumulusError(.zoneNotFound, "zone \(zoneID.zoneName) does not exist")
+        }
+        return zoneID.zoneName
+    }
+
+    /// The placeholders clients use for "the current user".
+    static func meansCaller(_ owner: String) -> Bool {
+        owner == "__defaultOwner__" || owner == "_defaultOwner" || owner.isEmpty
+    }
+}

@@ -1,0 +1,223 @@
+public import CumulusModel
+public import CumulusStore
+import Foundation
+public import Logging
+
+/// The result of looking up one zone.
+public enum ZoneLookupResult: Sendable, Hashable {
+    case found(ZoneState)
+    case notFound(ZoneID)
+}
+
+/// The result of looking up one record.
+public enum RecordLookupResult: Sendable, Hashable {
+    case found(StoredRecord, desiredKeys: Set<String>?)
+    case notFound(recordName: String)
+}
+
+/// The response to `records/modify`, ready to encode.
+public struct RecordsModifyResponse: Sendable {
+    /// One result per operation, in request order, with the `desiredKeys` that apply to it.
+    public var results: [(result: RecordModificationResult, desiredKeys: Set<String>?)]
+    public var numbersAsStrings: Bool
+}
+
+/// Zone and record operations of a database, checked against the limits and the ``AuthorizationPolicy``.
+///
+/// Validation happens before the store is touched, so a request that breaks a rule or a limit changes nothing.
+public struct DatabaseService: Sendable {
+    let store: any RecordStore
+    let policy: AuthorizationPolicy
+    let limits: Limits
+    let clock: WallClock
+
+    public init(store: any RecordStore, policy: AuthorizationPolicy = .init(), limits: Limits = .init(), clock: WallClock = .system) {
+        self.store = store
+        self.policy = policy
+        self.limits = limits
+        self.clock = clock
+    }
+
+    // MARK: - Zones
+
+    /// `zones/list`.
+    public func listZones(caller: Caller, scope: DatabaseScope, logger: Logger) async throws -> [ZoneState] {
+        let database = try policy.database(for: caller, scope: scope, access: .read)
+        if scope == .shared { return [] }
+        return try await store.zones(in: database, logger: logger)
+    }
+
+    /// `zones/lookup`.
+    public func lookupZones(caller: Caller, scope: DatabaseScope, request: ZonesLookupRequest, logger: Logger) async throws -> [ZoneLookupResult] {
+        let database = try policy.database(for: caller, scope: scope, access: .read)
+        try checkCount(request.zones.count, path: "zones")
+        var names: [String] = []
+        for zoneID in request.zones {
+            if let name = try? policy.zoneName(zoneID, in: database) { names.append(name) }
+        }
+        let found = scope == .shared ? [:] : try await store.zones(named: names, in: database, logger: logger)
+        return request.zones.map { zoneID in
+            if let name = try? policy.zoneName(zoneID, in: database), let zone = found[name] { return .found(zone) }
+            return .notFound(ZoneID(zoneName: zoneID.zoneName, ownerRecordName: zoneID.ownerRecordName ?? database.ownerRecordName))
+        }
+    }
+
+    /// `zones/modify`: create and delete custom zones in the private database.
+    public func modifyZones(caller: Caller, scope: DatabaseScope, request: ZonesModifyRequest, logger: Logger) async throws -> [ZoneModificationResult] {
+        let database = try policy.database(for: caller, scope: scope, access: .write)
+        guard scope == .private else {
+            throw CumulusError(.badRequest, "zones can be created and deleted only in the private database, not the \(scope.rawValue) database")
+        }
+        try checkCount(request.operations.count, path: "operations")
+        var operations: [ZoneOperation] = []
+        for (index, operation) in request.operations.enumerated() {
+            let path = "operations[\(index)].zone.zoneID.zoneName"
+            if operation.zoneID.isDefaultZone {
+                throw CumulusError(.badRequest, "\(path): the default zone always exists and cannot be created or deleted")
+            }
+            try NameRules.checkZoneName(operation.zoneID.zoneName, path: path, limits: limits)
+            let name = try policy.zoneName(operation.zoneID, in: database)
+            operations.append(ZoneOperation(operationType: operation.operationType, zoneID: ZoneID(zoneName: name)))
+        }
+        return try await mapStoreErrors {
+            try await store.modifyZones(operations, in: database, timestamp: clock.milliseconds(), logger: logger)
+        }
+    }
+
+    // MARK: - Records
+
+    /// `records/lookup`.
+    public func lookupRecords(caller: Caller, scope: DatabaseScope, request: RecordsLookupRequest, logger: Logger) async throws -> [RecordLookupResult] {
+        let database = try policy.database(for: caller, scope: scope, access: .read)
+        try checkCount(request.records.count, path: "records")
+        let zoneName = try policy.zoneName(request.zoneID, in: database)
+        try checkZone(zoneName, scope: scope)
+        let found = try await mapStoreErrors {
+            try await store.records(named: request.records.map(\.recordName), zoneName: zoneName, in: database, logger: logger)
+        }
+        return request.records.map { entry in
+            guard let record = found[entry.recordName] else { return .notFound(recordName: entry.recordName) }
+            return .found(record, desiredKeys: (entry.desiredKeys ?? request.desiredKeys).map(Set.init))
+        }
+    }
+
+    /// `records/modify`.
+    public func modifyRecords(caller: Caller, scope: DatabaseScope, request: RecordsModifyRequest, logger: Logger) async throws -> RecordsModifyResponse {
+        let database = try policy.database(for: caller, scope: scope, access: .write)
+        let zoneName = try policy.zoneName(request.zoneID, in: database)
+        try checkZone(zoneName, scope: scope)
+        try checkCount(request.operations.count, path: "operations")
+        guard let author = caller.authorName else {
+            throw CumulusError(.authenticationRequired, "request needs authorization")
+        }
+
+        var modifications: [RecordModification] = []
+        modifications.reserveCapacity(request.operations.count)
+        var seen = Set<String>()
+        for (index, operation) in request.operations.enumerated() {
+            let modification = try validate(operation, path: "operations[\(index)].record", zoneName: zoneName)
+            guard seen.insert(modification.recordName).inserted else {
+                throw CumulusError(.badRequest, "operations[\(index)].record.recordName: record \(modification.recordName) appears in more than one operation")
+            }
+            modifications.append(modification)
+        }
+
+        let batch = RecordBatch(
+            database: database, zoneName: zoneName,
+            // `atomic` applies to custom zones only; the default zone is never atomic, as in CloudKit.
+            atomic: zoneName == ZoneID.defaultZoneName ? false : (request.atomic ?? true),
+            operations: modifications, author: author, deviceID: caller.deviceID, timestamp: clock.milliseconds(),
+            maximumRecordSize: limits.maximumRecordSize
+        )
+        let results = try await mapStoreErrors { try await store.modifyRecords(batch, logger: logger) }
+        let topLevelKeys = request.desiredKeys.map(Set.init)
+        return RecordsModifyResponse(
+            results: zip(results, request.operations).map { ($0, ($1.desiredKeys.map(Set.init)) ?? topLevelKeys) },
+            numbersAsStrings: request.numbersAsStrings
+        )
+    }
+
+    // MARK: - Validation
+
+    private func validate(_ operation: RecordOperation, path: String, zoneName: String) throws(CumulusError) -> RecordModification {
+        let draft = operation.record
+        let type = operation.operationType
+        let recordName: String
+        if let name = draft.recordName {
+            recordName = name
+        } else if type == .create {
+            recordName = UUID().uuidString
+        } else {
+            throw CumulusError(.badRequest, "\(path).recordName: is required for \(type.rawValue)")
+        }
+        try NameRules.checkRecordName(recordName, path: "\(path).recordName", limits: limits)
+        if type == .create, draft.recordType == nil {
+            throw CumulusError(.badRequest, "\(path).recordType: is required for create")
+        }
+        if let recordType = draft.recordType {
+            try NameRules.checkIdentifier(recordType, kind: "record type", path: "\(path).recordType", limits: limits)
+        }
+        if type.checksChangeTag, draft.recordChangeTag == nil {
+            throw CumulusError(
+                .badRequest, "\(path).recordChangeTag: is required for \(type.rawValue); use force\(type.rawValue.prefix(1).uppercased() + type.rawValue.dropFirst()) to skip the check"
+            )
+        }
+        if case .set(let parent) = draft.parent {
+            try NameRules.checkRecordName(parent, path: "\(path).parent.recordName", limits: limits)
+        }
+        var sentFields: [String: FieldValue] = [:]
+        for (name, value) in draft.fields {
+            let fieldPath = "\(path).fields.\(name)"
+            try NameRules.checkIdentifier(name, kind: "field name", path: fieldPath, limits: limits)
+            guard let value else { continue }
+            sentFields[name] = value
+            for reference in value.references {
+                try NameRules.checkRecordName(reference.recordName, path: "\(fieldPath).value.recordName", limits: limits)
+                if let zoneID = reference.zoneID, zoneID.zoneName != zoneName {
+                    throw CumulusError(.badRequest, "\(fieldPath).value.zoneID: references must point into the record's own zone (\(zoneName))")
+                }
+            }
+        }
+        let size = RecordFieldsCoding.canonical(sentFields).count
+        if size > limits.maximumRecordSize {
+            throw CumulusError(
+                .quotaExceeded, "\(path).fields: record \(recordName) is \(size) bytes; the limit is \(limits.maximumRecordSize) bytes (assets excluded)"
+            )
+        }
+        return RecordModification(
+            operationType: type, recordName: recordName, recordType: draft.recordType, recordChangeTag: draft.recordChangeTag,
+            fields: draft.fields, parent: draft.parent, createShortGUID: draft.createShortGUID
+        )
+    }
+
+    private func checkCount(_ count: Int, path: String) throws(CumulusError) {
+        if count > limits.maximumOperationsPerRequest {
+            throw CumulusError(.badRequest, "\(path): \(count) items; the limit is \(limits.maximumOperationsPerRequest) per request")
+        }
+    }
+
+    private func checkZone(_ zoneName: String, scope: DatabaseScope) throws(CumulusError) {
+        switch scope {
+        case .public where zoneName != ZoneID.defaultZoneName:
+            throw CumulusError(.zoneNotFound, "zone \(zoneName) does not exist; the public database has only _defaultZone")
+        case .shared:
+            throw CumulusError(.zoneNotFound, "zone \(zoneName) does not exist in the shared database")
+        default:
+            break
+        }
+    }
+
+    private func mapStoreErrors<T>(_ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch let error as StoreError {
+            switch error.code {
+            case .zoneNotFound: throw CumulusError(.zoneNotFound, error.message)
+            case .notFound: throw CumulusError(.notFound, error.message)
+            case .duplicate: throw CumulusError(.exists, error.message)
+            case .unavailable: throw CumulusError(.unavailable, "the store is busy; retry", retryAfter: 1, underlying: error)
+            default: throw CumulusError(.internalError, "internal error", underlying: error)
+            }
+        }
+    }
+}

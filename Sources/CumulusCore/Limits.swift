@@ -1,0 +1,21 @@
+/// Limits Cumulus enforces, defaulting to CloudKit Web Services' documented numbers.
+public struct Limits: Sendable, Hashable {
+    /// Operations in one `records/modify` or `zones/modify` request, and records in one `records/lookup`.
+    public var maximumOperationsPerRequest: Int
+    /// Size of one record's fields, canonically encoded, assets excluded.
+    public var maximumRecordSize: Int
+    /// Size of a request body.
+    public var maximumRequestBodySize: Int
+    /// Length of zone, record, record type and field names.
+    public var maximumNameLength: Int
+
+    public init(
+        maximumOperationsPerRequest: Int = 200, maximumRecordSize: Int = 1_000_000, maximumRequestBodySize: Int = 16 * 1024 * 1024,
+        maximumNameLength: Int = 255
+    ) {
+        self.maximumOperationsPerRequest = maximumOperationsPerRequest
+        self.maximumRecordSize = maximumRecordSize
+        self.maximumRequestBodySize = maximumRequestBodySize
+        self.maximumNameLength = maximumNameLength
+    }
+}

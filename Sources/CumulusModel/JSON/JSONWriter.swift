@@ -1,0 +1,144 @@
+/// Writes compact JSON into a byte array.
+///
+/// Responses are written with this writer rather than `JSONEncoder`, so stored record fields (kept as canonical JSON)
+/// can be spliced into a response without being decoded and encoded again.
+public struct JSONWriter: Sendable {
+    /// The bytes written so far.
+    public private(set) var bytes: [UInt8]
+    private var needsComma = false
+
+    /// Creates a writer.
+    public init(reservingCapacity capacity: Int = 256) {
+        bytes = []
+        bytes.reserveCapacity(capacity)
+    }
+
+    /// Starts an object (`{`).
+    public mutating func beginObject() {
+        separate()
+        bytes.append(UInt8(ascii: "{"))
+        needsComma = false
+    }
+
+    /// Ends an object (`}`).
+    public mutating func endObject() {
+        bytes.append(UInt8(ascii: "}"))
+        needsComma = true
+    }
+
+    /// Starts an array (`[`).
+    public mutating func beginArray() {
+        separate()
+        bytes.append(UInt8(ascii: "["))
+        needsComma = false
+    }
+
+    /// Ends an array (`]`).
+    public mutating func endArray() {
+        bytes.append(UInt8(ascii: "]"))
+        needsComma = true
+    }
+
+    /// Writes an object key; the next write is its value.
+    public mutating func key(_ key: String) {
+        separate()
+        writeEscaped(key)
+        bytes.append(UInt8(ascii: ":"))
+        needsComma = false
+    }
+
+    /// Writes a string value.
+    public mutating func string(_ value: String) {
+        separate()
+        writeEscaped(value)
+        needsComma = true
+    }
+
+    /// Writes an integer value.
+    public mutating func int(_ value: some BinaryInteger) {
+        separate()
+        bytes.append(contentsOf: String(value).utf8)
+        needsComma = true
+    }
+
+    /// Writes a finite double value using its shortest round-tripping form.
+    public mutating func double(_ value: Double) {
+        separate()
+        if value.isFinite {
+            bytes.append(contentsOf: value.description.utf8)
+        } else {
+            bytes.append(contentsOf: "null".utf8)
+        }
+        needsComma = true
+    }
+
+    /// Writes a boolean value.
+    public mutating func bool(_ value: Bool) {
+        separate()
+        bytes.append(contentsOf: (value ? "true" : "false").utf8)
+        needsComma = true
+    }
+
+    /// Writes `null`.
+    public mutating func null() {
+        separate()
+        bytes.append(contentsOf: "null".utf8)
+        needsComma = true
+    }
+
+    /// Writes a value that is already valid JSON, as is.
+    public mutating func raw(_ json: some Sequence<UInt8>) {
+        separate()
+        bytes.append(contentsOf: json)
+        needsComma = true
+    }
+
+    /// Writes a parsed JSON value.
+    public mutating func write(_ value: JSONValue) {
+        switch value {
+        case .null: null()
+        case .bool(let bool): self.bool(bool)
+        case .number(let text):
+            separate()
+            bytes.append(contentsOf: text.utf8)
+            needsComma = true
+        case .string(let string): self.string(string)
+        case .array(let elements):
+            beginArray()
+            for element in elements { write(element) }
+            endArray()
+        case .object(let members):
+            beginObject()
+            for (name, member) in members.sorted(by: { $0.key < $1.key }) {
+                key(name)
+                write(member)
+            }
+            endObject()
+        }
+    }
+
+    private mutating func separate() {
+        if needsComma { bytes.append(UInt8(ascii: ",")) }
+    }
+
+    private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
+
+    private mutating func writeEscaped(_ string: String) {
+        bytes.append(UInt8(ascii: "\""))
+        for byte in string.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
+            case UInt8(ascii: "\\"): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
+            case 0x0A: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
+            case 0x0D: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
+            case 0x09: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
+            case 0..<0x20:
+                bytes.append(contentsOf: Array("\\u00".utf8))
+                bytes.append(Self.hexDigits[Int(byte >> 4)])
+                bytes.append(Self.hexDigits[Int(byte & 0xF)])
+            default: bytes.append(byte)
+            }
+        }
+        bytes.append(UInt8(ascii: "\""))
+    }
+}

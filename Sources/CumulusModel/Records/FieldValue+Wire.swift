@@ -1,0 +1,353 @@
+import Foundation
+
+// MARK: - Reading
+
+extension FieldValue {
+    /// Reads a record field dictionary `{"value": …, "type": …}`.
+    ///
+    /// `type` is optional, as in CloudKit Web Services: when it is absent the type is inferred from the value's JSON
+    /// shape (a string is `STRING`, an integer `INT64`, a fraction `DOUBLE`, an object with `recordName` a
+    /// `REFERENCE`, and so on). `BYTES` and `TIMESTAMP` cannot be told apart from `STRING` and `INT64` by shape, so
+    /// clients send `type` for them.
+    ///
+    /// - Returns: The value, or `nil` when the field is null (which clears the field).
+    public static func read(field json: JSONValue, path: String) throws(WireFormatError) -> FieldValue? {
+        let object = try WireObject(json, path: path)
+        guard let value = object["value"] else { return nil }
+        let valuePath = object.path("value")
+        guard let tag = try object.string("type") else {
+            return try infer(value, path: valuePath)
+        }
+        let normalized = tag.uppercased()
+        if normalized.hasSuffix("_LIST") {
+            let elementTag = String(normalized.dropLast(5))
+            guard case .array(let elements) = value else {
+                throw WireFormatError(path: valuePath, message: "expected an array for \(tag), found \(value.kindDescription)")
+            }
+            if elementTag == "UNKNOWN" {
+                return try inferList(elements, path: valuePath)
+            }
+            guard let elementType = FieldType(wireTag: elementTag) else {
+                throw WireFormatError(path: object.path("type"), message: "unknown field type \(tag)")
+            }
+            var values: [FieldValue] = []
+            values.reserveCapacity(elements.count)
+            for (index, element) in elements.enumerated() {
+                values.append(try read(element, as: elementType, path: "\(valuePath)[\(index)]"))
+            }
+            return .list(elementType, values)
+        }
+        guard let type = FieldType(wireTag: normalized) else {
+            throw WireFormatError(path: object.path("type"), message: "unknown field type \(tag)")
+        }
+        return try read(value, as: type, path: valuePath)
+    }
+
+    /// Reads a scalar value of a known type.
+    public static func read(_ value: JSONValue, as type: FieldType, path: String) throws(WireFormatError) -> FieldValue {
+        switch type {
+        case .string:
+            guard case .string(let string) = value else { throw mismatch(value, type, path) }
+            return .string(string)
+        case .int64:
+            return .int64(try readInt64(value, type: type, path: path))
+        case .double:
+            return .double(try readDouble(value, type: type, path: path))
+        case .timestamp:
+            switch value {
+            case .number(let text), .string(let text):
+                if let int = Int64(text) { return .timestamp(int) }
+                if let double = Double(text), double.isFinite, let int = Int64(exactly: double.rounded()) { return .timestamp(int) }
+                throw WireFormatError(path: path, message: "expected milliseconds since the epoch for TIMESTAMP, found \(text)")
+            default:
+                throw mismatch(value, type, path)
+            }
+        case .bytes:
+            guard case .string(let string) = value else { throw mismatch(value, type, path) }
+            guard let data = Data(lenientBase64: string) else {
+                throw WireFormatError(path: path, message: "expected base64 for BYTES")
+            }
+            return .bytes(data)
+        case .reference:
+            return .reference(try Reference(wire: value, path: path))
+        case .location:
+            return .location(try Location(wire: value, path: path))
+        case .asset:
+            return .asset(try Asset(wire: value, path: path))
+        }
+    }
+
+    private static func mismatch(_ value: JSONValue, _ type: FieldType, _ path: String) -> WireFormatError {
+        WireFormatError(path: path, message: "expected a value of type \(type.rawValue), found \(value.kindDescription)")
+    }
+
+    static func readInt64(_ value: JSONValue, type: FieldType, path: String) throws(WireFormatError) -> Int64 {
+        switch value {
+        case .number(let text), .string(let text):
+            if let int = Int64(text) { return int }
+            if let double = Double(text), double.isFinite, double.rounded() == double, let int = Int64(exactly: double) { return int }
+            throw WireFormatError(path: path, message: "expected a 64-bit integer for \(type.rawValue), found \(text)")
+        case .bool(let bool):
+            return bool ? 1 : 0
+        default:
+            throw mismatch(value, type, path)
+        }
+    }
+
+    static func readDouble(_ value: JSONValue, type: FieldType, path: String) throws(WireFormatError) -> Double {
+        switch value {
+        case .number(let text), .string(let text):
+            guard let double = Double(text) else {
+                throw WireFormatError(path: path, message: "expected a number for \(type.rawValue), found \(text)")
+            }
+            guard double.isFinite else { throw WireFormatError(path: path, message: "must be a finite number") }
+            return double
+        default:
+            throw mismatch(value, type, path)
+        }
+    }
+
+    private static func infer(_ value: JSONValue, path: String) throws(WireFormatError) -> FieldValue {
+        switch value {
+        case .array(let elements):
+            return try inferList(elements, path: path)
+        default:
+            return try read(value, as: inferType(value, path: path), path: path)
+        }
+    }
+
+    private static func inferList(_ elements: [JSONValue], path: String) throws(WireFormatError) -> FieldValue {
+        guard let first = elements.first else { return .list(nil, []) }
+        var elementType = try inferType(first, path: "\(path)[0]")
+        // A list mixing integers and fractions is a DOUBLE list.
+        if elementType == .int64, elements.contains(where: { if case .number(let text) = $0 { return !isIntegral(text) } else { return false } }) {
+            elementType = .double
+        }
+        var values: [FieldValue] = []
+        values.reserveCapacity(elements.count)
+        for (index, element) in elements.enumerated() {
+            values.append(try read(element, as: elementType, path: "\(path)[\(index)]"))
+        }
+        return .list(elementType, values)
+    }
+
+    private static func isIntegral(_ text: String) -> Bool {
+        !text.utf8.contains(where: { $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "e") || $0 == UInt8(ascii: "E") })
+    }
+
+    private static func inferType(_ value: JSONValue, path: String) throws(WireFormatError) -> FieldType {
+        switch value {
+        case .string: return .string
+        case .bool: return .int64
+        case .number(let text): return isIntegral(text) ? .int64 : .double
+        case .object(let members):
+            if members["recordName"] != nil { return .reference }
+            if members["latitude"] != nil || members["longitude"] != nil { return .location }
+            if members["fileChecksum"] != nil || members["receipt"] != nil || members["downloadURL"] != nil || members["size"] != nil {
+                return .asset
+            }
+            throw WireFormatError(path: path, message: "cannot infer the field type of this object; send \"type\"")
+        case .array:
+            throw WireFormatError(path: path, message: "lists cannot be nested")
+        case .null:
+            throw WireFormatError(path: path, message: "list elements cannot be null")
+        }
+    }
+}
+
+extension FieldType {
+    /// Reads a scalar type tag, accepting `ASSET` for `ASSETID`.
+    public init?(wireTag: String) {
+        if wireTag == "ASSET" {
+            self = .asset
+        } else {
+            self.init(rawValue: wireTag)
+        }
+    }
+}
+
+extension Reference {
+    /// Reads a reference dictionary `{recordName, zoneID, action}`; `action` defaults to `NONE`.
+    public init(wire value: JSONValue, path: String) throws(WireFormatError) {
+        let object = try WireObject(value, path: path)
+        let recordName = try object.requiredString("recordName")
+        let zoneID = try object.object("zoneID").map { (zone) throws(WireFormatError) in try ZoneID(wire: zone) }
+        var action = Action.none
+        if let tag = try object.string("action") {
+            guard let parsed = Action(rawValue: tag.uppercased()) else {
+                throw WireFormatError(path: object.path("action"), message: "expected NONE, DELETE_SELF or VALIDATE, found \(tag)")
+            }
+            action = parsed
+        }
+        self.init(recordName: recordName, zoneID: zoneID, action: action)
+    }
+}
+
+extension Location {
+    /// Reads a location dictionary; latitude and longitude are required and range-checked.
+    public init(wire value: JSONValue, path: String) throws(WireFormatError) {
+        let object = try WireObject(value, path: path)
+        func double(_ key: String, required: Bool = false) throws(WireFormatError) -> Double? {
+            guard let member = object[key] else {
+                if required { throw WireFormatError(path: object.path(key), message: "is required") }
+                return nil
+            }
+            return try FieldValue.readDouble(member, type: .location, path: object.path(key))
+        }
+        let latitude = try double("latitude", required: true)!
+        let longitude = try double("longitude", required: true)!
+        guard (-90...90).contains(latitude) else {
+            throw WireFormatError(path: object.path("latitude"), message: "must be between -90 and 90")
+        }
+        guard (-180...180).contains(longitude) else {
+            throw WireFormatError(path: object.path("longitude"), message: "must be between -180 and 180")
+        }
+        var timestamp: Int64?
+        if let member = object["timestamp"] {
+            timestamp = try FieldValue.readInt64(member, type: .timestamp, path: object.path("timestamp"))
+        }
+        self.init(
+            latitude: latitude, longitude: longitude,
+            horizontalAccuracy: try double("horizontalAccuracy"), verticalAccuracy: try double("verticalAccuracy"),
+            altitude: try double("altitude"), speed: try double("speed"), speedAccuracy: try double("speedAccuracy"),
+            course: try double("course"), courseAccuracy: try double("courseAccuracy"), timestamp: timestamp
+        )
+    }
+}
+
+extension Asset {
+    /// Reads an asset dictionary.
+    public init(wire value: JSONValue, path: String) throws(WireFormatError) {
+        let object = try WireObject(value, path: path)
+        var size: Int64?
+        if let member = object["size"] {
+            size = try FieldValue.readInt64(member, type: .asset, path: object.path("size"))
+        }
+        self.init(
+            fileChecksum: try object.string("fileChecksum"), size: size,
+            referenceChecksum: try object.string("referenceChecksum"), wrappingKey: try object.string("wrappingKey"),
+            receipt: try object.string("receipt"), downloadURL: try object.string("downloadURL")
+        )
+    }
+}
+
+extension Data {
+    /// Decodes standard or URL-safe base64, with or without padding.
+    init?(lenientBase64 string: String) {
+        if let data = Data(base64Encoded: string) {
+            self = data
+            return
+        }
+        var normalized = string.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        normalized = normalized.filter { !$0.isWhitespace }
+        while normalized.utf8.count % 4 != 0 { normalized.append("=") }
+        guard let data = Data(base64Encoded: normalized) else { return nil }
+        self = data
+    }
+}
+
+// MARK: - Writing
+
+/// Options for writing record fields.
+public struct FieldWriteOptions: Sendable, Hashable {
+    /// Write `INT64` and `DOUBLE` values as strings (`numbersAsStrings` in requests).
+    public var numbersAsStrings: Bool
+
+    /// Creates options.
+    public init(numbersAsStrings: Bool = false) {
+        self.numbersAsStrings = numbersAsStrings
+    }
+}
+
+extension JSONWriter {
+    /// Writes a record field dictionary `{"value": …, "type": …}`; `type` is always written.
+    public mutating func field(_ value: FieldValue, options: FieldWriteOptions = .init()) {
+        beginObject()
+        key("value")
+        fieldValue(value, options: options)
+        key("type")
+        string(value.typeTag)
+        endObject()
+    }
+
+    /// Writes a bare field value (the `value` of a field dictionary).
+    public mutating func fieldValue(_ value: FieldValue, options: FieldWriteOptions = .init()) {
+        switch value {
+        case .string(let string): self.string(string)
+        case .int64(let int): options.numbersAsStrings ? self.string(String(int)) : self.int(int)
+        case .double(let double): options.numbersAsStrings ? self.string(double.description) : self.double(double)
+        case .timestamp(let milliseconds): self.int(milliseconds)
+        case .bytes(let data): self.string(data.base64EncodedString())
+        case .reference(let reference): self.reference(reference)
+        case .location(let location): self.location(location)
+        case .asset(let asset): self.asset(asset)
+        case .list(_, let values):
+            beginArray()
+            for element in values { fieldValue(element, options: options) }
+            endArray()
+        }
+    }
+
+    /// Writes a reference dictionary.
+    public mutating func reference(_ reference: Reference) {
+        beginObject()
+        key("recordName")
+        string(reference.recordName)
+        if let zoneID = reference.zoneID {
+            key("zoneID")
+            self.zoneID(zoneID)
+        }
+        key("action")
+        string(reference.action.rawValue)
+        endObject()
+    }
+
+    private mutating func location(_ location: Location) {
+        beginObject()
+        key("latitude")
+        double(location.latitude)
+        key("longitude")
+        double(location.longitude)
+        let optionals: [(String, Double?)] = [
+            ("horizontalAccuracy", location.horizontalAccuracy), ("verticalAccuracy", location.verticalAccuracy),
+            ("altitude", location.altitude), ("speed", location.speed), ("speedAccuracy", location.speedAccuracy),
+            ("course", location.course), ("courseAccuracy", location.courseAccuracy),
+        ]
+        for case (let name, let value?) in optionals {
+            key(name)
+            double(value)
+        }
+        if let timestamp = location.timestamp {
+            key("timestamp")
+            int(timestamp)
+        }
+        endObject()
+    }
+
+    private mutating func asset(_ asset: Asset) {
+        beginObject()
+        let strings: [(String, String?)] = [
+            ("fileChecksum", asset.fileChecksum), ("referenceChecksum", asset.referenceChecksum),
+            ("wrappingKey", asset.wrappingKey), ("receipt", asset.receipt), ("downloadURL", asset.downloadURL),
+        ]
+        for case (let name, let value?) in strings {
+            key(name)
+            string(value)
+        }
+        if let size = asset.size {
+            key("size")
+            int(size)
+        }
+        endObject()
+    }
+
+    /// Writes a fields dictionary with keys in sorted order, so equal records encode to equal bytes.
+    public mutating func fields(_ fields: [String: FieldValue], options: FieldWriteOptions = .init()) {
+        beginObject()
+        for name in fields.keys.sorted() {
+            key(name)
+            field(fields[name]!, options: options)
+        }
+        endObject()
+    }
+}

@@ -1,0 +1,252 @@
+/// A change to a field that may be left alone, set, or cleared.
+public enum FieldPatch<Value: Sendable & Hashable>: Sendable, Hashable {
+    case unchanged
+    case set(Value)
+    case clear
+}
+
+/// The seven `operationType`s of `records/modify`.
+public enum RecordOperationType: String, Sendable, Hashable, CaseIterable {
+    case create
+    case update
+    case forceUpdate
+    case replace
+    case forceReplace
+    case delete
+    case forceDelete
+
+    /// Whether the operation deletes.
+    public var isDelete: Bool { self == .delete || self == .forceDelete }
+    /// Whether the operation checks `recordChangeTag`.
+    public var checksChangeTag: Bool { self == .update || self == .replace || self == .delete }
+    /// Whether the operation creates a missing record.
+    public var createsMissing: Bool { self == .create || self == .forceUpdate || self == .forceReplace }
+    /// Whether fields not sent are kept (merge) rather than cleared.
+    public var merges: Bool { self == .update || self == .forceUpdate }
+
+    /// Reads an operation type, ignoring case.
+    public init?(wire: String) {
+        let lowered = wire.lowercased()
+        guard let match = Self.allCases.first(where: { $0.rawValue.lowercased() == lowered }) else { return nil }
+        self = match
+    }
+}
+
+/// The record dictionary of a `records/modify` operation.
+public struct RecordDraft: Sendable, Hashable {
+    /// The record name; `nil` lets the server pick a UUID on create.
+    public var recordName: String?
+    public var recordType: String?
+    public var recordChangeTag: String?
+    /// Fields sent; a `nil` value clears the field.
+    public var fields: [String: FieldValue?]
+    /// The parent record name.
+    public var parent: FieldPatch<String>
+    /// Ask the server to mint a short GUID for sharing.
+    public var createShortGUID: Bool
+    /// Keys the record dictionary carried that the foundation does not interpret (sharing keys, for example).
+    public var otherKeys: [String: JSONValue]
+
+    /// Creates a draft.
+    public init(
+        recordName: String? = nil, recordType: String? = nil, recordChangeTag: String? = nil,
+        fields: [String: FieldValue?] = [:], parent: FieldPatch<String> = .unchanged, createShortGUID: Bool = false,
+        otherKeys: [String: JSONValue] = [:]
+    ) {
+        self.recordName = recordName
+        self.recordType = recordType
+        self.recordChangeTag = recordChangeTag
+        self.fields = fields
+        self.parent = parent
+        self.createShortGUID = createShortGUID
+        self.otherKeys = otherKeys
+    }
+
+    static let interpretedKeys: Set<String> = [
+        "recordName", "recordType", "recordChangeTag", "fields", "parent", "createShortGUID",
+        // Response-only keys a client may echo back; ignored.
+        "created", "modified", "deleted", "zoneID", "shortGUID", "share",
+    ]
+
+    /// Reads a record dictionary.
+    public init(wire object: WireObject) throws(WireFormatError) {
+        recordName = try object.string("recordName")
+        recordType = try object.string("recordType")
+        recordChangeTag = try object.string("recordChangeTag")
+        fields = [:]
+        if let fieldsObject = try object.object("fields") {
+            fields.reserveCapacity(fieldsObject.members.count)
+            for (name, field) in fieldsObject.members {
+                if field.isNull {
+                    fields[name] = .some(nil)
+                } else {
+                    fields[name] = .some(try FieldValue.read(field: field, path: fieldsObject.path(name)))
+                }
+            }
+        }
+        if object.members["parent"] == nil {
+            parent = .unchanged
+        } else if let parentObject = try object.object("parent") {
+            parent = .set(try parentObject.requiredString("recordName"))
+        } else {
+            parent = .clear
+        }
+        createShortGUID = try object.bool("createShortGUID") ?? false
+        otherKeys = object.members.filter { !Self.interpretedKeys.contains($0.key) }
+    }
+}
+
+/// One operation of `records/modify`.
+public struct RecordOperation: Sendable, Hashable {
+    public var operationType: RecordOperationType
+    public var record: RecordDraft
+    /// Per-operation `desiredKeys`, overriding the request's.
+    public var desiredKeys: [String]?
+
+    /// Creates an operation.
+    public init(operationType: RecordOperationType, record: RecordDraft, desiredKeys: [String]? = nil) {
+        self.operationType = operationType
+        self.record = record
+        self.desiredKeys = desiredKeys
+    }
+}
+
+/// The body of `records/modify`.
+public struct RecordsModifyRequest: Sendable, Hashable {
+    public var operations: [RecordOperation]
+    public var zoneID: ZoneID?
+    /// `nil` means the default: atomic in custom zones.
+    public var atomic: Bool?
+    public var desiredKeys: [String]?
+    public var numbersAsStrings: Bool
+
+    /// Reads the request body.
+    public init(wire object: WireObject) throws(WireFormatError) {
+        guard let operationValues = try object.array("operations") else {
+            throw WireFormatError(path: object.path("operations"), message: "is required")
+        }
+        operations = []
+        operations.reserveCapacity(operationValues.count)
+        for (index, value) in operationValues.enumerated() {
+            let operation = try WireObject(value, path: "\(object.path("operations"))[\(index)]")
+            let typeName = try operation.requiredString("operationType")
+            guard let type = RecordOperationType(wire: typeName) else {
+                throw WireFormatError(
+                    path: operation.path("operationType"),
+                    message: "unknown operation type \(typeName); expected one of \(RecordOperationType.allCases.map(\.rawValue).joined(separator: ", "))"
+                )
+            }
+            guard let recordObject = try operation.object("record") else {
+                throw WireFormatError(path: operation.path("record"), message: "is required")
+            }
+            operations.append(
+                RecordOperation(
+                    operationType: type, record: try RecordDraft(wire: recordObject), desiredKeys: try operation.stringArray("desiredKeys")
+                )
+            )
+        }
+        zoneID = try object.object("zoneID").map { (zone) throws(WireFormatError) in try ZoneID(wire: zone) }
+        atomic = try object.bool("atomic")
+        desiredKeys = try object.stringArray("desiredKeys")
+        numbersAsStrings = try object.bool("numbersAsStrings") ?? false
+    }
+}
+
+/// The body of `records/lookup`.
+public struct RecordsLookupRequest: Sendable, Hashable {
+    /// One entry per record asked for.
+    public struct Entry: Sendable, Hashable {
+        public var recordName: String
+        public var desiredKeys: [String]?
+    }
+
+    public var records: [Entry]
+    public var zoneID: ZoneID?
+    public var desiredKeys: [String]?
+    public var numbersAsStrings: Bool
+
+    /// Reads the request body.
+    public init(wire object: WireObject) throws(WireFormatError) {
+        guard let values = try object.array("records") else {
+            throw WireFormatError(path: object.path("records"), message: "is required")
+        }
+        records = []
+        records.reserveCapacity(values.count)
+        for (index, value) in values.enumerated() {
+            let entry = try WireObject(value, path: "\(object.path("records"))[\(index)]")
+            records.append(Entry(recordName: try entry.requiredString("recordName"), desiredKeys: try entry.stringArray("desiredKeys")))
+        }
+        zoneID = try object.object("zoneID").map { (zone) throws(WireFormatError) in try ZoneID(wire: zone) }
+        desiredKeys = try object.stringArray("desiredKeys")
+        numbersAsStrings = try object.bool("numbersAsStrings") ?? false
+    }
+}
+
+/// One operation of `zones/modify`.
+public struct ZoneOperation: Sendable, Hashable {
+    public enum OperationType: String, Sendable, Hashable {
+        case create
+        case delete
+    }
+
+    public var operationType: OperationType
+    public var zoneID: ZoneID
+
+    public init(operationType: OperationType, zoneID: ZoneID) {
+        self.operationType = operationType
+        self.zoneID = zoneID
+    }
+}
+
+/// The body of `zones/modify`.
+public struct ZonesModifyRequest: Sendable, Hashable {
+    public var operations: [ZoneOperation]
+
+    /// Reads the request body.
+    public init(wire object: WireObject) throws(WireFormatError) {
+        guard let values = try object.array("operations") else {
+            throw WireFormatError(path: object.path("operations"), message: "is required")
+        }
+        operations = []
+        for (index, value) in values.enumerated() {
+            let operation = try WireObject(value, path: "\(object.path("operations"))[\(index)]")
+            let typeName = try operation.requiredString("operationType")
+            guard let type = ZoneOperation.OperationType(rawValue: typeName.lowercased()) else {
+                throw WireFormatError(path: operation.path("operationType"), message: "expected create or delete, found \(typeName)")
+            }
+            // Clients send {zone: {zoneID: …}}; accept a bare {zoneID: …} as well.
+            var zoneObject = operation
+            if let nested = try operation.object("zone") { zoneObject = nested }
+            guard let zoneIDObject = try zoneObject.object("zoneID") else {
+                throw WireFormatError(path: zoneObject.path("zoneID"), message: "is required")
+            }
+            guard zoneIDObject["zoneName"] != nil else {
+                throw WireFormatError(path: zoneIDObject.path("zoneName"), message: "is required")
+            }
+            operations.append(ZoneOperation(operationType: type, zoneID: try ZoneID(wire: zoneIDObject)))
+        }
+    }
+}
+
+/// The body of `zones/lookup`.
+public struct ZonesLookupRequest: Sendable, Hashable {
+    public var zones: [ZoneID]
+
+    /// Reads the request body.
+    public init(wire object: WireObject) throws(WireFormatError) {
+        guard let values = try object.array("zones") else {
+            throw WireFormatError(path: object.path("zones"), message: "is required")
+        }
+        zones = []
+        for (index, value) in values.enumerated() {
+            let zone = try WireObject(value, path: "\(object.path("zones"))[\(index)]")
+            // Accept {zoneName} and {zoneID: {zoneName}}.
+            var zoneIDObject = zone
+            if let nested = try zone.object("zoneID") { zoneIDObject = nested }
+            guard zoneIDObject["zoneName"] != nil else {
+                throw WireFormatError(path: zoneIDObject.path("zoneName"), message: "is required")
+            }
+            zones.append(try ZoneID(wire: zoneIDObject))
+        }
+    }
+}

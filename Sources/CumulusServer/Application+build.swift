@@ -1,0 +1,58 @@
+public import CumulusCore
+public import CumulusStore
+public import Hummingbird
+public import Logging
+
+/// Builds the Cumulus HTTP application. The `cumulus serve` command and the tests both call this.
+///
+/// ```swift
+/// let store = try SQLiteRecordStore(path: "cumulus-data/cumulus.sqlite")
+/// let app = buildApplication(configuration: .init(port: 8080), store: store, logger: logger)
+/// try await app.runService()
+/// ```
+///
+/// - Parameters:
+///   - configuration: Address, limits and URLs.
+///   - store: The record store.
+///   - logger: The application logger.
+///   - clock: The wall clock (tests inject their own).
+///   - onServerRunning: Called with the URL the server listens on, once it accepts connections.
+public func buildApplication(
+    configuration: ServerConfiguration, store: any RecordStore, logger: Logger, clock: WallClock = .system,
+    onServerRunning: @escaping @Sendable (String) async -> Void = { _ in }
+) -> Application<RouterResponder<CumulusRequestContext>> {
+    let router = buildRouter(configuration: configuration, store: store, clock: clock)
+    let host = configuration.host
+    return Application(
+        router: router,
+        configuration: .init(address: .hostname(host, port: configuration.port), serverName: "Cumulus"),
+        onServerRunning: { channel in
+            let port = channel.localAddress?.port ?? configuration.port
+            let urlHost = host.contains(":") ? "[\(host)]" : host
+            await onServerRunning("http://\(urlHost):\(port)")
+        },
+        logger: logger
+    )
+}
+
+/// Builds the router: the CloudKit Web Services routes, the sign-in routes, and error mapping.
+public func buildRouter(configuration: ServerConfiguration, store: any RecordStore, clock: WallClock = .system) -> Router<CumulusRequestContext> {
+    let limits = configuration.limits
+    let accounts = AccountService(store: store, webAuthTokenLifetime: configuration.webAuthTokenLifetime, clock: clock)
+    let database = DatabaseService(store: store, limits: limits, clock: clock)
+    let baseURL = configuration.publicBaseURL ?? "http://\(configuration.host):\(configuration.port)"
+
+    let router = Router(context: CumulusRequestContext.self)
+    router.add(middleware: CloudKitErrorMiddleware(publicBaseURL: baseURL))
+    router.get("health") { _, _ in "ok" }
+
+    let databaseGroup = router.group("database/1/:container/:environment/:database")
+        .add(
+            middleware: AuthenticationMiddleware(
+                accounts: accounts, limits: limits, clock: clock, signatureDateTolerance: configuration.signatureDateTolerance
+            )
+        )
+    DatabaseRoutes(database: database, limits: limits).register(on: databaseGroup)
+    AuthRoutes(accounts: accounts, limits: limits).register(on: router.group("auth/1/:container/:environment"))
+    return router
+}

@@ -1,0 +1,109 @@
+import CumulusCore
+import CumulusStore
+import CumulusModel
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+
+/// The CloudKit error envelope: `{uuid, serverErrorCode, reason, retryAfter?, redirectURL?}`.
+struct CloudKitErrorResponse: HTTPResponseError {
+    var code: ServerErrorCode
+    var reason: String
+    var retryAfter: Int?
+    var redirectURL: String?
+
+    var status: HTTPResponse.Status { .init(code: code.httpStatus) }
+
+    func response(from request: Request, context: some RequestContext) throws -> Response {
+        var writer = JSONWriter()
+        writer.beginObject()
+        writer.key("uuid")
+        writer.string(UUID().uuidString.lowercased())
+        writer.key("serverErrorCode")
+        writer.string(code.rawValue)
+        writer.key("reason")
+        writer.string(reason)
+        if let retryAfter {
+            writer.key("retryAfter")
+            writer.int(retryAfter)
+        }
+        if let redirectURL {
+            writer.key("redirectURL")
+            writer.string(redirectURL)
+        }
+        writer.endObject()
+        var headers: HTTPFields = [.contentType: "application/json; charset=utf-8"]
+        if let retryAfter { headers[.retryAfter] = String(retryAfter) }
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: writer.bytes)))
+    }
+}
+
+extension CumulusError.Code {
+    /// The CloudKit code a domain error is reported as.
+    var serverErrorCode: ServerErrorCode {
+        switch self {
+        case .badRequest: .badRequest
+        case .authenticationRequired: .authenticationRequired
+        case .authenticationFailed: .authenticationFailed
+        case .accessDenied: .accessDenied
+        case .notFound: .notFound
+        case .zoneNotFound: .zoneNotFound
+        case .exists: .exists
+        case .conflict: .conflict
+        case .quotaExceeded: .quotaExceeded
+        case .throttled: .throttled
+        case .unavailable: .tryAgainLater
+        default: .internalError
+        }
+    }
+}
+
+/// Maps every error to the CloudKit envelope, once, at the edge. Unknown errors become `INTERNAL_ERROR` and are logged,
+/// never described to the client.
+struct CloudKitErrorMiddleware<Context: RequestContext>: RouterMiddleware {
+    /// Base URL for the sign-in page named in `AUTHENTICATION_REQUIRED` answers.
+    let publicBaseURL: String
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        do {
+            return try await next(request, context)
+        } catch let error as CloudKitErrorResponse {
+            throw error
+        } catch let error as CumulusError {
+            if error.code == .internalError || error.code == .unavailable {
+                context.logger.error("request failed", metadata: ["error": "\(error.underlying.map { "\($0)" } ?? error.reason)"])
+            }
+            var redirectURL: String?
+            if error.code == .authenticationRequired {
+                redirectURL = signInURL(for: request)
+            }
+            throw CloudKitErrorResponse(
+                code: error.code.serverErrorCode, reason: error.code == .internalError ? "internal error" : error.reason,
+                retryAfter: error.retryAfter, redirectURL: redirectURL
+            )
+        } catch let error as WireFormatError {
+            throw CloudKitErrorResponse(code: .badRequest, reason: error.description)
+        } catch let error as any HTTPResponseError {
+            switch error.status.code {
+            case 404: throw CloudKitErrorResponse(code: .notFound, reason: "no such endpoint: \(request.method) \(request.uri.path)")
+            case 405: throw CloudKitErrorResponse(code: .badRequest, reason: "method \(request.method) not allowed on \(request.uri.path)")
+            case 413: throw CloudKitErrorResponse(code: .quotaExceeded, reason: "request body is larger than the server accepts")
+            case 400..<500: throw CloudKitErrorResponse(code: .badRequest, reason: "bad request")
+            default:
+                context.logger.error("request failed", metadata: ["error": "\(error)"])
+                throw CloudKitErrorResponse(code: .internalError, reason: "internal error")
+            }
+        } catch {
+            context.logger.error("request failed", metadata: ["error": "\(error)"])
+            throw CloudKitErrorResponse(code: .internalError, reason: "internal error")
+        }
+    }
+
+    private func signInURL(for request: Request) -> String {
+        // /database/1/{container}/{environment}/… → /auth/1/{container}/{environment}/signin
+        let parts = request.uri.path.split(separator: "/")
+        guard parts.count >= 4 else { return publicBaseURL }
+        return "\(publicBaseURL)/auth/1/\(parts[2])/\(parts[3])/signin"
+    }
+}

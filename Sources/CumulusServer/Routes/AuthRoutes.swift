@@ -1,0 +1,79 @@
+import CumulusCore
+import CumulusStore
+import CumulusModel
+import HTTPTypes
+import Hummingbird
+import Logging
+
+/// Sign-up, sign-in and sign-out over HTTP, so a client app needs no command line to get a `ckWebAuthToken`.
+///
+/// `POST /auth/1/{container}/{environment}/signup|signin|signout?ckAPIToken=…` with a JSON body
+/// `{"name": …, "password": …, "email": …}`; sign-up and sign-in answer `{"ckWebAuthToken", "userRecordName"}`.
+/// These routes are Cumulus's own: CloudKit signs users in through Apple's pages.
+struct AuthRoutes {
+    let accounts: AccountService
+    let limits: Limits
+
+    func register(on group: RouterGroup<CumulusRequestContext>) {
+        group.post("signup", use: signUp)
+        group.post("signin", use: signIn)
+        group.post("signout", use: signOut)
+    }
+
+    @Sendable func signUp(_ request: Request, context: CumulusRequestContext) async throws -> Response {
+        let container = try await checkAPIToken(request, context: context)
+        let body = try await RequestBody.object(request, limits: limits)
+        let (user, token) = try await accounts.signUp(
+            container: container, name: try body.requiredString("name"), password: try body.requiredString("password"),
+            email: try body.string("email"), logger: context.logger
+        )
+        return tokenResponse(user.userRecordName, token, status: .created)
+    }
+
+    @Sendable func signIn(_ request: Request, context: CumulusRequestContext) async throws -> Response {
+        let container = try await checkAPIToken(request, context: context)
+        let body = try await RequestBody.object(request, limits: limits)
+        let (user, token) = try await accounts.signIn(
+            container: container, name: try body.requiredString("name"), password: try body.requiredString("password"), logger: context.logger
+        )
+        return tokenResponse(user.userRecordName, token, status: .ok)
+    }
+
+    @Sendable func signOut(_ request: Request, context: CumulusRequestContext) async throws -> Response {
+        _ = try await checkAPIToken(request, context: context)
+        let body = try await RequestBody.object(request, limits: limits)
+        guard let token = try body.string("ckWebAuthToken") ?? request.uri.queryParameters["ckWebAuthToken"].map(String.init) else {
+            throw CumulusError(.badRequest, "ckWebAuthToken: is required")
+        }
+        try await accounts.signOut(webAuthToken: token, logger: context.logger)
+        return Response(status: .noContent)
+    }
+
+    /// Sign-up and sign-in need the container's API token, like every other client call.
+    private func checkAPIToken(_ request: Request, context: CumulusRequestContext) async throws -> String {
+        guard let container = context.parameters.get("container"),
+            let environment = context.parameters.get("environment").flatMap(ContainerEnvironment.init(rawValue:))
+        else {
+            throw CumulusError(.badRequest, "path: expected /auth/1/{container}/{development|production}/…")
+        }
+        guard let apiToken = request.uri.queryParameters["ckAPIToken"].map(String.init), !apiToken.isEmpty else {
+            throw CumulusError(.authenticationFailed, "ckAPIToken is required")
+        }
+        let token = try await accounts.authenticate(apiToken: apiToken, logger: context.logger)
+        guard token.container == container, token.environment == environment else {
+            throw CumulusError(.authenticationFailed, "ckAPIToken is not valid for \(container) \(environment.rawValue)")
+        }
+        return container
+    }
+
+    private func tokenResponse(_ userRecordName: String, _ token: String, status: HTTPResponse.Status) -> Response {
+        var writer = JSONWriter()
+        writer.beginObject()
+        writer.key("ckWebAuthToken")
+        writer.string(token)
+        writer.key("userRecordName")
+        writer.string(userRecordName)
+        writer.endObject()
+        return .json(writer, status: status)
+    }
+}

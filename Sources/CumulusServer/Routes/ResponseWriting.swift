@@ -1,0 +1,124 @@
+import CumulusCore
+import CumulusModel
+import CumulusStore
+import Foundation
+import HTTPTypes
+import Hummingbird
+
+/// Writing response bodies with `JSONWriter`, so stored fields JSON is spliced in without a decode and re-encode.
+extension Response {
+    static func json(_ writer: JSONWriter, status: HTTPResponse.Status = .ok) -> Response {
+        Response(
+            status: status, headers: [.contentType: "application/json; charset=utf-8"],
+            body: .init(byteBuffer: ByteBuffer(bytes: writer.bytes))
+        )
+    }
+}
+
+extension JSONWriter {
+    /// A per-item error dictionary, as CloudKit puts inside result arrays with HTTP 200.
+    mutating func itemError(code: ServerErrorCode, reason: String, identify: (inout JSONWriter) -> Void) {
+        beginObject()
+        identify(&self)
+        key("reason")
+        string(reason)
+        key("serverErrorCode")
+        string(code.rawValue)
+        key("uuid")
+        string(UUID().uuidString.lowercased())
+        endObject()
+    }
+
+    mutating func storedRecord(_ record: StoredRecord, desiredKeys: Set<String>?, options: FieldWriteOptions) {
+        self.record(header: record.header, fields: .canonical(record.fieldsJSON), desiredKeys: desiredKeys, options: options)
+    }
+
+    mutating func recordResult(_ result: RecordModificationResult, desiredKeys: Set<String>?, options: FieldWriteOptions) {
+        switch result {
+        case .saved(let record):
+            storedRecord(record, desiredKeys: desiredKeys, options: options)
+        case .deleted(let recordName):
+            tombstone(recordName: recordName)
+        case .failed(let failure):
+            beginObject()
+            key("recordName")
+            string(failure.recordName)
+            key("reason")
+            string(failure.reason)
+            key("serverErrorCode")
+            string(failure.code.rawValue)
+            key("uuid")
+            string(UUID().uuidString.lowercased())
+            if let serverRecord = failure.serverRecord {
+                // Not in Apple's documentation: the server's record on CONFLICT, so the client can merge without a
+                // second round trip (CKError.serverRecordChanged carries it natively).
+                key("serverRecord")
+                storedRecord(serverRecord, desiredKeys: nil, options: options)
+            }
+            endObject()
+        }
+    }
+
+    mutating func zone(_ zone: ZoneState) {
+        beginObject()
+        key("zoneID")
+        zoneID(zone.zoneID)
+        key("atomic")
+        bool(!zone.zoneID.isDefaultZone)
+        endObject()
+    }
+
+    mutating func zoneResult(_ result: ZoneModificationResult) {
+        switch result {
+        case .saved(let zone):
+            self.zone(zone)
+        case .deleted(let zoneID):
+            beginObject()
+            key("zoneID")
+            self.zoneID(zoneID)
+            key("deleted")
+            bool(true)
+            endObject()
+        case .failed(let zoneID, let code, let reason):
+            itemError(code: code, reason: reason) { writer in
+                writer.key("zoneID")
+                writer.zoneID(zoneID)
+            }
+        }
+    }
+
+    /// The flat user identity `users/caller` returns, plus `users: [identity]` for clients built from Apple's page.
+    mutating func userIdentity(userRecordName: String, user: UserAccount?) {
+        func identity(_ writer: inout JSONWriter) {
+            writer.key("userRecordName")
+            writer.string(userRecordName)
+            writer.key("lookupInfo")
+            writer.beginObject()
+            writer.key("userRecordName")
+            writer.string(userRecordName)
+            if let email = user?.email {
+                writer.key("emailAddress")
+                writer.string(email)
+            }
+            writer.endObject()
+            if let name = user?.name {
+                writer.key("nameComponents")
+                writer.beginObject()
+                writer.key("givenName")
+                writer.string(name)
+                writer.endObject()
+                writer.key("firstName")
+                writer.string(name)
+            }
+        }
+        beginObject()
+        identity(&self)
+        key("users")
+        beginArray()
+        beginObject()
+        identity(&self)
+        endObject()
+        endArray()
+        endObject()
+    }
+}

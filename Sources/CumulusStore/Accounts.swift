@@ -1,0 +1,81 @@
+public import CumulusModel
+
+/// An API token: identifies a container and environment (`ckAPIToken`). Only its hash is stored.
+public struct APITokenRecord: Sendable, Hashable {
+    public var tokenHash: [UInt8]
+    public var container: String
+    public var environment: ContainerEnvironment
+    public var createdAt: Int64
+    public var revoked: Bool
+
+    public init(tokenHash: [UInt8], container: String, environment: ContainerEnvironment, createdAt: Int64, revoked: Bool = false) {
+        self.tokenHash = tokenHash
+        self.container = container
+        self.environment = environment
+        self.createdAt = createdAt
+        self.revoked = revoked
+    }
+}
+
+/// A user of a container.
+public struct UserAccount: Sendable, Hashable {
+    /// CloudKit's user record name, `_` followed by 32 hex digits.
+    public var userRecordName: String
+    public var container: String
+    /// The sign-in name, unique per container ignoring case.
+    public var name: String
+    public var email: String?
+    /// A self-describing password hash (`scrypt$…`), or `nil` for users who cannot sign in with a password.
+    public var passwordHash: String?
+    /// Whether `users/discover` and `users/lookup/email` may find this user.
+    public var discoverable: Bool
+    public var createdAt: Int64
+
+    public init(
+        userRecordName: String, container: String, name: String, email: String? = nil, passwordHash: String? = nil,
+        discoverable: Bool = false, createdAt: Int64
+    ) {
+        self.userRecordName = userRecordName
+        self.container = container
+        self.name = name
+        self.email = email
+        self.passwordHash = passwordHash
+        self.discoverable = discoverable
+        self.createdAt = createdAt
+    }
+}
+
+/// A web auth token: identifies a user (`ckWebAuthToken`). Only its hash is stored.
+public struct WebAuthTokenRecord: Sendable, Hashable {
+    public var tokenHash: [UInt8]
+    public var userRecordName: String
+    public var createdAt: Int64
+    /// Milliseconds since the epoch.
+    public var expiresAt: Int64
+
+    public init(tokenHash: [UInt8], userRecordName: String, createdAt: Int64, expiresAt: Int64) {
+        self.tokenHash = tokenHash
+        self.userRecordName = userRecordName
+        self.createdAt = createdAt
+        self.expiresAt = expiresAt
+    }
+}
+
+/// A server-to-server key: an ECDSA P-256 public key registered for a container and environment.
+public struct ServerKeyRecord: Sendable, Hashable {
+    public var keyID: String
+    public var container: String
+    public var environment: ContainerEnvironment
+    public var publicKeyPEM: String
+    public var createdAt: Int64
+    public var revoked: Bool
+
+    public init(keyID: String, container: String, environment: ContainerEnvironment, publicKeyPEM: String, createdAt: Int64, revoked: Bool = false) {
+        self.keyID = keyID
+        self.container = container
+        self.environment = environment
+        self.publicKeyPEM = publicKeyPEM
+        self.createdAt = createdAt
+        self.revoked = revoked
+    }
+}

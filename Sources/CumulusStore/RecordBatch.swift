@@ -1,0 +1,106 @@
+public import CumulusModel
+
+/// One validated operation of a `records/modify` request, ready for a store.
+public struct RecordModification: Sendable, Hashable {
+    public var operationType: RecordOperationType
+    /// The record name, already chosen (the domain picks a UUID when the client sent none).
+    public var recordName: String
+    public var recordType: String?
+    public var recordChangeTag: String?
+    /// Fields sent; a `nil` value clears the field.
+    public var fields: [String: FieldValue?]
+    public var parent: FieldPatch<String>
+    public var createShortGUID: Bool
+
+    public init(
+        operationType: RecordOperationType, recordName: String, recordType: String? = nil, recordChangeTag: String? = nil,
+        fields: [String: FieldValue?] = [:], parent: FieldPatch<String> = .unchanged, createShortGUID: Bool = false
+    ) {
+        self.operationType = operationType
+        self.recordName = recordName
+        self.recordType = recordType
+        self.recordChangeTag = recordChangeTag
+        self.fields = fields
+        self.parent = parent
+        self.createShortGUID = createShortGUID
+    }
+}
+
+/// A `records/modify` request for one zone, as a store receives it.
+public struct RecordBatch: Sendable, Hashable {
+    public var database: DatabaseRef
+    public var zoneName: String
+    /// All operations succeed or none is stored.
+    public var atomic: Bool
+    public var operations: [RecordModification]
+    /// Who writes, from which device, and when (milliseconds since the epoch).
+    public var author: String
+    public var deviceID: String
+    public var timestamp: Int64
+    /// Largest canonical fields encoding a record may have, in bytes.
+    public var maximumRecordSize: Int
+
+    public init(
+        database: DatabaseRef, zoneName: String, atomic: Bool, operations: [RecordModification], author: String, deviceID: String,
+        timestamp: Int64, maximumRecordSize: Int = 1_000_000
+    ) {
+        self.database = database
+        self.zoneName = zoneName
+        self.atomic = atomic
+        self.operations = operations
+        self.author = author
+        self.deviceID = deviceID
+        self.timestamp = timestamp
+        self.maximumRecordSize = maximumRecordSize
+    }
+
+    /// Every record name the batch needs to read before it can be planned: its own records, their parents, and the
+    /// targets of their `VALIDATE` references.
+    public var namesToRead: Set<String> {
+        var names = Set<String>()
+        for operation in operations {
+            names.insert(operation.recordName)
+            if case .set(let parent) = operation.parent { names.insert(parent) }
+            for case let value? in operation.fields.values {
+                for reference in value.references where reference.action == .validate {
+                    names.insert(reference.recordName)
+                }
+            }
+        }
+        return names
+    }
+}
+
+/// Why one operation failed.
+public struct RecordFailure: Error, Sendable, Hashable {
+    public var recordName: String
+    public var code: ServerErrorCode
+    public var reason: String
+    /// The server's current record, on `CONFLICT`, so the client can merge.
+    public var serverRecord: StoredRecord?
+
+    public init(recordName: String, code: ServerErrorCode, reason: String, serverRecord: StoredRecord? = nil) {
+        self.recordName = recordName
+        self.code = code
+        self.reason = reason
+        self.serverRecord = serverRecord
+    }
+}
+
+/// The outcome of one operation, in request order.
+public enum RecordModificationResult: Sendable, Hashable {
+    case saved(StoredRecord)
+    case deleted(recordName: String)
+    case failed(RecordFailure)
+}
+
+extension FieldValue {
+    /// The references this value holds, itself or as list elements.
+    public var references: [Reference] {
+        switch self {
+        case .reference(let reference): [reference]
+        case .list(.reference, let values): values.compactMap { if case .reference(let reference) = $0 { reference } else { nil } }
+        default: []
+        }
+    }
+}

@@ -1,0 +1,68 @@
+public import CumulusModel
+public import Logging
+
+/// Durable storage for Cumulus: containers and credentials, zones, and records.
+///
+/// The protocol speaks domain types only, so the SQLite and PostgreSQL implementations are interchangeable and pass one
+/// conformance suite. Each method is one transaction: a store never leaves a request half-written.
+///
+/// Record semantics (change tags, merge and replace, atomic batches) are decided by ``RecordBatchPlanner``; a store reads
+/// the records a batch needs, plans, and applies the plan with set-based statements in the same transaction.
+///
+/// ```swift
+/// let store = try SQLiteRecordStore(path: "cumulus-data/cumulus.sqlite")
+/// try await store.createContainer("iCloud.com.example.app", logger: logger)
+/// ```
+public protocol RecordStore: Sendable {
+    // MARK: - Containers and credentials
+
+    /// Creates a container. Throws ``StoreError/Code/duplicate`` if it exists.
+    func createContainer(_ container: String, createdAt: Int64, logger: Logger) async throws
+    /// Whether a container exists.
+    func containerExists(_ container: String, logger: Logger) async throws -> Bool
+
+    /// Stores a new API token.
+    func saveAPIToken(_ token: APITokenRecord, logger: Logger) async throws
+    /// The API token with this hash, revoked or not.
+    func apiToken(hash: [UInt8], logger: Logger) async throws -> APITokenRecord?
+    /// Revokes an API token. Throws ``StoreError/Code/notFound`` if there is none.
+    func revokeAPIToken(hash: [UInt8], logger: Logger) async throws
+
+    /// Creates a user. Throws ``StoreError/Code/duplicate`` if the name or email is taken in the container.
+    func createUser(_ user: UserAccount, logger: Logger) async throws
+    /// The user with this sign-in name (ignoring case) in a container.
+    func user(container: String, name: String, logger: Logger) async throws -> UserAccount?
+    /// The user with this user record name.
+    func user(userRecordName: String, logger: Logger) async throws -> UserAccount?
+
+    /// Stores a new web auth token.
+    func saveWebAuthToken(_ token: WebAuthTokenRecord, logger: Logger) async throws
+    /// The web auth token with this hash and its user.
+    func webAuthToken(hash: [UInt8], logger: Logger) async throws -> (WebAuthTokenRecord, UserAccount)?
+    /// Deletes a web auth token (signing out). Does nothing if there is none.
+    func deleteWebAuthToken(hash: [UInt8], logger: Logger) async throws
+
+    /// Stores a server-to-server key.
+    func saveServerKey(_ key: ServerKeyRecord, logger: Logger) async throws
+    /// The server-to-server key with this ID.
+    func serverKey(id: String, logger: Logger) async throws -> ServerKeyRecord?
+
+    // MARK: - Zones
+
+    /// All live zones of a database, the default zone first.
+    func zones(in database: DatabaseRef, logger: Logger) async throws -> [ZoneState]
+    /// The live zones with these names; missing zones are absent from the result.
+    func zones(named names: [String], in database: DatabaseRef, logger: Logger) async throws -> [String: ZoneState]
+    /// Creates and deletes zones, in order. Creating an existing zone succeeds and returns it; deleting a zone deletes
+    /// its records.
+    func modifyZones(_ operations: [ZoneOperation], in database: DatabaseRef, timestamp: Int64, logger: Logger) async throws
+        -> [ZoneModificationResult]
+
+    // MARK: - Records
+
+    /// The live records with these names in a zone. Throws ``StoreError/Code/zoneNotFound`` if the zone does not exist.
+    func records(named names: [String], zoneName: String, in database: DatabaseRef, logger: Logger) async throws -> [String: StoredRecord]
+    /// Applies a `records/modify` batch in one transaction. Throws ``StoreError/Code/zoneNotFound`` if the zone does not
+    /// exist; per-operation failures are results, not errors.
+    func modifyRecords(_ batch: RecordBatch, logger: Logger) async throws -> [RecordModificationResult]
+}

@@ -1,0 +1,54 @@
+/// An error from a ``RecordStore``.
+///
+/// Each store translates its database's errors into these codes, so nothing above the storage layer sees a GRDB or
+/// PostgreSQL error type.
+public struct StoreError: Error, Sendable, CustomStringConvertible {
+    /// What went wrong, as a stable code.
+    public struct Code: Sendable, Hashable, CustomStringConvertible {
+        private enum Base: Sendable, Hashable {
+            case notFound
+            case duplicate
+            case zoneNotFound
+            case invalidState
+            case unavailable
+            case corrupt
+        }
+
+        private let base: Base
+        private init(_ base: Base) { self.base = base }
+
+        /// The thing asked for does not exist.
+        public static var notFound: Self { .init(.notFound) }
+        /// A unique thing already exists.
+        public static var duplicate: Self { .init(.duplicate) }
+        /// The zone does not exist (or was deleted).
+        public static var zoneNotFound: Self { .init(.zoneNotFound) }
+        /// The request conflicts with the stored state.
+        public static var invalidState: Self { .init(.invalidState) }
+        /// The store is busy or unreachable; the caller may retry.
+        public static var unavailable: Self { .init(.unavailable) }
+        /// Stored data could not be read.
+        public static var corrupt: Self { .init(.corrupt) }
+
+        public var description: String { String(describing: base) }
+    }
+
+    /// The error's code.
+    public var code: Code
+    /// A message for logs and, where safe, for clients.
+    public var message: String
+    /// The database error behind it, for logs only.
+    public var underlying: (any Error)?
+
+    /// Creates an error.
+    public init(_ code: Code, _ message: String, underlying: (any Error)? = nil) {
+        self.code = code
+        self.message = message
+        self.underlying = underlying
+    }
+
+    public var description: String {
+        if let underlying { return "\(code): \(message) (\(underlying))" }
+        return "\(code): \(message)"
+    }
+}

@@ -1,0 +1,109 @@
+import GRDB
+
+extension SQLiteRecordStore {
+    /// Named, ordered, forward-only migrations. Invariants live in the schema: foreign keys, unique and check constraints.
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1: containers, credentials, zones and records") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE containers (
+                        id TEXT PRIMARY KEY NOT NULL,
+                        created_at INTEGER NOT NULL
+                    );
+                    CREATE TABLE api_tokens (
+                        token_hash BLOB PRIMARY KEY NOT NULL,
+                        container_id TEXT NOT NULL REFERENCES containers(id) ON DELETE CASCADE,
+                        environment TEXT NOT NULL CHECK (environment IN ('development', 'production')),
+                        created_at INTEGER NOT NULL,
+                        revoked INTEGER NOT NULL DEFAULT 0 CHECK (revoked IN (0, 1))
+                    );
+                    CREATE TABLE users (
+                        user_record_name TEXT PRIMARY KEY NOT NULL,
+                        container_id TEXT NOT NULL REFERENCES containers(id) ON DELETE CASCADE,
+                        name TEXT NOT NULL COLLATE NOCASE CHECK (length(name) BETWEEN 1 AND 255),
+                        email TEXT COLLATE NOCASE,
+                        password_hash TEXT,
+                        discoverable INTEGER NOT NULL DEFAULT 0 CHECK (discoverable IN (0, 1)),
+                        created_at INTEGER NOT NULL,
+                        UNIQUE (container_id, name),
+                        UNIQUE (container_id, email)
+                    );
+                    CREATE TABLE web_auth_tokens (
+                        token_hash BLOB PRIMARY KEY NOT NULL,
+                        user_record_name TEXT NOT NULL REFERENCES users(user_record_name) ON DELETE CASCADE,
+                        created_at INTEGER NOT NULL,
+                        expires_at INTEGER NOT NULL
+                    );
+                    CREATE INDEX web_auth_tokens_user ON web_auth_tokens(user_record_name);
+                    CREATE TABLE server_keys (
+                        key_id TEXT PRIMARY KEY NOT NULL,
+                        container_id TEXT NOT NULL REFERENCES containers(id) ON DELETE CASCADE,
+                        environment TEXT NOT NULL CHECK (environment IN ('development', 'production')),
+                        public_key_pem TEXT NOT NULL,
+                        created_at INTEGER NOT NULL,
+                        revoked INTEGER NOT NULL DEFAULT 0 CHECK (revoked IN (0, 1))
+                    );
+
+                    -- One row per database: a user's private database, or a container's public database.
+                    CREATE TABLE databases (
+                        id INTEGER PRIMARY KEY,
+                        container_id TEXT NOT NULL REFERENCES containers(id) ON DELETE CASCADE,
+                        environment TEXT NOT NULL CHECK (environment IN ('development', 'production')),
+                        scope TEXT NOT NULL CHECK (scope IN ('public', 'private')),
+                        owner_record_name TEXT NOT NULL,
+                        -- Bumped whenever a zone of the database changes: the database change feed's position.
+                        change_seq INTEGER NOT NULL DEFAULT 0,
+                        UNIQUE (container_id, environment, scope, owner_record_name)
+                    );
+                    -- A deleted zone keeps its row (deleted = 1) so the database change feed can report it; a zone
+                    -- created again under the same name is a new row.
+                    CREATE TABLE zones (
+                        id INTEGER PRIMARY KEY,
+                        database_id INTEGER NOT NULL REFERENCES databases(id) ON DELETE CASCADE,
+                        zone_name TEXT NOT NULL,
+                        -- Bumped by every record write in the zone; change tags and zone change tokens derive from it.
+                        change_seq INTEGER NOT NULL DEFAULT 0,
+                        database_change_seq INTEGER NOT NULL DEFAULT 0,
+                        deleted INTEGER NOT NULL DEFAULT 0 CHECK (deleted IN (0, 1)),
+                        created_at INTEGER NOT NULL
+                    );
+                    CREATE UNIQUE INDEX zones_live_name ON zones(database_id, zone_name) WHERE deleted = 0;
+                    CREATE INDEX zones_database_feed ON zones(database_id, database_change_seq);
+                    -- A deleted record stays as a tombstone (deleted = 1, fields NULL) for change feeds.
+                    CREATE TABLE records (
+                        id INTEGER PRIMARY KEY,
+                        zone_id INTEGER NOT NULL REFERENCES zones(id) ON DELETE CASCADE,
+                        record_name TEXT NOT NULL,
+                        record_type TEXT NOT NULL,
+                        change_seq INTEGER NOT NULL,
+                        deleted INTEGER NOT NULL DEFAULT 0 CHECK (deleted IN (0, 1)),
+                        fields BLOB,
+                        parent_name TEXT,
+                        share_name TEXT,
+                        short_guid TEXT,
+                        created_at INTEGER NOT NULL,
+                        created_by TEXT NOT NULL,
+                        created_device TEXT NOT NULL,
+                        modified_at INTEGER NOT NULL,
+                        modified_by TEXT NOT NULL,
+                        modified_device TEXT NOT NULL,
+                        UNIQUE (zone_id, record_name),
+                        CHECK (deleted = 1 OR fields IS NOT NULL)
+                    );
+                    CREATE INDEX records_zone_feed ON records(zone_id, change_seq);
+                    CREATE INDEX records_parent ON records(zone_id, parent_name) WHERE parent_name IS NOT NULL;
+                    -- Reverse index of DELETE_SELF references: deleting a target deletes its sources.
+                    CREATE TABLE record_references (
+                        zone_id INTEGER NOT NULL REFERENCES zones(id) ON DELETE CASCADE,
+                        target_name TEXT NOT NULL,
+                        source_name TEXT NOT NULL,
+                        PRIMARY KEY (zone_id, target_name, source_name)
+                    ) WITHOUT ROWID;
+                    CREATE INDEX record_references_source ON record_references(zone_id, source_name);
+                    """
+            )
+        }
+        return migrator
+    }
+}

@@ -1,0 +1,175 @@
+import CumulusModel
+public import CumulusStore
+import Foundation
+import GRDB
+public import Logging
+
+extension SQLiteRecordStore {
+    static let recordColumns = """
+        record_name, record_type, change_seq, fields, parent_name, share_name, short_guid,
+        created_at, created_by, created_device, modified_at, modified_by, modified_device
+        """
+
+    static func storedRecord(_ row: Row, zoneID: ZoneID) -> StoredRecord {
+        let sequence: Int64 = row["change_seq"]
+        let fields: Data = row["fields"]
+        return StoredRecord(
+            header: RecordHeader(
+                recordName: row["record_name"], recordType: row["record_type"], recordChangeTag: ChangeTag.make(sequence),
+                created: RecordStamp(timestamp: row["created_at"], userRecordName: row["created_by"], deviceID: row["created_device"]),
+                modified: RecordStamp(timestamp: row["modified_at"], userRecordName: row["modified_by"], deviceID: row["modified_device"]),
+                parent: row["parent_name"],
+                share: (row["share_name"] as String?).map { Reference(recordName: $0, zoneID: zoneID) },
+                zoneID: zoneID, shortGUID: row["short_guid"]
+            ),
+            fieldsJSON: Array(fields),
+            changeSequence: sequence
+        )
+    }
+
+    /// Live records of a zone by name, one statement.
+    static func liveRecords(_ db: Database, zoneRowID: Int64, zoneID: ZoneID, names: [String]) throws -> [String: StoredRecord] {
+        let statement = try db.cachedStatement(
+            sql: """
+                SELECT \(recordColumns) FROM records
+                WHERE zone_id = ? AND deleted = 0 AND record_name IN (SELECT value FROM json_each(?))
+                """
+        )
+        var records: [String: StoredRecord] = [:]
+        records.reserveCapacity(names.count)
+        let rows = try Row.fetchCursor(statement, arguments: [zoneRowID, names.jsonArray])
+        while let row = try rows.next() {
+            let record = storedRecord(row, zoneID: zoneID)
+            records[record.header.recordName] = record
+        }
+        return records
+    }
+
+    public func records(named names: [String], zoneName: String, in database: DatabaseRef, logger: Logger) async throws -> [String: StoredRecord] {
+        try await read { db in
+            guard let databaseID = try Self.databaseID(db, database) else {
+                if zoneName == ZoneID.defaultZoneName { return [:] }
+                throw StoreError(.zoneNotFound, "zone \(zoneName) does not exist")
+            }
+            guard let zone = try Self.zoneRow(db, databaseID: databaseID, zoneName: zoneName) else {
+                throw StoreError(.zoneNotFound, "zone \(zoneName) does not exist")
+            }
+            return try Self.liveRecords(db, zoneRowID: zone.id, zoneID: database.zoneID(zoneName), names: names)
+        }
+    }
+
+    public func modifyRecords(_ batch: RecordBatch, logger: Logger) async throws -> [RecordModificationResult] {
+        let planner = self.planner
+        return try await write { db in
+            let databaseID: Int64
+            if batch.zoneName == ZoneID.defaultZoneName {
+                databaseID = try Self.ensureDatabase(db, batch.database, timestamp: batch.timestamp)
+            } else if let id = try Self.databaseID(db, batch.database) {
+                databaseID = id
+            } else {
+                throw StoreError(.zoneNotFound, "zone \(batch.zoneName) does not exist")
+            }
+            guard let zone = try Self.zoneRow(db, databaseID: databaseID, zoneName: batch.zoneName) else {
+                throw StoreError(.zoneNotFound, "zone \(batch.zoneName) does not exist")
+            }
+            let zoneID = batch.database.zoneID(batch.zoneName)
+            let existing = try Self.liveRecords(db, zoneRowID: zone.id, zoneID: zoneID, names: Array(batch.namesToRead))
+            let plan = planner.plan(batch, existing: existing)
+
+            var sequence = zone.changeSequence
+            var saved: [StoredRecord] = []
+            saved.reserveCapacity(plan.writes.count)
+            if !plan.isEmpty {
+                saved = try Self.apply(plan, db: db, zoneRowID: zone.id, zoneID: zoneID, batch: batch, sequence: &sequence)
+                try db.execute(sql: "UPDATE zones SET change_seq = ? WHERE id = ?", arguments: [sequence, zone.id])
+                try Self.touchZone(db, zoneID: zone.id, databaseID: databaseID)
+            }
+            return plan.outcomes.map { outcome in
+                switch outcome {
+                case .write(let index): .saved(saved[index])
+                case .delete(let name): .deleted(recordName: name)
+                case .failed(let failure): .failed(failure)
+                }
+            }
+        }
+    }
+
+    /// Writes a plan: upserts, `DELETE_SELF` reference index, explicit and cascading deletions.
+    private static func apply(
+        _ plan: RecordBatchPlan, db: Database, zoneRowID: Int64, zoneID: ZoneID, batch: RecordBatch, sequence: inout Int64
+    ) throws -> [StoredRecord] {
+        // Prepared once, executed per row: in-process SQLite has no round trip to save, and this is its fastest bulk path.
+        let upsert = try db.cachedStatement(
+            sql: """
+                INSERT INTO records (zone_id, record_name, record_type, change_seq, deleted, fields, parent_name, share_name, short_guid,
+                    created_at, created_by, created_device, modified_at, modified_by, modified_device)
+                VALUES (?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT (zone_id, record_name) DO UPDATE SET
+                    record_type = excluded.record_type, change_seq = excluded.change_seq, deleted = 0, fields = excluded.fields,
+                    parent_name = excluded.parent_name, share_name = excluded.share_name, short_guid = excluded.short_guid,
+                    created_at = excluded.created_at, created_by = excluded.created_by, created_device = excluded.created_device,
+                    modified_at = excluded.modified_at, modified_by = excluded.modified_by, modified_device = excluded.modified_device
+                """
+        )
+        var saved: [StoredRecord] = []
+        saved.reserveCapacity(plan.writes.count)
+        for write in plan.writes {
+            sequence += 1
+            try upsert.execute(arguments: [
+                zoneRowID, write.recordName, write.recordType, sequence, Data(write.fieldsJSON), write.parent, write.share?.recordName,
+                write.shortGUID, write.created.timestamp, write.created.userRecordName, write.created.deviceID,
+                write.modified.timestamp, write.modified.userRecordName, write.modified.deviceID,
+            ])
+            saved.append(write.storedRecord(zoneID: zoneID, changeSequence: sequence))
+        }
+
+        if !plan.writes.isEmpty {
+            try db.execute(
+                sql: "DELETE FROM record_references WHERE zone_id = ? AND source_name IN (SELECT value FROM json_each(?))",
+                arguments: [zoneRowID, plan.writes.map(\.recordName).jsonArray]
+            )
+            let insertReference = try db.cachedStatement(
+                sql: "INSERT OR IGNORE INTO record_references (zone_id, target_name, source_name) VALUES (?, ?, ?)"
+            )
+            for write in plan.writes {
+                for target in write.deleteSelfTargets {
+                    try insertReference.execute(arguments: [zoneRowID, target, write.recordName])
+                }
+            }
+        }
+
+        guard !plan.deletions.isEmpty else { return saved }
+        // Follow DELETE_SELF references breadth-first until no live record points at a deleted one.
+        var deleted = Set(plan.deletions)
+        var frontier = plan.deletions
+        let referrers = try db.cachedStatement(
+            sql: """
+                SELECT DISTINCT r.source_name FROM record_references r
+                JOIN records s ON s.zone_id = r.zone_id AND s.record_name = r.source_name AND s.deleted = 0
+                WHERE r.zone_id = ? AND r.target_name IN (SELECT value FROM json_each(?))
+                """
+        )
+        while !frontier.isEmpty {
+            let sources = try String.fetchAll(referrers, arguments: [zoneRowID, frontier.jsonArray])
+            frontier = sources.filter { deleted.insert($0).inserted }
+        }
+        let tombstone = try db.cachedStatement(
+            sql: """
+                UPDATE records SET deleted = 1, fields = NULL, change_seq = ?, parent_name = NULL, share_name = NULL,
+                    modified_at = ?, modified_by = ?, modified_device = ?
+                WHERE zone_id = ? AND record_name = ? AND deleted = 0
+                """
+        )
+        // Explicit deletions first, in request order, then cascades.
+        let ordered = plan.deletions + deleted.subtracting(plan.deletions).sorted()
+        for name in ordered {
+            sequence += 1
+            try tombstone.execute(arguments: [sequence, batch.timestamp, batch.author, batch.deviceID, zoneRowID, name])
+        }
+        try db.execute(
+            sql: "DELETE FROM record_references WHERE zone_id = ? AND source_name IN (SELECT value FROM json_each(?))",
+            arguments: [zoneRowID, ordered.jsonArray]
+        )
+        return saved
+    }
+}

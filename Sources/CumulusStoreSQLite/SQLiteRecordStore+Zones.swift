@@ -1,0 +1,130 @@
+public import CumulusModel
+public import CumulusStore
+import GRDB
+public import Logging
+
+/// A zone row, as the store reads it inside a transaction.
+struct ZoneRow {
+    var id: Int64
+    var changeSequence: Int64
+}
+
+extension SQLiteRecordStore {
+    /// The database row's ID, or `nil` if the database was never written.
+    static func databaseID(_ db: Database, _ database: DatabaseRef) throws -> Int64? {
+        try Int64.fetchOne(
+            db, sql: "SELECT id FROM databases WHERE container_id = ? AND environment = ? AND scope = ? AND owner_record_name = ?",
+            arguments: [database.container, database.environment.rawValue, database.scope.rawValue, database.ownerRecordName]
+        )
+    }
+
+    /// The database row's ID, creating the database and its default zone on first write.
+    static func ensureDatabase(_ db: Database, _ database: DatabaseRef, timestamp: Int64) throws -> Int64 {
+        if let id = try databaseID(db, database) { return id }
+        try db.execute(
+            sql: "INSERT INTO databases (container_id, environment, scope, owner_record_name) VALUES (?, ?, ?, ?)",
+            arguments: [database.container, database.environment.rawValue, database.scope.rawValue, database.ownerRecordName]
+        )
+        let id = db.lastInsertedRowID
+        try db.execute(
+            sql: "INSERT INTO zones (database_id, zone_name, created_at) VALUES (?, ?, ?)",
+            arguments: [id, ZoneID.defaultZoneName, timestamp]
+        )
+        return id
+    }
+
+    /// The live zone with this name.
+    static func zoneRow(_ db: Database, databaseID: Int64, zoneName: String) throws -> ZoneRow? {
+        try Row.fetchOne(
+            db, sql: "SELECT id, change_seq FROM zones WHERE database_id = ? AND zone_name = ? AND deleted = 0",
+            arguments: [databaseID, zoneName]
+        ).map { ZoneRow(id: $0["id"], changeSequence: $0["change_seq"]) }
+    }
+
+    /// Moves a zone to the head of its database's change feed.
+    static func touchZone(_ db: Database, zoneID: Int64, databaseID: Int64) throws {
+        let sequence = try Int64.fetchOne(
+            db, sql: "UPDATE databases SET change_seq = change_seq + 1 WHERE id = ? RETURNING change_seq", arguments: [databaseID]
+        )!
+        try db.execute(sql: "UPDATE zones SET database_change_seq = ? WHERE id = ?", arguments: [sequence, zoneID])
+    }
+
+    private static func defaultZone(_ database: DatabaseRef) -> ZoneState {
+        ZoneState(zoneID: database.zoneID(ZoneID.defaultZoneName), changeSequence: 0, incarnation: 0)
+    }
+
+    public func zones(in database: DatabaseRef, logger: Logger) async throws -> [ZoneState] {
+        try await read { db in
+            guard let databaseID = try Self.databaseID(db, database) else { return [Self.defaultZone(database)] }
+            let rows = try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT id, zone_name, change_seq FROM zones WHERE database_id = ? AND deleted = 0
+                    ORDER BY zone_name <> '_defaultZone', zone_name
+                    """,
+                arguments: [databaseID]
+            )
+            return rows.map { ZoneState(zoneID: database.zoneID($0["zone_name"]), changeSequence: $0["change_seq"], incarnation: $0["id"]) }
+        }
+    }
+
+    public func zones(named names: [String], in database: DatabaseRef, logger: Logger) async throws -> [String: ZoneState] {
+        try await read { db in
+            guard let databaseID = try Self.databaseID(db, database) else {
+                return names.contains(ZoneID.defaultZoneName) ? [ZoneID.defaultZoneName: Self.defaultZone(database)] : [:]
+            }
+            let rows = try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT id, zone_name, change_seq FROM zones
+                    WHERE database_id = ? AND deleted = 0 AND zone_name IN (SELECT value FROM json_each(?))
+                    """,
+                arguments: [databaseID, names.jsonArray]
+            )
+            var zones: [String: ZoneState] = [:]
+            for row in rows {
+                let name: String = row["zone_name"]
+                zones[name] = ZoneState(zoneID: database.zoneID(name), changeSequence: row["change_seq"], incarnation: row["id"])
+            }
+            return zones
+        }
+    }
+
+    public func modifyZones(
+        _ operations: [ZoneOperation], in database: DatabaseRef, timestamp: Int64, logger: Logger
+    ) async throws -> [ZoneModificationResult] {
+        try await write { db in
+            let databaseID = try Self.ensureDatabase(db, database, timestamp: timestamp)
+            var results: [ZoneModificationResult] = []
+            for operation in operations {
+                let name = operation.zoneID.zoneName
+                let zoneID = database.zoneID(name)
+                switch operation.operationType {
+                case .create:
+                    if let existing = try Self.zoneRow(db, databaseID: databaseID, zoneName: name) {
+                        results.append(.saved(ZoneState(zoneID: zoneID, changeSequence: existing.changeSequence, incarnation: existing.id)))
+                        continue
+                    }
+                    try db.execute(
+                        sql: "INSERT INTO zones (database_id, zone_name, created_at) VALUES (?, ?, ?)",
+                        arguments: [databaseID, name, timestamp]
+                    )
+                    let id = db.lastInsertedRowID
+                    try Self.touchZone(db, zoneID: id, databaseID: databaseID)
+                    results.append(.saved(ZoneState(zoneID: zoneID, changeSequence: 0, incarnation: id)))
+                case .delete:
+                    guard let existing = try Self.zoneRow(db, databaseID: databaseID, zoneName: name) else {
+                        results.append(.failed(zoneID, .zoneNotFound, "zone \(name) does not exist"))
+                        continue
+                    }
+                    try db.execute(sql: "DELETE FROM record_references WHERE zone_id = ?", arguments: [existing.id])
+                    try db.execute(sql: "DELETE FROM records WHERE zone_id = ?", arguments: [existing.id])
+                    try db.execute(sql: "UPDATE zones SET deleted = 1 WHERE id = ?", arguments: [existing.id])
+                    try Self.touchZone(db, zoneID: existing.id, databaseID: databaseID)
+                    results.append(.deleted(zoneID))
+                }
+            }
+            return results
+        }
+    }
+}

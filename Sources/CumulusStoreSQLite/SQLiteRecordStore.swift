@@ -1,0 +1,127 @@
+import CumulusModel
+public import CumulusStore
+public import Foundation
+public import GRDB
+import Logging
+
+/// A ``RecordStore`` on an embedded SQLite database, through GRDB.
+///
+/// The database runs in WAL mode, so readers never block the writer, and with a busy timeout, so the `cumulus`
+/// administration commands can write while a server runs on the same file.
+///
+/// ```swift
+/// let store = try SQLiteRecordStore(path: "cumulus-data/cumulus.sqlite")
+/// ```
+public final class SQLiteRecordStore: RecordStore {
+    /// Store settings.
+    public struct Configuration: Sendable {
+        /// How long a write waits for another process's write lock before failing.
+        public var busyTimeout: TimeInterval
+        /// Maximum number of concurrent read connections.
+        public var maximumReaderCount: Int
+
+        public init(busyTimeout: TimeInterval = 10, maximumReaderCount: Int = 8) {
+            self.busyTimeout = busyTimeout
+            self.maximumReaderCount = maximumReaderCount
+        }
+    }
+
+    let writer: any DatabaseWriter
+    let planner: RecordBatchPlanner
+
+    /// Opens (creating if needed) a store at a file path and migrates it.
+    public convenience init(path: String, configuration: Configuration = .init()) throws {
+        var config = GRDB.Configuration()
+        config.busyMode = .timeout(configuration.busyTimeout)
+        config.maximumReaderCount = configuration.maximumReaderCount
+        config.prepareDatabase { db in
+            // NORMAL is durable across process crashes in WAL mode; only a power loss can drop the last commits.
+            try db.execute(sql: "PRAGMA synchronous = NORMAL")
+        }
+        let pool: DatabasePool
+        do {
+            pool = try DatabasePool(path: path, configuration: config)
+        } catch {
+            throw Self.storeError(error, "could not open \(path)")
+        }
+        try self.init(writer: pool)
+    }
+
+    /// Opens a private in-memory store, for tests.
+    public static func inMemory() throws -> SQLiteRecordStore {
+        try SQLiteRecordStore(writer: DatabaseQueue())
+    }
+
+    /// Wraps an open GRDB database and migrates it.
+    public init(writer: any DatabaseWriter) throws {
+        self.writer = writer
+        self.planner = RecordBatchPlanner(makeShortGUID: ShortGUID.make)
+        do {
+            try Self.migrator.migrate(writer)
+        } catch {
+            throw Self.storeError(error, "could not migrate the database")
+        }
+    }
+
+    /// Runs a read, translating database errors.
+    func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        do {
+            return try await writer.read(body)
+        } catch let error as StoreError {
+            throw error
+        } catch {
+            throw Self.storeError(error, "read failed")
+        }
+    }
+
+    /// Runs a write transaction, translating database errors.
+    func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        do {
+            return try await writer.write(body)
+        } catch let error as StoreError {
+            throw error
+        } catch {
+            throw Self.storeError(error, "write failed")
+        }
+    }
+
+    static func storeError(_ error: any Error, _ message: String) -> StoreError {
+        if let error = error as? StoreError { return error }
+        guard let databaseError = error as? DatabaseError else {
+            return StoreError(.unavailable, message, underlying: error)
+        }
+        switch databaseError.resultCode {
+        case .SQLITE_CONSTRAINT:
+            if databaseError.extendedResultCode == .SQLITE_CONSTRAINT_UNIQUE || databaseError.extendedResultCode == .SQLITE_CONSTRAINT_PRIMARYKEY {
+                return StoreError(.duplicate, message, underlying: error)
+            }
+            return StoreError(.invalidState, message, underlying: error)
+        case .SQLITE_BUSY, .SQLITE_LOCKED:
+            return StoreError(.unavailable, "the database is busy", underlying: error)
+        case .SQLITE_CORRUPT, .SQLITE_NOTADB:
+            return StoreError(.corrupt, message, underlying: error)
+        default:
+            return StoreError(.unavailable, message, underlying: error)
+        }
+    }
+}
+
+/// Short GUIDs for share links: 22 URL-safe characters from 128 random bits.
+enum ShortGUID {
+    static func make() -> String {
+        var generator = SystemRandomNumberGenerator()
+        let alphabet = Array("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+        return String((0..<22).map { _ in alphabet[Int(generator.next(upperBound: UInt64(alphabet.count)))] })
+    }
+}
+
+extension Array where Element == String {
+    /// The names as a JSON array, for `IN (SELECT value FROM json_each(?))`: one cached statement whatever the count.
+    var jsonArray: String {
+        var writer = JSONWriter(reservingCapacity: count * 24)
+        writer.beginArray()
+        for name in self { writer.string(name) }
+        writer.endArray()
+        return String(decoding: writer.bytes, as: UTF8.self)
+    }
+}

@@ -1,0 +1,177 @@
+public import ArgumentParser
+import CumulusCore
+public import CumulusModel
+import CumulusServer
+import CumulusStore
+import CumulusStoreSQLite
+import Foundation
+import Hummingbird
+import Logging
+
+@main
+struct CumulusCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "cumulus",
+        abstract: "A self-hostable server with CloudKit's data model and the CloudKit Web Services wire format.",
+        subcommands: [Serve.self, Containers.self, Tokens.self, Users.self, Keys.self]
+    )
+
+    static func main() async {
+        // Logs go to stderr: stdout carries only each command's result, so `TOKEN=$(cumulus tokens create …)` works.
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = ProcessInfo.processInfo.environment["LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .info
+            return handler
+        }
+        do {
+            var command = try parseAsRoot()
+            if var asyncCommand = command as? any AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+        } catch let error as CumulusError {
+            FileHandle.standardError.write(Data("error: \(error.reason)\n".utf8))
+            Foundation.exit(1)
+        } catch let error as StoreError {
+            FileHandle.standardError.write(Data("error: \(error.message)\n".utf8))
+            Foundation.exit(1)
+        } catch {
+            exit(withError: error)
+        }
+    }
+}
+
+/// Options every command shares.
+struct DataOptions: ParsableArguments {
+    @Option(name: .long, help: "Data directory (default: $CUMULUS_DATA or ./cumulus-data).")
+    var data: String?
+
+    /// Opens the SQLite store in the data directory, creating both if needed.
+    func openStore() throws -> SQLiteRecordStore {
+        let directory = data ?? ProcessInfo.processInfo.environment["CUMULUS_DATA"] ?? "./cumulus-data"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        return try SQLiteRecordStore(path: (directory as NSString).appendingPathComponent("cumulus.sqlite"))
+    }
+}
+
+extension ContainerEnvironment: ExpressibleByArgument {}
+
+/// Writes a command's result to stdout, unbuffered, so a parent process reads it at once.
+func printResult(_ line: String) {
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+}
+
+struct Serve: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Run the server; prints the URL it listens on.")
+
+    @Option(help: "Address to bind (default: $CUMULUS_HOST or 127.0.0.1).") var host: String?
+    @Option(help: "Port to bind; 0 picks a free one (default: $CUMULUS_PORT or 8080).") var port: Int?
+    @Option(name: .customLong("public-url"), help: "URL clients reach the server at (default: http://HOST:PORT).") var publicURL: String?
+    @OptionGroup var options: DataOptions
+
+    func run() async throws {
+        let environment = ProcessInfo.processInfo.environment
+        let host = host ?? environment["CUMULUS_HOST"] ?? "127.0.0.1"
+        guard let port = port ?? Int(environment["CUMULUS_PORT"] ?? "8080") else {
+            throw ValidationError("CUMULUS_PORT must be a number")
+        }
+        let store = try options.openStore()
+        let logger = Logger(label: "cumulus")
+        let app = buildApplication(
+            configuration: ServerConfiguration(host: host, port: port, publicBaseURL: publicURL ?? environment["CUMULUS_PUBLIC_URL"]),
+            store: store, logger: logger,
+            onServerRunning: { url in printResult(url) }
+        )
+        // SIGINT and SIGTERM start a graceful shutdown: in-flight requests finish before the process exits.
+        try await app.runService()
+    }
+}
+
+struct Containers: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Manage containers.", subcommands: [Create.self])
+
+    struct Create: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Create a container, such as iCloud.com.example.app.")
+        @Argument(help: "Container identifier.") var id: String
+        @OptionGroup var options: DataOptions
+
+        func run() async throws {
+            try await AccountService(store: options.openStore()).createContainer(id, logger: Logger(label: "cumulus"))
+            printResult(id)
+        }
+    }
+}
+
+struct Tokens: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Manage API tokens.", subcommands: [Create.self])
+
+    struct Create: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Create an API token (ckAPIToken); prints it.")
+        @Option(help: "Container identifier.") var container: String
+        @Option(help: "development or production.") var environment: ContainerEnvironment = .development
+        @OptionGroup var options: DataOptions
+
+        func run() async throws {
+            let token = try await AccountService(store: options.openStore())
+                .createAPIToken(container: container, environment: environment, logger: Logger(label: "cumulus"))
+            printResult(token)
+        }
+    }
+}
+
+struct Users: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Manage users.", subcommands: [Create.self, Token.self])
+
+    struct Create: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Create a user; prints the userRecordName.")
+        @Argument(help: "Sign-in name.") var name: String
+        @Option(help: "Container identifier.") var container: String
+        @Option(help: "Password, for signing in over HTTP.") var password: String?
+        @Option(help: "Email address.") var email: String?
+        @OptionGroup var options: DataOptions
+
+        func run() async throws {
+            let user = try await AccountService(store: options.openStore())
+                .createUser(container: container, name: name, password: password, email: email, logger: Logger(label: "cumulus"))
+            printResult(user.userRecordName)
+        }
+    }
+
+    struct Token: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Issue a web auth token (ckWebAuthToken) for a user; prints it.")
+        @Argument(help: "Sign-in name.") var name: String
+        @Option(help: "Container identifier.") var container: String
+        @OptionGroup var options: DataOptions
+
+        func run() async throws {
+            let token = try await AccountService(store: options.openStore())
+                .issueWebAuthToken(container: container, name: name, logger: Logger(label: "cumulus"))
+            printResult(token)
+        }
+    }
+}
+
+struct Keys: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Manage server-to-server keys.", subcommands: [Add.self])
+
+    struct Add: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Register an ECDSA P-256 public key; prints its key ID.")
+        @Option(help: "Container identifier.") var container: String
+        @Option(name: .customLong("public-key"), help: "PEM file of the public key (openssl ec -in eckey.pem -pubout).") var publicKey: String
+        @Option(help: "development or production.") var environment: ContainerEnvironment = .development
+        @OptionGroup var options: DataOptions
+
+        func run() async throws {
+            let pem: String
+            do {
+                pem = try String(contentsOfFile: publicKey, encoding: .utf8)
+            } catch {
+                throw CumulusError(.badRequest, "cannot read \(publicKey)")
+            }
+            let keyID = try await AccountService(store: options.openStore())
+                .addServerKey(container: container, environment: environment, publicKeyPEM: pem, logger: Logger(label: "cumulus"))
+            printResult(keyID)
+        }
+    }
+}
