@@ -40,10 +40,9 @@ public func buildRouter(configuration: ServerConfiguration, store: any RecordSto
     let limits = configuration.limits
     let accounts = AccountService(store: store, webAuthTokenLifetime: configuration.webAuthTokenLifetime, clock: clock)
     let database = DatabaseService(store: store, limits: limits, clock: clock)
-    let baseURL = configuration.publicBaseURL ?? "http://\(configuration.host):\(configuration.port)"
 
     let router = Router(context: CumulusRequestContext.self)
-    router.add(middleware: CloudKitErrorMiddleware(publicBaseURL: baseURL))
+    router.add(middleware: CloudKitErrorMiddleware(publicBaseURL: configuration.publicBaseURL))
     router.get("health") { _, _ in "ok" }
 
     let databaseGroup = router.group("database/1/:container/:environment/:database")

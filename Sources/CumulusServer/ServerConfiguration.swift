@@ -8,7 +8,7 @@ public struct ServerConfiguration: Sendable {
     public var host: String
     /// Port to bind; 0 picks a free port.
     public var port: Int
-    /// The URL clients reach this server at, used in `redirectURL` and share links. Defaults to `http://host:port`.
+    /// The URL clients reach this server at, used in `redirectURL` and share links. Defaults to `http://` and the request's `Host`.
     public var publicBaseURL: String?
     /// Request and record limits.
     public var limits: Limits

@@ -95,8 +95,10 @@ public struct RecordBatchPlanner: Sendable {
         for write in writes { liveAfter.insert(write.recordName) }
         for (index, operation) in batch.operations.enumerated() {
             guard case .write(let writeIndex) = outcomes[index] else { continue }
-            let write = writes[writeIndex]
-            if let parent = write.parent, !liveAfter.contains(parent) {
+            // Only a parent being set is checked: a record whose parent was deleted earlier stays writable.
+            if case .set(let parent) = operation.parent, existing[operation.recordName]?.header.parent != parent,
+                !liveAfter.contains(parent)
+            {
                 outcomes[index] = .failed(
                     RecordFailure(
                         recordName: operation.recordName, code: .validatingReferenceError,

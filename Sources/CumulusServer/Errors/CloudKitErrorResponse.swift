@@ -62,8 +62,8 @@ extension CumulusError.Code {
 /// Maps every error to the CloudKit envelope, once, at the edge. Unknown errors become `INTERNAL_ERROR` and are logged,
 /// never described to the client.
 struct CloudKitErrorMiddleware<Context: RequestContext>: RouterMiddleware {
-    /// Base URL for the sign-in page named in `AUTHENTICATION_REQUIRED` answers.
-    let publicBaseURL: String
+    /// Base URL for the sign-in page named in `AUTHENTICATION_REQUIRED` answers; `nil` uses the request's host.
+    let publicBaseURL: String?
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         do {
@@ -102,8 +102,9 @@ struct CloudKitErrorMiddleware<Context: RequestContext>: RouterMiddleware {
 
     private func signInURL(for request: Request) -> String {
         // /database/1/{container}/{environment}/… → /auth/1/{container}/{environment}/signin
+        let base = publicBaseURL ?? "http://\(request.head.authority ?? "localhost")"
         let parts = request.uri.path.split(separator: "/")
-        guard parts.count >= 4 else { return publicBaseURL }
-        return "\(publicBaseURL)/auth/1/\(parts[2])/\(parts[3])/signin"
+        guard parts.count >= 4 else { return base }
+        return "\(base)/auth/1/\(parts[2])/\(parts[3])/signin"
     }
 }

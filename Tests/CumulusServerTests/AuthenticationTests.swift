@@ -1,0 +1,215 @@
+import CumulusStore
+import CumulusCore
+import CumulusModel
+import Crypto
+import Foundation
+import HTTPTypes
+import Logging
+import Testing
+
+@Suite("Authentication: API tokens, web auth tokens, server-to-server keys, sign-in")
+struct AuthenticationTests {
+    @Test func apiTokenIsRequiredAndChecked() async throws {
+        let world = try await TestWorld.make()
+        try await world.test { client in
+            let missing = try await client.send("zones/list", as: .none, database: "public", method: .get)
+            #expect(missing.status == 401)
+            #expect(missing.serverErrorCode == "AUTHENTICATION_FAILED")
+            #expect(missing.json["uuid"]?.stringValue != nil)
+
+            let wrong = try await client.send("zones/list", as: .apiToken("not-a-token"), database: "public", method: .get)
+            #expect(wrong.status == 401)
+
+            // A token opens only its own container and environment.
+            let otherContainer = try await client.send("zones/list", as: .apiToken(world.otherContainerToken), database: "public", method: .get)
+            #expect(otherContainer.status == 401)
+            let otherEnvironment = try await client.send("zones/list", as: .apiToken(world.productionToken), database: "public", method: .get)
+            #expect(otherEnvironment.status == 401)
+            let production = try await client.send("zones/list", as: .apiToken(world.productionToken), database: "public", environment: "production", method: .get)
+            #expect(production.status == 200)
+        }
+    }
+
+    @Test func userTokenIsRequiredForThePrivateDatabase() async throws {
+        let world = try await TestWorld.make()
+        try await world.test { client in
+            let anonymous = try await client.send("zones/list", as: .anonymous, method: .get)
+            #expect(anonymous.status == 421)
+            #expect(anonymous.serverErrorCode == "AUTHENTICATION_REQUIRED")
+            #expect(anonymous.json["redirectURL"]?.stringValue?.hasSuffix("/auth/1/\(TestWorld.container)/development/signin") == true)
+
+            var forged = world.alice
+            forged.webAuthToken = "forged"
+            let bad = try await client.send("zones/list", as: .user(forged), method: .get)
+            #expect(bad.status == 401)
+            #expect(bad.serverErrorCode == "AUTHENTICATION_FAILED")
+
+            let good = try await client.send("zones/list", as: .user(world.alice), method: .get)
+            #expect(good.status == 200)
+            #expect(good.zones.map { $0["zoneID"]?["zoneName"]?.stringValue } == ["_defaultZone"])
+        }
+    }
+
+    @Test func expiredWebAuthTokensAreRejected() async throws {
+        let clockTime = LockedTime(Date())
+        let world = try await TestWorld.make(clock: WallClock { clockTime.now })
+        try await world.test { client in
+            let fresh = try await client.send("zones/list", as: .user(world.alice), method: .get)
+            #expect(fresh.status == 200)
+            clockTime.advance(by: 15 * 24 * 3600)
+            let expired = try await client.send("zones/list", as: .user(world.alice), method: .get)
+            #expect(expired.status == 401)
+        }
+    }
+
+    @Test func usersCallerReturnsTheFlatIdentity() async throws {
+        let world = try await TestWorld.make()
+        try await world.test { client in
+            for operation in ["users/caller", "users/current"] {
+                let response = try await client.send(operation, as: .user(world.alice), database: "public", method: .get)
+                #expect(response.status == 200)
+                #expect(response.json["userRecordName"]?.stringValue == world.alice.userRecordName)
+                #expect(response.json["lookupInfo"]?["emailAddress"]?.stringValue == "alice@example.com")
+                #expect(response.json["users"]?[0]?["userRecordName"]?.stringValue == world.alice.userRecordName)
+            }
+            #expect(try await client.send("users/caller", as: .anonymous, database: "public", method: .get).status == 421)
+        }
+    }
+
+    @Test func signUpSignInAndSignOutOverHTTP() async throws {
+        let world = try await TestWorld.make()
+        try await world.test { client in
+            let base = "/auth/1/\(TestWorld.container)/development"
+            let signUp = try await client.raw("\(base)/signup?ckAPIToken=\(world.apiToken)", body: #"{"name":"carol","password":"correct horse","email":"carol@example.com"}"#)
+            #expect(signUp.status == 201)
+            let token = try #require(signUp.json["ckWebAuthToken"]?.stringValue)
+            let carol = TestUser(
+                account: .init(userRecordName: try #require(signUp.json["userRecordName"]?.stringValue), container: TestWorld.container, name: "carol", createdAt: 0),
+                webAuthToken: token
+            )
+            #expect(try await client.send("users/caller", as: .user(carol), database: "public", method: .get).json["userRecordName"]?.stringValue == carol.userRecordName)
+
+            let again = try await client.raw("\(base)/signup?ckAPIToken=\(world.apiToken)", body: #"{"name":"Carol","password":"another one"}"#)
+            #expect(again.status == 409)
+            #expect(again.serverErrorCode == "EXISTS")
+
+            let wrongPassword = try await client.raw("\(base)/signin?ckAPIToken=\(world.apiToken)", body: #"{"name":"carol","password":"wrong password"}"#)
+            #expect(wrongPassword.status == 401)
+            let unknown = try await client.raw("\(base)/signin?ckAPIToken=\(world.apiToken)", body: #"{"name":"nobody","password":"wrong password"}"#)
+            #expect(unknown.status == 401)
+            #expect(unknown.reason == wrongPassword.reason, "sign-in does not reveal who has an account")
+
+            let signIn = try await client.raw("\(base)/signin?ckAPIToken=\(world.apiToken)", body: #"{"name":"carol","password":"correct horse"}"#)
+            #expect(signIn.status == 200)
+            let second = try #require(signIn.json["ckWebAuthToken"]?.stringValue)
+            #expect(second != token)
+
+            let signOut = try await client.raw("\(base)/signout?ckAPIToken=\(world.apiToken)", body: #"{"ckWebAuthToken":"\#(token)"}"#)
+            #expect(signOut.status == 204)
+            #expect(try await client.send("users/caller", as: .user(carol), database: "public", method: .get).status == 401)
+
+            let noKey = try await client.raw("\(base)/signin", body: #"{"name":"carol","password":"correct horse"}"#)
+            #expect(noKey.status == 401)
+            let shortPassword = try await client.raw("\(base)/signup?ckAPIToken=\(world.apiToken)", body: #"{"name":"dan","password":"short"}"#)
+            #expect(shortPassword.status == 400)
+            #expect(shortPassword.reason?.hasPrefix("password") == true)
+        }
+    }
+
+    // MARK: - Server-to-server keys
+
+    struct Signer {
+        let key = P256.Signing.PrivateKey()
+        var keyID = ""
+
+        func headers(body: String, subpath: String, date: Date = Date(), hash: String? = nil, raw: Bool = false) throws -> HTTPFields {
+            let dateString = ISO8601DateFormatter().string(from: date)
+            let bodyHash = hash ?? Data(SHA256.hash(data: Data(body.utf8))).base64EncodedString()
+            let signature = try key.signature(for: Data("\(dateString):\(bodyHash):\(subpath)".utf8))
+            return [
+                .init("X-Apple-CloudKit-Request-KeyID")!: keyID,
+                .init("X-Apple-CloudKit-Request-ISO8601Date")!: dateString,
+                .init("X-Apple-CloudKit-Request-SignatureV1")!: (raw ? signature.rawRepresentation : signature.derRepresentation).base64EncodedString(),
+            ]
+        }
+    }
+
+    func signer(_ world: TestWorld, environment: ContainerEnvironment = .development) async throws -> Signer {
+        var signer = Signer()
+        signer.keyID = try await world.accounts.addServerKey(
+            container: TestWorld.container, environment: environment, publicKeyPEM: signer.key.publicKey.pemRepresentation, logger: Logger(label: "test")
+        )
+        return signer
+    }
+
+    @Test func signedRequestsActOnThePublicDatabase() async throws {
+        let world = try await TestWorld.make()
+        let signer = try await signer(world)
+        try await world.test { client in
+            let path = "/database/1/\(TestWorld.container)/development/public/records/modify"
+            let body = #"{"operations":[\#(operation("create", "announcement", fields: #"{"text":{"value":"hello"}}"#))]}"#
+            let saved = try await client.raw(path, body: body, headers: try signer.headers(body: body, subpath: path))
+            #expect(saved.status == 200)
+            #expect(saved.records[0]["created"]?["userRecordName"]?.stringValue == "_serverKey.\(signer.keyID)")
+
+            // Variants real clients use: the query in the subpath, an empty-string hash for GET, a raw signature.
+            let listPath = "/database/1/\(TestWorld.container)/development/public/zones/list"
+            let withQuery = try await client.raw(listPath + "?x=1", method: .get, headers: try signer.headers(body: "", subpath: listPath + "?x=1"))
+            #expect(withQuery.status == 200)
+            let emptyHash = try await client.raw(listPath, method: .get, headers: try signer.headers(body: "", subpath: listPath, hash: ""))
+            #expect(emptyHash.status == 200)
+            let raw = try await client.raw(listPath, method: .get, headers: try signer.headers(body: "", subpath: listPath, raw: true))
+            #expect(raw.status == 200)
+
+            // Everyone can read what the key wrote.
+            let read = try await client.lookup(["announcement"], zone: nil, as: .anonymous, database: "public")
+            #expect(read.records[0]["fields"]?["text"]?["value"] == .string("hello"))
+        }
+    }
+
+    @Test func badSignaturesAreRejected() async throws {
+        let world = try await TestWorld.make()
+        let signer = try await signer(world)
+        let production = try await self.signer(world, environment: .production)
+        try await world.test { client in
+            let path = "/database/1/\(TestWorld.container)/development/public/zones/list"
+            let stale = try await client.raw(path, method: .get, headers: try signer.headers(body: "", subpath: path, date: Date().addingTimeInterval(-3600)))
+            #expect(stale.status == 401)
+            #expect(stale.reason?.contains("window") == true)
+
+            var impostor = Signer()
+            impostor.keyID = signer.keyID
+            #expect(try await client.raw(path, method: .get, headers: try impostor.headers(body: "", subpath: path)).status == 401)
+
+            let tampered = try await client.raw(path, body: "{}", headers: try signer.headers(body: "{\"x\":1}", subpath: path))
+            #expect(tampered.status == 401)
+
+            #expect(try await client.raw(path, method: .get, headers: try production.headers(body: "", subpath: path)).status == 401)
+
+            let privatePath = "/database/1/\(TestWorld.container)/development/private/zones/list"
+            let privateDatabase = try await client.raw(privatePath, method: .get, headers: try signer.headers(body: "", subpath: privatePath))
+            #expect(privateDatabase.status == 403)
+            #expect(privateDatabase.serverErrorCode == "ACCESS_DENIED")
+        }
+    }
+
+    @Test func serverKeysMustBeP256PublicKeys() async throws {
+        let world = try await TestWorld.make()
+        await #expect(throws: CumulusError.self) {
+            try await world.accounts.addServerKey(container: TestWorld.container, environment: .development, publicKeyPEM: "not a key", logger: Logger(label: "t"))
+        }
+    }
+}
+
+/// A settable time for an injected clock.
+final class LockedTime: Sendable {
+    private let storage: Mutex<Date>
+
+    init(_ date: Date) { storage = Mutex(date) }
+
+    var now: Date { storage.withLock { $0 } }
+
+    func advance(by seconds: TimeInterval) { storage.withLock { $0 += seconds } }
+}
+
+import Synchronization

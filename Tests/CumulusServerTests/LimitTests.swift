@@ -1,0 +1,77 @@
+import CumulusStore
+import HTTPTypes
+import CumulusModel
+import CumulusCore
+import Testing
+
+@Suite("Limits and naming rules")
+struct LimitTests {
+    @Test func atMost200OperationsPerRequest() async throws {
+        let world = try await TestWorld.make()
+        try await world.test { client in
+            try await client.createZone("Z", as: world.alice)
+            let ops200 = (0..<200).map { operation("create", "r\($0)") }
+            #expect(try await client.modify(ops200, as: .user(world.alice)).records.count == 200)
+            let ops201 = (0..<201).map { operation("create", "s\($0)") }
+            let response = try await client.modify(ops201, as: .user(world.alice))
+            #expect(response.status == 400)
+            #expect(response.serverErrorCode == "BAD_REQUEST")
+            #expect(response.reason?.hasPrefix("operations: 201 items") == true)
+            #expect(try await client.lookup(["s0"], as: .user(world.alice)).records[0]["serverErrorCode"]?.stringValue == "NOT_FOUND")
+            let lookup = try await client.lookup((0..<201).map { "r\($0)" }, as: .user(world.alice))
+            #expect(lookup.status == 400)
+        }
+    }
+
+    @Test func recordsAreAtMostOneMegabyte() async throws {
+        let world = try await TestWorld.make()
+        try await world.test { client in
+            try await client.createZone("Z", as: world.alice)
+            let big = String(repeating: "x", count: 1_000_001)
+            let response = try await client.modify(
+                [operation("create", "small"), operation("create", "big", fields: #"{"text":{"value":"\#(big)"}}"#)], as: .user(world.alice)
+            )
+            #expect(response.status == 413)
+            #expect(response.serverErrorCode == "QUOTA_EXCEEDED")
+            #expect(response.reason?.hasPrefix("operations[1].record.fields") == true)
+            // Nothing of the request was stored.
+            #expect(try await client.lookup(["small"], as: .user(world.alice)).records[0]["serverErrorCode"]?.stringValue == "NOT_FOUND")
+            let fits = String(repeating: "x", count: 900_000)
+            #expect(try await client.modify([operation("create", "fits", fields: #"{"text":{"value":"\#(fits)"}}"#)], as: .user(world.alice)).records[0]["recordName"] != nil)
+        }
+    }
+
+    @Test func requestBodiesHaveASizeLimit() async throws {
+        let world = try await TestWorld.make(limits: Limits(maximumRequestBodySize: 10_000))
+        try await world.test { client in
+            let body = #"{"operations":[\#(operation("create", "r", fields: #"{"t":{"value":"\#(String(repeating: "y", count: 20_000))"}}"#))]}"#
+            let response = try await client.send("records/modify", as: .user(world.alice), body: body)
+            #expect(response.status == 413)
+            #expect(response.serverErrorCode == "QUOTA_EXCEEDED")
+        }
+    }
+
+    @Test(arguments: [
+        (#"{"operations":[{"operationType":"create","zone":{"zoneID":{"zoneName":"_private"}}}]}"#, "zones/modify", "operations[0].zone.zoneID.zoneName"),
+        (#"{"operations":[{"operationType":"create","zone":{"zoneID":{"zoneName":"\#(String(repeating: "z", count: 256))"}}}]}"#, "zones/modify", "operations[0].zone.zoneID.zoneName"),
+        (#"{"operations":[{"operationType":"create","zone":{"zoneID":{"zoneName":"Zoné"}}}]}"#, "zones/modify", "operations[0].zone.zoneID.zoneName"),
+        (#"{"operations":[{"operationType":"create","record":{"recordName":"_x","recordType":"T"}}]}"#, "records/modify", "operations[0].record.recordName"),
+        (#"{"operations":[{"operationType":"create","record":{"recordName":"a b","recordType":"T"}}]}"#, "records/modify", "operations[0].record.recordName"),
+        (#"{"operations":[{"operationType":"create","record":{"recordName":"\#(String(repeating: "r", count: 256))","recordType":"T"}}]}"#, "records/modify", "operations[0].record.recordName"),
+        (#"{"operations":[{"operationType":"create","record":{"recordName":"r","recordType":"1Type"}}]}"#, "records/modify", "operations[0].record.recordType"),
+        (#"{"operations":[{"operationType":"create","record":{"recordName":"r"}}]}"#, "records/modify", "operations[0].record.recordType"),
+        (#"{"operations":[{"operationType":"create","record":{"recordName":"r","recordType":"T","fields":{"bad-name":{"value":1}}}}]}"#, "records/modify", "operations[0].record.fields.bad-name"),
+        (#"{"operations":[{"operationType":"create","record":{"recordName":"r","recordType":"T"}},{"operationType":"forceDelete","record":{"recordName":"r"}}]}"#, "records/modify", "operations[1].record.recordName"),
+        (#"{"operations":[{"operationType":"create","record":{"recordName":"r","recordType":"T","fields":{"ref":{"value":{"recordName":"x","zoneID":{"zoneName":"Elsewhere"}},"type":"REFERENCE"}}}}]}"#, "records/modify", "operations[0].record.fields.ref.value.zoneID"),
+        (#"{"operations":[{"operationType":"create","record":{"recordName":"r","recordType":"T","fields":{"where":{"value":{"latitude":123,"longitude":0},"type":"LOCATION"}}}}]}"#, "records/modify", "operations[0].record.fields.where.value.latitude"),
+    ])
+    func badNamesAndValuesAreRejectedNamingTheField(_ body: String, _ operation: String, _ path: String) async throws {
+        let world = try await TestWorld.make()
+        try await world.test { client in
+            let response = try await client.send(operation, as: .user(world.alice), body: body)
+            #expect(response.status == 400)
+            #expect(response.serverErrorCode == "BAD_REQUEST")
+            #expect(response.reason?.hasPrefix(path) == true, "reason: \(response.reason ?? "")")
+        }
+    }
+}

@@ -1,0 +1,155 @@
+import CumulusCore
+import CumulusModel
+import CumulusServer
+import CumulusStore
+import CumulusStoreSQLite
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import Logging
+
+/// A signed-in test user.
+struct TestUser: Sendable {
+    var account: UserAccount
+    var webAuthToken: String
+    var userRecordName: String { account.userRecordName }
+}
+
+/// A server's world for one test: a fresh store, a container with tokens for both environments, a second container,
+/// and two users.
+struct TestWorld: Sendable {
+    static let container = "iCloud.com.example.tests"
+    static let otherContainer = "iCloud.com.example.other"
+
+    let store: SQLiteRecordStore
+    let accounts: AccountService
+    let clock: WallClock
+    let configuration: ServerConfiguration
+    let apiToken: String
+    let productionToken: String
+    let otherContainerToken: String
+    let alice: TestUser
+    let bob: TestUser
+
+    static func make(clock: WallClock = .system, limits: Limits = .init()) async throws -> TestWorld {
+        let store = try SQLiteRecordStore.inMemory()
+        let logger = Logger(label: "test")
+        // A light scrypt cost keeps user creation fast in tests.
+        let accounts = AccountService(store: store, passwordHasher: PasswordHasher(rounds: 1 << 10), clock: clock)
+        try await accounts.createContainer(container, logger: logger)
+        try await accounts.createContainer(otherContainer, logger: logger)
+        func user(_ name: String) async throws -> TestUser {
+            let account = try await accounts.createUser(container: container, name: name, password: "password-\(name)", email: "\(name)@example.com", logger: logger)
+            return TestUser(account: account, webAuthToken: try await accounts.issueWebAuthToken(for: account, logger: logger))
+        }
+        return TestWorld(
+            store: store, accounts: accounts, clock: clock, configuration: ServerConfiguration(port: 0, limits: limits),
+            apiToken: try await accounts.createAPIToken(container: container, environment: .development, logger: logger),
+            productionToken: try await accounts.createAPIToken(container: container, environment: .production, logger: logger),
+            otherContainerToken: try await accounts.createAPIToken(container: otherContainer, environment: .development, logger: logger),
+            alice: try await user("alice"), bob: try await user("bob")
+        )
+    }
+
+    func application() -> some ApplicationProtocol {
+        buildApplication(configuration: configuration, store: store, logger: Logger(label: "test-server"), clock: clock)
+    }
+
+    /// Runs a test against the application in process.
+    func test<Value: Sendable>(_ body: @Sendable (CloudKitTestClient) async throws -> Value) async throws -> Value {
+        try await application().test(.router) { client in
+            try await body(CloudKitTestClient(client: client, world: self))
+        }
+    }
+}
+
+/// Who a request is sent as.
+enum Identity: Sendable {
+    case user(TestUser)
+    /// The API token only: an anonymous caller.
+    case anonymous
+    case apiToken(String)
+    case apiTokenAndUser(String, TestUser)
+    case none
+}
+
+/// A response: status and parsed JSON body.
+struct CloudKitResponse: Sendable {
+    var status: Int
+    var headers: HTTPFields
+    var json: JSONValue
+
+    var serverErrorCode: String? { json["serverErrorCode"]?.stringValue }
+    var reason: String? { json["reason"]?.stringValue }
+    var records: [JSONValue] { json["records"]?.arrayValue ?? [] }
+    var zones: [JSONValue] { json["zones"]?.arrayValue ?? [] }
+}
+
+/// Sends CloudKit Web Services requests to the application under test.
+struct CloudKitTestClient: Sendable {
+    let client: any TestClientProtocol
+    let world: TestWorld
+
+    func send(
+        _ operation: String, as identity: Identity, database: String = "private", environment: String = "development",
+        container: String = TestWorld.container, method: HTTPRequest.Method = .post, body: String? = nil, headers: HTTPFields = [:]
+    ) async throws -> CloudKitResponse {
+        var query: [String] = []
+        switch identity {
+        case .user(let user):
+            query = ["ckAPIToken=\(world.apiToken)", "ckWebAuthToken=\(user.webAuthToken)"]
+        case .anonymous:
+            query = ["ckAPIToken=\(world.apiToken)"]
+        case .apiToken(let token):
+            query = ["ckAPIToken=\(token)"]
+        case .apiTokenAndUser(let token, let user):
+            query = ["ckAPIToken=\(token)", "ckWebAuthToken=\(user.webAuthToken)"]
+        case .none:
+            break
+        }
+        let path = "/database/1/\(container)/\(environment)/\(database)/\(operation)" + (query.isEmpty ? "" : "?" + query.joined(separator: "&"))
+        return try await raw(path, method: method, body: body, headers: headers)
+    }
+
+    func raw(_ uri: String, method: HTTPRequest.Method = .post, body: String? = nil, headers: HTTPFields = [:]) async throws -> CloudKitResponse {
+        let response = try await client.execute(uri: uri, method: method, headers: headers, body: body.map { ByteBuffer(string: $0) })
+        let bytes = Array(response.body.readableBytesView)
+        let json = bytes.isEmpty ? JSONValue.null : try JSONValue(parsing: bytes)
+        return CloudKitResponse(status: Int(response.status.code), headers: response.headers, json: json)
+    }
+
+    // MARK: Conveniences
+
+    @discardableResult
+    func createZone(_ name: String, as user: TestUser) async throws -> CloudKitResponse {
+        try await send("zones/modify", as: .user(user), body: #"{"operations":[{"operationType":"create","zone":{"zoneID":{"zoneName":"\#(name)"}}}]}"#)
+    }
+
+    func modify(_ operations: [String], zone: String? = "Z", as identity: Identity, database: String = "private", extra: String = "") async throws -> CloudKitResponse {
+        let zoneID = zone.map { #""zoneID":{"zoneName":"\#($0)"},"# } ?? ""
+        return try await send("records/modify", as: identity, database: database, body: "{\(zoneID)\(extra)\"operations\":[\(operations.joined(separator: ","))]}")
+    }
+
+    func lookup(_ names: [String], zone: String? = "Z", as identity: Identity, database: String = "private", extra: String = "") async throws -> CloudKitResponse {
+        let zoneID = zone.map { #""zoneID":{"zoneName":"\#($0)"},"# } ?? ""
+        let records = names.map { #"{"recordName":"\#($0)"}"# }.joined(separator: ",")
+        return try await send("records/lookup", as: identity, database: database, body: "{\(zoneID)\(extra)\"records\":[\(records)]}")
+    }
+}
+
+/// One `records/modify` operation as JSON.
+func operation(_ type: String, _ name: String, type recordType: String? = "Note", tag: String? = nil, fields: String = "{}", extra: String = "") -> String {
+    var record = #""recordName":"\#(name)","fields":\#(fields)"#
+    if let recordType { record += #","recordType":"\#(recordType)""# }
+    if let tag { record += #","recordChangeTag":"\#(tag)""# }
+    return #"{"operationType":"\#(type)","record":{\#(record)\#(extra)}}"#
+}
+
+extension JSONValue {
+    subscript(key: String) -> JSONValue? { objectValue?[key] }
+    subscript(index: Int) -> JSONValue? {
+        guard let array = arrayValue, array.indices.contains(index) else { return nil }
+        return array[index]
+    }
+}

@@ -1,0 +1,213 @@
+import CumulusModel
+import CumulusStore
+import Logging
+import Testing
+
+/// The behaviour every ``RecordStore`` must have, run against each store implementation.
+@Suite("RecordStore conformance")
+struct RecordStoreConformanceTests {
+    let logger = Logger(label: "test")
+    static let container = "iCloud.com.example.store"
+    let alice = DatabaseRef(container: container, environment: .development, scope: .private, ownerRecordName: "_alice")
+    let bob = DatabaseRef(container: container, environment: .development, scope: .private, ownerRecordName: "_bob")
+
+    private func prepared(_ factory: StoreFactory) async throws -> any RecordStore {
+        let store = try factory.make()
+        try await store.createContainer(Self.container, createdAt: 0, logger: logger)
+        return store
+    }
+
+    private func batch(
+        _ database: DatabaseRef, zone: String = "Z", atomic: Bool = true, _ operations: [RecordModification], at time: Int64 = 1000
+    ) -> RecordBatch {
+        RecordBatch(database: database, zoneName: zone, atomic: atomic, operations: operations, author: database.ownerRecordName, deviceID: "d", timestamp: time)
+    }
+
+    private func createZone(_ store: any RecordStore, _ database: DatabaseRef, _ name: String = "Z") async throws {
+        _ = try await store.modifyZones([ZoneOperation(operationType: .create, zoneID: ZoneID(zoneName: name))], in: database, timestamp: 0, logger: logger)
+    }
+
+    @Test(arguments: StoreFactory.all)
+    func containersAndCredentials(_ factory: StoreFactory) async throws {
+        let store = try await prepared(factory)
+        await #expect(throws: StoreError.self) { try await store.createContainer(Self.container, createdAt: 0, logger: logger) }
+        #expect(try await store.containerExists(Self.container, logger: logger))
+        #expect(try await !store.containerExists("other", logger: logger))
+
+        let token = APITokenRecord(tokenHash: [1, 2, 3], container: Self.container, environment: .production, createdAt: 5)
+        try await store.saveAPIToken(token, logger: logger)
+        #expect(try await store.apiToken(hash: [1, 2, 3], logger: logger) == token)
+        try await store.revokeAPIToken(hash: [1, 2, 3], logger: logger)
+        #expect(try await store.apiToken(hash: [1, 2, 3], logger: logger)?.revoked == true)
+        #expect(try await store.apiToken(hash: [9], logger: logger) == nil)
+
+        let user = UserAccount(userRecordName: "_u1", container: Self.container, name: "Alice", email: "a@example.com", passwordHash: "h", createdAt: 1)
+        try await store.createUser(user, logger: logger)
+        #expect(try await store.user(container: Self.container, name: "alice", logger: logger) == user)
+        #expect(try await store.user(userRecordName: "_u1", logger: logger) == user)
+        let duplicate = UserAccount(userRecordName: "_u2", container: Self.container, name: "ALICE", createdAt: 1)
+        let error = await #expect(throws: StoreError.self) { try await store.createUser(duplicate, logger: logger) }
+        #expect(error?.code == .duplicate)
+
+        try await store.saveWebAuthToken(WebAuthTokenRecord(tokenHash: [7], userRecordName: "_u1", createdAt: 1, expiresAt: 99), logger: logger)
+        let found = try await store.webAuthToken(hash: [7], logger: logger)
+        #expect(found?.0.expiresAt == 99)
+        #expect(found?.1 == user)
+        try await store.deleteWebAuthToken(hash: [7], logger: logger)
+        #expect(try await store.webAuthToken(hash: [7], logger: logger) == nil)
+
+        let key = ServerKeyRecord(keyID: "k", container: Self.container, environment: .development, publicKeyPEM: "pem", createdAt: 3)
+        try await store.saveServerKey(key, logger: logger)
+        #expect(try await store.serverKey(id: "k", logger: logger) == key)
+    }
+
+    @Test(arguments: StoreFactory.all)
+    func zonesAreCreatedListedAndDeletedPerDatabase(_ factory: StoreFactory) async throws {
+        let store = try await prepared(factory)
+        #expect(try await store.zones(in: alice, logger: logger).map(\.zoneID.zoneName) == ["_defaultZone"])
+        let created = try await store.modifyZones(
+            [ZoneOperation(operationType: .create, zoneID: ZoneID(zoneName: "B")), ZoneOperation(operationType: .create, zoneID: ZoneID(zoneName: "A"))],
+            in: alice, timestamp: 0, logger: logger
+        )
+        #expect(created.count == 2)
+        // Creating an existing zone succeeds and returns it.
+        let again = try await store.modifyZones([ZoneOperation(operationType: .create, zoneID: ZoneID(zoneName: "A"))], in: alice, timestamp: 0, logger: logger)
+        guard case .saved(let zone) = again.first else { Issue.record("expected saved"); return }
+        #expect(zone.zoneID == ZoneID(zoneName: "A", ownerRecordName: "_alice"))
+        #expect(try await store.zones(in: alice, logger: logger).map(\.zoneID.zoneName) == ["_defaultZone", "A", "B"])
+        #expect(try await store.zones(in: bob, logger: logger).map(\.zoneID.zoneName) == ["_defaultZone"])
+        #expect(try await store.zones(named: ["A", "C"], in: alice, logger: logger).keys.sorted() == ["A"])
+
+        let deleted = try await store.modifyZones(
+            [ZoneOperation(operationType: .delete, zoneID: ZoneID(zoneName: "A")), ZoneOperation(operationType: .delete, zoneID: ZoneID(zoneName: "C"))],
+            in: alice, timestamp: 0, logger: logger
+        )
+        #expect(deleted.first == .deleted(ZoneID(zoneName: "A", ownerRecordName: "_alice")))
+        guard case .failed(_, .zoneNotFound, _) = deleted.last else { Issue.record("expected ZONE_NOT_FOUND"); return }
+        #expect(try await store.zones(in: alice, logger: logger).map(\.zoneID.zoneName) == ["_defaultZone", "B"])
+    }
+
+    @Test(arguments: StoreFactory.all)
+    func recordsAreSavedReadAndIsolatedPerDatabase(_ factory: StoreFactory) async throws {
+        let store = try await prepared(factory)
+        try await createZone(store, alice)
+        let results = try await store.modifyRecords(
+            batch(alice, [RecordModification(operationType: .create, recordName: "r1", recordType: "Note", fields: ["title": .string("Hi")])]),
+            logger: logger
+        )
+        guard case .saved(let saved) = results.first else { Issue.record("expected saved"); return }
+        #expect(saved.header.recordChangeTag == "1")
+        #expect(saved.header.created == RecordStamp(timestamp: 1000, userRecordName: "_alice", deviceID: "d"))
+
+        let read = try await store.records(named: ["r1", "r2"], zoneName: "Z", in: alice, logger: logger)
+        #expect(read.keys.sorted() == ["r1"])
+        #expect(try read["r1"]?.fields() == ["title": .string("Hi")])
+        #expect(read["r1"] == saved)
+
+        // Bob has no zone Z: nothing of Alice's is visible to him.
+        let error = await #expect(throws: StoreError.self) { try await store.records(named: ["r1"], zoneName: "Z", in: bob, logger: logger) }
+        #expect(error?.code == .zoneNotFound)
+        #expect(try await store.records(named: ["r1"], zoneName: "_defaultZone", in: bob, logger: logger).isEmpty)
+    }
+
+    @Test(arguments: StoreFactory.all)
+    func changeTagsGuardUpdatesAndSequencesAdvance(_ factory: StoreFactory) async throws {
+        let store = try await prepared(factory)
+        try await createZone(store, alice)
+        _ = try await store.modifyRecords(batch(alice, [RecordModification(operationType: .create, recordName: "r", recordType: "T", fields: ["a": .int64(1), "b": .int64(2)])]), logger: logger)
+        let stale = try await store.modifyRecords(
+            batch(alice, [RecordModification(operationType: .update, recordName: "r", recordChangeTag: "0", fields: ["a": .int64(9)])]), logger: logger
+        )
+        guard case .failed(let failure) = stale.first else { Issue.record("expected CONFLICT"); return }
+        #expect(failure.code == .conflict)
+        #expect(failure.serverRecord?.header.recordChangeTag == "1")
+
+        let merged = try await store.modifyRecords(
+            batch(alice, [RecordModification(operationType: .update, recordName: "r", recordChangeTag: "1", fields: ["a": .int64(9), "b": nil])], at: 2000),
+            logger: logger
+        )
+        guard case .saved(let record) = merged.first else { Issue.record("expected saved"); return }
+        #expect(try record.fields() == ["a": .int64(9)])
+        #expect(record.header.recordChangeTag == "2")
+        #expect(record.header.created.timestamp == 1000)
+        #expect(record.header.modified.timestamp == 2000)
+        let zone = try await store.zones(named: ["Z"], in: alice, logger: logger)["Z"]
+        #expect(zone?.changeSequence == 2)
+    }
+
+    @Test(arguments: StoreFactory.all)
+    func atomicBatchesWriteNothingOnFailure(_ factory: StoreFactory) async throws {
+        let store = try await prepared(factory)
+        try await createZone(store, alice)
+        _ = try await store.modifyRecords(batch(alice, [RecordModification(operationType: .create, recordName: "exists", recordType: "T")]), logger: logger)
+        let results = try await store.modifyRecords(
+            batch(alice, [
+                RecordModification(operationType: .create, recordName: "new", recordType: "T"),
+                RecordModification(operationType: .create, recordName: "exists", recordType: "T"),
+            ]),
+            logger: logger
+        )
+        #expect(results.map(\.errorCode) == [.atomicError, .exists])
+        #expect(try await store.records(named: ["new"], zoneName: "Z", in: alice, logger: logger).isEmpty)
+        #expect(try await store.zones(named: ["Z"], in: alice, logger: logger)["Z"]?.changeSequence == 1)
+
+        let partial = try await store.modifyRecords(
+            batch(alice, atomic: false, [
+                RecordModification(operationType: .create, recordName: "new", recordType: "T"),
+                RecordModification(operationType: .create, recordName: "exists", recordType: "T"),
+            ]),
+            logger: logger
+        )
+        #expect(partial.map(\.errorCode) == [nil, .exists])
+        #expect(try await store.records(named: ["new"], zoneName: "Z", in: alice, logger: logger).keys.sorted() == ["new"])
+    }
+
+    @Test(arguments: StoreFactory.all)
+    func deleteSelfReferencesCascade(_ factory: StoreFactory) async throws {
+        let store = try await prepared(factory)
+        try await createZone(store, alice)
+        let owner = Reference(recordName: "list", action: .deleteSelf)
+        _ = try await store.modifyRecords(
+            batch(alice, [
+                RecordModification(operationType: .create, recordName: "list", recordType: "List"),
+                RecordModification(operationType: .create, recordName: "item", recordType: "Item", fields: ["list": .reference(owner)]),
+                RecordModification(
+                    operationType: .create, recordName: "note", recordType: "Note",
+                    fields: ["items": .list(.reference, [.reference(Reference(recordName: "item", action: .deleteSelf))])]
+                ),
+                RecordModification(operationType: .create, recordName: "other", recordType: "Item", fields: ["list": .reference(Reference(recordName: "list"))]),
+            ]),
+            logger: logger
+        )
+        let deleted = try await store.modifyRecords(batch(alice, [RecordModification(operationType: .forceDelete, recordName: "list")]), logger: logger)
+        #expect(deleted == [.deleted(recordName: "list")])
+        let left = try await store.records(named: ["list", "item", "note", "other"], zoneName: "Z", in: alice, logger: logger)
+        #expect(left.keys.sorted() == ["other"])
+        // Four creates and three deletions.
+        #expect(try await store.zones(named: ["Z"], in: alice, logger: logger)["Z"]?.changeSequence == 7)
+    }
+
+    @Test(arguments: StoreFactory.all)
+    func deletedZoneTakesItsRecordsAndIsNewWhenRecreated(_ factory: StoreFactory) async throws {
+        let store = try await prepared(factory)
+        try await createZone(store, alice)
+        _ = try await store.modifyRecords(batch(alice, [RecordModification(operationType: .create, recordName: "r", recordType: "T")]), logger: logger)
+        let before = try await store.zones(named: ["Z"], in: alice, logger: logger)["Z"]
+        _ = try await store.modifyZones([ZoneOperation(operationType: .delete, zoneID: ZoneID(zoneName: "Z"))], in: alice, timestamp: 0, logger: logger)
+        let error = await #expect(throws: StoreError.self) {
+            try await store.modifyRecords(batch(alice, [RecordModification(operationType: .create, recordName: "r2", recordType: "T")]), logger: logger)
+        }
+        #expect(error?.code == .zoneNotFound)
+        try await createZone(store, alice)
+        let after = try await store.zones(named: ["Z"], in: alice, logger: logger)["Z"]
+        #expect(after?.incarnation != before?.incarnation)
+        #expect(try await store.records(named: ["r"], zoneName: "Z", in: alice, logger: logger).isEmpty)
+    }
+}
+
+extension RecordModificationResult {
+    var errorCode: ServerErrorCode? {
+        if case .failed(let failure) = self { return failure.code }
+        return nil
+    }
+}

@@ -1,0 +1,22 @@
+import CumulusStore
+import CumulusStoreSQLite
+import Foundation
+
+/// Makes a fresh, empty store for each conformance case. PostgreSQL joins this list when its store lands.
+struct StoreFactory: Sendable, CustomTestStringConvertible {
+    var name: String
+    var make: @Sendable () throws -> any RecordStore
+
+    var testDescription: String { name }
+
+    static let all: [StoreFactory] = [
+        StoreFactory(name: "SQLite in memory") { try SQLiteRecordStore.inMemory() },
+        StoreFactory(name: "SQLite file") {
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cumulus-store-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            return try SQLiteRecordStore(path: directory.appendingPathComponent("cumulus.sqlite").path)
+        },
+    ]
+}
+
+import Testing
