@@ -107,7 +107,8 @@ public struct AccountService: Sendable {
         let token = TokenCodec.makeToken()
         let now = clock.milliseconds()
         try await store.saveWebAuthToken(
-            WebAuthTokenRecord(tokenHash: TokenCodec.hash(token), userRecordName: user.userRecordName, createdAt: now, expiresAt: now + webAuthTokenLifetime),
+            WebAuthTokenRecord(
+                tokenHash: TokenCodec.hash(token), userRecordName: user.userRecordName, createdAt: now, expiresAt: now + webAuthTokenLifetime),
             logger: logger
         )
         return token
@@ -160,7 +161,8 @@ public struct AccountService: Sendable {
         var generator = SystemRandomNumberGenerator()
         let keyID = (0..<32).map { _ in String(format: "%02x", UInt8.random(in: .min ... .max, using: &generator)) }.joined()
         try await store.saveServerKey(
-            ServerKeyRecord(keyID: keyID, container: container, environment: environment, publicKeyPEM: key.pemRepresentation, createdAt: clock.milliseconds()),
+            ServerKeyRecord(
+                keyID: keyID, container: container, environment: environment, publicKeyPEM: key.pemRepresentation, createdAt: clock.milliseconds()),
             logger: logger
         )
         return keyID

@@ -63,7 +63,9 @@ public struct DatabaseService: Sendable {
     }
 
     /// `zones/modify`: create and delete custom zones in the private database.
-    public func modifyZones(caller: Caller, scope: DatabaseScope, request: ZonesModifyRequest, logger: Logger) async throws -> [ZoneModificationResult] {
+    public func modifyZones(caller: Caller, scope: DatabaseScope, request: ZonesModifyRequest, logger: Logger) async throws
+        -> [ZoneModificationResult]
+    {
         let database = try policy.database(for: caller, scope: scope, access: .write)
         guard scope == .private else {
             throw CumulusError(.badRequest, "zones can be created and deleted only in the private database, not the \(scope.rawValue) database")
@@ -87,7 +89,9 @@ public struct DatabaseService: Sendable {
     // MARK: - Records
 
     /// `records/lookup`.
-    public func lookupRecords(caller: Caller, scope: DatabaseScope, request: RecordsLookupRequest, logger: Logger) async throws -> [RecordLookupResult] {
+    public func lookupRecords(caller: Caller, scope: DatabaseScope, request: RecordsLookupRequest, logger: Logger) async throws
+        -> [RecordLookupResult]
+    {
         let database = try policy.database(for: caller, scope: scope, access: .read)
         try checkCount(request.records.count, path: "records")
         let zoneName = try policy.zoneName(request.zoneID, in: database)
@@ -102,7 +106,9 @@ public struct DatabaseService: Sendable {
     }
 
     /// `records/modify`.
-    public func modifyRecords(caller: Caller, scope: DatabaseScope, request: RecordsModifyRequest, logger: Logger) async throws -> RecordsModifyResponse {
+    public func modifyRecords(caller: Caller, scope: DatabaseScope, request: RecordsModifyRequest, logger: Logger) async throws
+        -> RecordsModifyResponse
+    {
         let database = try policy.database(for: caller, scope: scope, access: .write)
         let zoneName = try policy.zoneName(request.zoneID, in: database)
         try checkZone(zoneName, scope: scope)
@@ -117,7 +123,8 @@ public struct DatabaseService: Sendable {
         for (index, operation) in request.operations.enumerated() {
             let modification = try validate(operation, path: "operations[\(index)].record", zoneName: zoneName)
             guard seen.insert(modification.recordName).inserted else {
-                throw CumulusError(.badRequest, "operations[\(index)].record.recordName: record \(modification.recordName) appears in more than one operation")
+                throw CumulusError(
+                    .badRequest, "operations[\(index)].record.recordName: record \(modification.recordName) appears in more than one operation")
             }
             modifications.append(modification)
         }
@@ -159,7 +166,8 @@ public struct DatabaseService: Sendable {
         }
         if type.checksChangeTag, draft.recordChangeTag == nil {
             throw CumulusError(
-                .badRequest, "\(path).recordChangeTag: is required for \(type.rawValue); use force\(type.rawValue.prefix(1).uppercased() + type.rawValue.dropFirst()) to skip the check"
+                .badRequest,
+                "\(path).recordChangeTag: is required for \(type.rawValue); use force\(type.rawValue.prefix(1).uppercased() + type.rawValue.dropFirst()) to skip the check"
             )
         }
         if case .set(let parent) = draft.parent {
@@ -181,7 +189,8 @@ public struct DatabaseService: Sendable {
         let size = RecordFieldsCoding.canonical(sentFields).count
         if size > limits.maximumRecordSize {
             throw CumulusError(
-                .quotaExceeded, "\(path).fields: record \(recordName) is \(size) bytes; the limit is \(limits.maximumRecordSize) bytes (assets excluded)"
+                .quotaExceeded,
+                "\(path).fields: record \(recordName) is \(size) bytes; the limit is \(limits.maximumRecordSize) bytes (assets excluded)"
             )
         }
         return RecordModification(

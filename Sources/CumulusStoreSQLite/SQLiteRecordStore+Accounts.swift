@@ -41,7 +41,8 @@ extension SQLiteRecordStore {
             guard let environment = ContainerEnvironment(rawValue: row["environment"]) else {
                 throw StoreError(.corrupt, "api token has an unknown environment")
             }
-            return APITokenRecord(tokenHash: hash, container: row["container_id"], environment: environment, createdAt: row["created_at"], revoked: row["revoked"])
+            return APITokenRecord(
+                tokenHash: hash, container: row["container_id"], environment: environment, createdAt: row["created_at"], revoked: row["revoked"])
         }
     }
 

@@ -11,7 +11,8 @@ struct FieldValueTests {
         .timestamp(1_700_000_000_123),
         .bytes(Data([0, 1, 2, 250, 255])),
         .reference(Reference(recordName: "drive-1", zoneID: ZoneID(zoneName: "Drives", ownerRecordName: "_abc"), action: .deleteSelf)),
-        .location(Location(latitude: 51.5, longitude: -0.12, horizontalAccuracy: 5, altitude: 11, speed: 13.4, course: 90, timestamp: 1_700_000_000_000)),
+        .location(
+            Location(latitude: 51.5, longitude: -0.12, horizontalAccuracy: 5, altitude: 11, speed: 13.4, course: 90, timestamp: 1_700_000_000_000)),
         .asset(Asset(fileChecksum: "abc", size: 1024, receipt: "r", downloadURL: "https://example.com/a")),
         .list(.string, [.string("a"), .string("b")]),
         .list(.int64, [.int64(1), .int64(2)]),
@@ -80,7 +81,9 @@ struct FieldValueTests {
     @Test func canonicalEncodingIsStable() throws {
         let fields: [String: FieldValue] = ["b": .int64(1), "a": .string("x"), "c": .list(.double, [.double(0.1)])]
         let json = RecordFieldsCoding.canonical(fields)
-        #expect(String(decoding: json, as: UTF8.self) == #"{"a":{"value":"x","type":"STRING"},"b":{"value":1,"type":"INT64"},"c":{"value":[0.1],"type":"DOUBLE_LIST"}}"#)
+        #expect(
+            String(decoding: json, as: UTF8.self)
+                == #"{"a":{"value":"x","type":"STRING"},"b":{"value":1,"type":"INT64"},"c":{"value":[0.1],"type":"DOUBLE_LIST"}}"#)
         #expect(try RecordFieldsCoding.parseCanonical(json) == fields)
     }
 

@@ -32,7 +32,10 @@ struct RequestDecodingTests {
         (#"{"operations":[{"record":{}}]}"#, "operations[0].operationType"),
         (#"{"operations":[{"operationType":"upsert","record":{}}]}"#, "operations[0].operationType"),
         (#"{"operations":[{"operationType":"create"}]}"#, "operations[0].record"),
-        (#"{"operations":[{"operationType":"create","record":{"fields":{"x":{"value":"a","type":"INT64"}}}}]}"#, "operations[0].record.fields.x.value"),
+        (
+            #"{"operations":[{"operationType":"create","record":{"fields":{"x":{"value":"a","type":"INT64"}}}}]}"#,
+            "operations[0].record.fields.x.value"
+        ),
         (#"{"operations":"no"}"#, "operations"),
     ])
     func errorsNameThePath(_ json: String, _ path: String) throws {
@@ -42,11 +45,16 @@ struct RequestDecodingTests {
 
     @Test func decodesZoneRequests() throws {
         let modify = try ZonesModifyRequest(
-            wire: WireObject(JSONValue(parsing: #"{"operations":[{"operationType":"create","zone":{"zoneID":{"zoneName":"A"}}},{"operationType":"delete","zoneID":{"zoneName":"B"}}]}"#), path: "")
+            wire: WireObject(
+                JSONValue(
+                    parsing:
+                        #"{"operations":[{"operationType":"create","zone":{"zoneID":{"zoneName":"A"}}},{"operationType":"delete","zoneID":{"zoneName":"B"}}]}"#
+                ), path: "")
         )
         #expect(modify.operations.map(\.zoneID.zoneName) == ["A", "B"])
         #expect(modify.operations.map(\.operationType) == [.create, .delete])
-        let lookup = try ZonesLookupRequest(wire: WireObject(JSONValue(parsing: #"{"zones":[{"zoneName":"A"},{"zoneID":{"zoneName":"B"}}]}"#), path: ""))
+        let lookup = try ZonesLookupRequest(
+            wire: WireObject(JSONValue(parsing: #"{"zones":[{"zoneName":"A"},{"zoneID":{"zoneName":"B"}}]}"#), path: ""))
         #expect(lookup.zones.map(\.zoneName) == ["A", "B"])
     }
 }

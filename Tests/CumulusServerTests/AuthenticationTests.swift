@@ -1,10 +1,11 @@
-import CumulusStore
+import Crypto
 import CumulusCore
 import CumulusModel
-import Crypto
+import CumulusStore
 import Foundation
 import HTTPTypes
 import Logging
+import Synchronization
 import Testing
 
 @Suite("Authentication: API tokens, web auth tokens, server-to-server keys, sign-in")
@@ -25,7 +26,8 @@ struct AuthenticationTests {
             #expect(otherContainer.status == 401)
             let otherEnvironment = try await client.send("zones/list", as: .apiToken(world.productionToken), database: "public", method: .get)
             #expect(otherEnvironment.status == 401)
-            let production = try await client.send("zones/list", as: .apiToken(world.productionToken), database: "public", environment: "production", method: .get)
+            let production = try await client.send(
+                "zones/list", as: .apiToken(world.productionToken), database: "public", environment: "production", method: .get)
             #expect(production.status == 200)
         }
     }
@@ -80,20 +82,26 @@ struct AuthenticationTests {
         let world = try await TestWorld.make()
         try await world.test { client in
             let base = "/auth/1/\(TestWorld.container)/development"
-            let signUp = try await client.raw("\(base)/signup?ckAPIToken=\(world.apiToken)", body: #"{"name":"carol","password":"correct horse","email":"carol@example.com"}"#)
+            let signUp = try await client.raw(
+                "\(base)/signup?ckAPIToken=\(world.apiToken)", body: #"{"name":"carol","password":"correct horse","email":"carol@example.com"}"#)
             #expect(signUp.status == 201)
             let token = try #require(signUp.json["ckWebAuthToken"]?.stringValue)
             let carol = TestUser(
-                account: .init(userRecordName: try #require(signUp.json["userRecordName"]?.stringValue), container: TestWorld.container, name: "carol", createdAt: 0),
+                account: .init(
+                    userRecordName: try #require(signUp.json["userRecordName"]?.stringValue), container: TestWorld.container, name: "carol",
+                    createdAt: 0),
                 webAuthToken: token
             )
-            #expect(try await client.send("users/caller", as: .user(carol), database: "public", method: .get).json["userRecordName"]?.stringValue == carol.userRecordName)
+            #expect(
+                try await client.send("users/caller", as: .user(carol), database: "public", method: .get).json["userRecordName"]?.stringValue
+                    == carol.userRecordName)
 
             let again = try await client.raw("\(base)/signup?ckAPIToken=\(world.apiToken)", body: #"{"name":"Carol","password":"another one"}"#)
             #expect(again.status == 409)
             #expect(again.serverErrorCode == "EXISTS")
 
-            let wrongPassword = try await client.raw("\(base)/signin?ckAPIToken=\(world.apiToken)", body: #"{"name":"carol","password":"wrong password"}"#)
+            let wrongPassword = try await client.raw(
+                "\(base)/signin?ckAPIToken=\(world.apiToken)", body: #"{"name":"carol","password":"wrong password"}"#)
             #expect(wrongPassword.status == 401)
             let unknown = try await client.raw("\(base)/signin?ckAPIToken=\(world.apiToken)", body: #"{"name":"nobody","password":"wrong password"}"#)
             #expect(unknown.status == 401)
@@ -129,7 +137,8 @@ struct AuthenticationTests {
             return [
                 .init("X-Apple-CloudKit-Request-KeyID")!: keyID,
                 .init("X-Apple-CloudKit-Request-ISO8601Date")!: dateString,
-                .init("X-Apple-CloudKit-Request-SignatureV1")!: (raw ? signature.rawRepresentation : signature.derRepresentation).base64EncodedString(),
+                .init("X-Apple-CloudKit-Request-SignatureV1")!: (raw ? signature.rawRepresentation : signature.derRepresentation)
+                    .base64EncodedString(),
             ]
         }
     }
@@ -137,7 +146,8 @@ struct AuthenticationTests {
     func signer(_ world: TestWorld, environment: ContainerEnvironment = .development) async throws -> Signer {
         var signer = Signer()
         signer.keyID = try await world.accounts.addServerKey(
-            container: TestWorld.container, environment: environment, publicKeyPEM: signer.key.publicKey.pemRepresentation, logger: Logger(label: "test")
+            container: TestWorld.container, environment: environment, publicKeyPEM: signer.key.publicKey.pemRepresentation,
+            logger: Logger(label: "test")
         )
         return signer
     }
@@ -173,7 +183,8 @@ struct AuthenticationTests {
         let production = try await self.signer(world, environment: .production)
         try await world.test { client in
             let path = "/database/1/\(TestWorld.container)/development/public/zones/list"
-            let stale = try await client.raw(path, method: .get, headers: try signer.headers(body: "", subpath: path, date: Date().addingTimeInterval(-3600)))
+            let stale = try await client.raw(
+                path, method: .get, headers: try signer.headers(body: "", subpath: path, date: Date().addingTimeInterval(-3600)))
             #expect(stale.status == 401)
             #expect(stale.reason?.contains("window") == true)
 
@@ -196,7 +207,8 @@ struct AuthenticationTests {
     @Test func serverKeysMustBeP256PublicKeys() async throws {
         let world = try await TestWorld.make()
         await #expect(throws: CumulusError.self) {
-            try await world.accounts.addServerKey(container: TestWorld.container, environment: .development, publicKeyPEM: "not a key", logger: Logger(label: "t"))
+            try await world.accounts.addServerKey(
+                container: TestWorld.container, environment: .development, publicKeyPEM: "not a key", logger: Logger(label: "t"))
         }
     }
 }
@@ -211,5 +223,3 @@ final class LockedTime: Sendable {
 
     func advance(by seconds: TimeInterval) { storage.withLock { $0 += seconds } }
 }
-
-import Synchronization

@@ -1,9 +1,9 @@
-import CumulusStore
-import HTTPTypes
+import Crypto
 import CumulusCore
 import CumulusModel
-import Crypto
+import CumulusStore
 import Foundation
+import HTTPTypes
 import Logging
 import Testing
 
@@ -30,14 +30,17 @@ struct IsolationTests {
         let world = try await TestWorld.make()
         var signer = AuthenticationTests.Signer()
         signer.keyID = try await world.accounts.addServerKey(
-            container: TestWorld.container, environment: .development, publicKeyPEM: signer.key.publicKey.pemRepresentation, logger: Logger(label: "t")
+            container: TestWorld.container, environment: .development, publicKeyPEM: signer.key.publicKey.pemRepresentation,
+            logger: Logger(label: "t")
         )
         let keyedSigner = signer
         try await world.test { client in
             try await client.createZone("Secret", as: world.alice)
-            let saved = try await client.modify([operation("create", "diary", fields: #"{"text":{"value":"s3cr3t-diary"}}"#)], zone: "Secret", as: .user(world.alice))
+            let saved = try await client.modify(
+                [operation("create", "diary", fields: #"{"text":{"value":"s3cr3t-diary"}}"#)], zone: "Secret", as: .user(world.alice))
             let tag = try #require(saved.records[0]["recordChangeTag"]?.stringValue)
-            _ = try await client.modify([operation("create", "inbox", fields: #"{"text":{"value":"default zone"}}"#)], zone: nil, as: .user(world.alice))
+            _ = try await client.modify(
+                [operation("create", "inbox", fields: #"{"text":{"value":"default zone"}}"#)], zone: nil, as: .user(world.alice))
 
             func attempt(_ operation: String, _ body: String) async throws -> CloudKitResponse {
                 switch intruder {
@@ -46,7 +49,8 @@ struct IsolationTests {
                 case .otherContainerToken: return try await client.send(operation, as: .apiToken(world.otherContainerToken), body: body)
                 case .productionToken: return try await client.send(operation, as: .apiToken(world.productionToken), body: body)
                 case .productionTokenWithUser:
-                    return try await client.send(operation, as: .apiTokenAndUser(world.productionToken, world.alice), environment: "production", body: body)
+                    return try await client.send(
+                        operation, as: .apiTokenAndUser(world.productionToken, world.alice), environment: "production", body: body)
                 case .serverKey:
                     let path = "/database/1/\(TestWorld.container)/development/private/\(operation)"
                     return try await client.raw(path, body: body, headers: try keyedSigner.headers(body: body, subpath: path))
@@ -55,7 +59,10 @@ struct IsolationTests {
             let secret = #""zoneID":{"zoneName":"Secret","ownerRecordName":"\#(world.alice.userRecordName)"}"#
             let attempts = [
                 ("records/lookup", #"{\#(secret),"records":[{"recordName":"diary"}]}"#),
-                ("records/modify", #"{\#(secret),"operations":[\#(operation("update", "diary", tag: tag, fields: #"{"text":{"value":"hacked"}}"#))]}"#),
+                (
+                    "records/modify",
+                    #"{\#(secret),"operations":[\#(operation("update", "diary", tag: tag, fields: #"{"text":{"value":"hacked"}}"#))]}"#
+                ),
                 ("records/modify", #"{\#(secret),"operations":[\#(operation("forceDelete", "diary"))]}"#),
                 ("zones/lookup", #"{"zones":[{"zoneName":"Secret","ownerRecordName":"\#(world.alice.userRecordName)"}]}"#),
                 ("zones/modify", #"{"operations":[{"operationType":"delete","zone":{"zoneID":{"zoneName":"Secret"}}}]}"#),

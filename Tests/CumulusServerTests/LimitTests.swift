@@ -1,7 +1,7 @@
+import CumulusCore
+import CumulusModel
 import CumulusStore
 import HTTPTypes
-import CumulusModel
-import CumulusCore
 import Testing
 
 @Suite("Limits and naming rules")
@@ -37,7 +37,9 @@ struct LimitTests {
             // Nothing of the request was stored.
             #expect(try await client.lookup(["small"], as: .user(world.alice)).records[0]["serverErrorCode"]?.stringValue == "NOT_FOUND")
             let fits = String(repeating: "x", count: 900_000)
-            #expect(try await client.modify([operation("create", "fits", fields: #"{"text":{"value":"\#(fits)"}}"#)], as: .user(world.alice)).records[0]["recordName"] != nil)
+            #expect(
+                try await client.modify([operation("create", "fits", fields: #"{"text":{"value":"\#(fits)"}}"#)], as: .user(world.alice)).records[0][
+                    "recordName"] != nil)
         }
     }
 
@@ -52,18 +54,48 @@ struct LimitTests {
     }
 
     @Test(arguments: [
-        (#"{"operations":[{"operationType":"create","zone":{"zoneID":{"zoneName":"_private"}}}]}"#, "zones/modify", "operations[0].zone.zoneID.zoneName"),
-        (#"{"operations":[{"operationType":"create","zone":{"zoneID":{"zoneName":"\#(String(repeating: "z", count: 256))"}}}]}"#, "zones/modify", "operations[0].zone.zoneID.zoneName"),
+        (
+            #"{"operations":[{"operationType":"create","zone":{"zoneID":{"zoneName":"_private"}}}]}"#, "zones/modify",
+            "operations[0].zone.zoneID.zoneName"
+        ),
+        (
+            #"{"operations":[{"operationType":"create","zone":{"zoneID":{"zoneName":"\#(String(repeating: "z", count: 256))"}}}]}"#, "zones/modify",
+            "operations[0].zone.zoneID.zoneName"
+        ),
         (#"{"operations":[{"operationType":"create","zone":{"zoneID":{"zoneName":"Zoné"}}}]}"#, "zones/modify", "operations[0].zone.zoneID.zoneName"),
-        (#"{"operations":[{"operationType":"create","record":{"recordName":"_x","recordType":"T"}}]}"#, "records/modify", "operations[0].record.recordName"),
-        (#"{"operations":[{"operationType":"create","record":{"recordName":"a b","recordType":"T"}}]}"#, "records/modify", "operations[0].record.recordName"),
-        (#"{"operations":[{"operationType":"create","record":{"recordName":"\#(String(repeating: "r", count: 256))","recordType":"T"}}]}"#, "records/modify", "operations[0].record.recordName"),
-        (#"{"operations":[{"operationType":"create","record":{"recordName":"r","recordType":"1Type"}}]}"#, "records/modify", "operations[0].record.recordType"),
+        (
+            #"{"operations":[{"operationType":"create","record":{"recordName":"_x","recordType":"T"}}]}"#, "records/modify",
+            "operations[0].record.recordName"
+        ),
+        (
+            #"{"operations":[{"operationType":"create","record":{"recordName":"a b","recordType":"T"}}]}"#, "records/modify",
+            "operations[0].record.recordName"
+        ),
+        (
+            #"{"operations":[{"operationType":"create","record":{"recordName":"\#(String(repeating: "r", count: 256))","recordType":"T"}}]}"#,
+            "records/modify", "operations[0].record.recordName"
+        ),
+        (
+            #"{"operations":[{"operationType":"create","record":{"recordName":"r","recordType":"1Type"}}]}"#, "records/modify",
+            "operations[0].record.recordType"
+        ),
         (#"{"operations":[{"operationType":"create","record":{"recordName":"r"}}]}"#, "records/modify", "operations[0].record.recordType"),
-        (#"{"operations":[{"operationType":"create","record":{"recordName":"r","recordType":"T","fields":{"bad-name":{"value":1}}}}]}"#, "records/modify", "operations[0].record.fields.bad-name"),
-        (#"{"operations":[{"operationType":"create","record":{"recordName":"r","recordType":"T"}},{"operationType":"forceDelete","record":{"recordName":"r"}}]}"#, "records/modify", "operations[1].record.recordName"),
-        (#"{"operations":[{"operationType":"create","record":{"recordName":"r","recordType":"T","fields":{"ref":{"value":{"recordName":"x","zoneID":{"zoneName":"Elsewhere"}},"type":"REFERENCE"}}}}]}"#, "records/modify", "operations[0].record.fields.ref.value.zoneID"),
-        (#"{"operations":[{"operationType":"create","record":{"recordName":"r","recordType":"T","fields":{"where":{"value":{"latitude":123,"longitude":0},"type":"LOCATION"}}}}]}"#, "records/modify", "operations[0].record.fields.where.value.latitude"),
+        (
+            #"{"operations":[{"operationType":"create","record":{"recordName":"r","recordType":"T","fields":{"bad-name":{"value":1}}}}]}"#,
+            "records/modify", "operations[0].record.fields.bad-name"
+        ),
+        (
+            #"{"operations":[{"operationType":"create","record":{"recordName":"r","recordType":"T"}},{"operationType":"forceDelete","record":{"recordName":"r"}}]}"#,
+            "records/modify", "operations[1].record.recordName"
+        ),
+        (
+            #"{"operations":[{"operationType":"create","record":{"recordName":"r","recordType":"T","fields":{"ref":{"value":{"recordName":"x","zoneID":{"zoneName":"Elsewhere"}},"type":"REFERENCE"}}}}]}"#,
+            "records/modify", "operations[0].record.fields.ref.value.zoneID"
+        ),
+        (
+            #"{"operations":[{"operationType":"create","record":{"recordName":"r","recordType":"T","fields":{"where":{"value":{"latitude":123,"longitude":0},"type":"LOCATION"}}}}]}"#,
+            "records/modify", "operations[0].record.fields.where.value.latitude"
+        ),
     ])
     func badNamesAndValuesAreRejectedNamingTheField(_ body: String, _ operation: String, _ path: String) async throws {
         let world = try await TestWorld.make()

@@ -1,7 +1,7 @@
 import CumulusCore
+import CumulusModel
 import CumulusStore
 import HTTPTypes
-import CumulusModel
 import Testing
 
 @Suite("records/modify and records/lookup over HTTP")
@@ -28,11 +28,16 @@ struct RecordOperationTests {
             try await client.createZone("Z", as: world.alice)
             var tag = "stale"
             if exists {
-                let created = try await client.modify([operation("create", "r", fields: #"{"a":{"value":1},"b":{"value":2}}"#)], as: .user(world.alice))
+                let created = try await client.modify(
+                    [operation("create", "r", fields: #"{"a":{"value":1},"b":{"value":2}}"#)], as: .user(world.alice))
                 tag = try #require(created.records.first?["recordChangeTag"]?.stringValue)
             }
             let response = try await client.modify(
-                [operation(type, "r", tag: type == "create" || type.hasPrefix("force") ? nil : (currentTag ? tag : "stale"), fields: #"{"a":{"value":7}}"#)],
+                [
+                    operation(
+                        type, "r", tag: type == "create" || type.hasPrefix("force") ? nil : (currentTag ? tag : "stale"),
+                        fields: #"{"a":{"value":7}}"#)
+                ],
                 as: .user(world.alice)
             )
             // Per-item outcomes come back inside records[] with HTTP 200.
@@ -51,11 +56,13 @@ struct RecordOperationTests {
             case ("delete", nil), ("forceDelete", nil):
                 #expect(item["deleted"] == .bool(true))
                 #expect(after["serverErrorCode"]?.stringValue == "NOT_FOUND")
-            case ("update", nil), ("forceUpdate", nil) where exists:
+            case ("update", nil),
+                ("forceUpdate", nil) where exists:
                 #expect(after["fields"]?["a"]?["value"] == .number("7"))
                 #expect(after["fields"]?["b"]?["value"] == .number("2"), "update merges")
                 #expect(after["recordChangeTag"]?.stringValue != tag)
-            case ("replace", nil), ("forceReplace", nil) where exists:
+            case ("replace", nil),
+                ("forceReplace", nil) where exists:
                 #expect(after["fields"]?["a"]?["value"] == .number("7"))
                 #expect(after["fields"]?["b"] == nil, "replace clears fields not sent")
             default:
@@ -80,12 +87,15 @@ struct RecordOperationTests {
         try await world.test { client in
             try await client.createZone("Z", as: world.alice)
             _ = try await client.modify([operation("create", "taken")], as: .user(world.alice))
-            let response = try await client.modify([operation("create", "a"), operation("create", "taken"), operation("create", "b")], as: .user(world.alice))
+            let response = try await client.modify(
+                [operation("create", "a"), operation("create", "taken"), operation("create", "b")], as: .user(world.alice))
             #expect(response.status == 200)
             #expect(response.records.map { $0["serverErrorCode"]?.stringValue } == ["ATOMIC_ERROR", "EXISTS", "ATOMIC_ERROR"])
-            #expect(try await client.lookup(["a", "b"], as: .user(world.alice)).records.allSatisfy { $0["serverErrorCode"]?.stringValue == "NOT_FOUND" })
+            #expect(
+                try await client.lookup(["a", "b"], as: .user(world.alice)).records.allSatisfy { $0["serverErrorCode"]?.stringValue == "NOT_FOUND" })
 
-            let nonAtomic = try await client.modify([operation("create", "a"), operation("create", "taken")], as: .user(world.alice), extra: #""atomic":false,"#)
+            let nonAtomic = try await client.modify(
+                [operation("create", "a"), operation("create", "taken")], as: .user(world.alice), extra: #""atomic":false,"#)
             #expect(nonAtomic.records.map { $0["serverErrorCode"]?.stringValue } == [nil, "EXISTS"])
             #expect(try await client.lookup(["a"], as: .user(world.alice)).records[0]["recordName"]?.stringValue == "a")
         }
@@ -95,7 +105,8 @@ struct RecordOperationTests {
         let world = try await TestWorld.make()
         try await world.test { client in
             _ = try await client.modify([operation("create", "taken")], zone: nil, as: .user(world.alice))
-            let response = try await client.modify([operation("create", "a"), operation("create", "taken")], zone: nil, as: .user(world.alice), extra: #""atomic":true,"#)
+            let response = try await client.modify(
+                [operation("create", "a"), operation("create", "taken")], zone: nil, as: .user(world.alice), extra: #""atomic":true,"#)
             #expect(response.records.map { $0["serverErrorCode"]?.stringValue } == [nil, "EXISTS"])
         }
     }
@@ -105,7 +116,9 @@ struct RecordOperationTests {
         try await world.test { client in
             try await client.createZone("Z", as: world.alice)
             let ref = #"{"list":{"value":{"recordName":"list","action":"DELETE_SELF"},"type":"REFERENCE"}}"#
-            _ = try await client.modify([operation("create", "list"), operation("create", "item1", fields: ref), operation("create", "item2", fields: ref)], as: .user(world.alice))
+            _ = try await client.modify(
+                [operation("create", "list"), operation("create", "item1", fields: ref), operation("create", "item2", fields: ref)],
+                as: .user(world.alice))
             let deleted = try await client.modify([operation("forceDelete", "list")], as: .user(world.alice))
             #expect(deleted.records[0]["deleted"] == .bool(true))
             let lookup = try await client.lookup(["item1", "item2"], as: .user(world.alice))
@@ -119,7 +132,10 @@ struct RecordOperationTests {
             try await client.createZone("Z", as: world.alice)
             let fields = #"{"a":{"value":1},"b":{"value":"x"},"c":{"value":2.5}}"#
             let saved = try await client.modify(
-                [operation("create", "r1", fields: fields), #"{"operationType":"create","desiredKeys":["c"],"record":{"recordName":"r2","recordType":"T","fields":\#(fields)}}"#],
+                [
+                    operation("create", "r1", fields: fields),
+                    #"{"operationType":"create","desiredKeys":["c"],"record":{"recordName":"r2","recordType":"T","fields":\#(fields)}}"#,
+                ],
                 as: .user(world.alice), extra: #""desiredKeys":["a","b"],"#
             )
             #expect(saved.records[0]["fields"]?.objectValue?.keys.sorted() == ["a", "b"])
@@ -170,7 +186,8 @@ struct RecordOperationTests {
     @Test func numbersAsStringsWritesNumbersAsStrings() async throws {
         let world = try await TestWorld.make()
         try await world.test { client in
-            _ = try await client.modify([operation("create", "r", fields: #"{"n":{"value":5},"d":{"value":1.5}}"#)], zone: nil, as: .user(world.alice))
+            _ = try await client.modify(
+                [operation("create", "r", fields: #"{"n":{"value":5},"d":{"value":1.5}}"#)], zone: nil, as: .user(world.alice))
             let record = try await client.lookup(["r"], zone: nil, as: .user(world.alice), extra: #""numbersAsStrings":true,"#).records[0]
             #expect(record["fields"]?["n"]?["value"] == .string("5"))
             #expect(record["fields"]?["d"]?["value"] == .string("1.5"))
@@ -184,7 +201,8 @@ struct RecordOperationTests {
             _ = try await client.modify([operation("create", "parent")], as: .user(world.alice))
             let response = try await client.send(
                 "records/modify", as: .user(world.alice),
-                body: #"{"zoneID":{"zoneName":"Z"},"operations":[{"operationType":"create","record":{"recordName":"child","recordType":"Note","parent":{"recordName":"parent"},"createShortGUID":true}}]}"#,
+                body:
+                    #"{"zoneID":{"zoneName":"Z"},"operations":[{"operationType":"create","record":{"recordName":"child","recordType":"Note","parent":{"recordName":"parent"},"createShortGUID":true}}]}"#,
                 headers: [.init("X-Cumulus-Device")!: "phone-1"]
             )
             let record = response.records[0]
@@ -196,7 +214,8 @@ struct RecordOperationTests {
             #expect(record["zoneID"]?["zoneName"]?.stringValue == "Z")
             #expect(record["zoneID"]?["ownerRecordName"]?.stringValue == world.alice.userRecordName)
 
-            let orphan = try await client.modify([operation("create", "orphan", extra: #","parent":{"recordName":"missing"}"#)], as: .user(world.alice))
+            let orphan = try await client.modify(
+                [operation("create", "orphan", extra: #","parent":{"recordName":"missing"}"#)], as: .user(world.alice))
             #expect(orphan.records[0]["serverErrorCode"]?.stringValue == "VALIDATING_REFERENCE_ERROR")
         }
     }

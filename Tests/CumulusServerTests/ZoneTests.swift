@@ -1,7 +1,7 @@
 import CumulusCore
+import CumulusModel
 import CumulusStore
 import HTTPTypes
-import CumulusModel
 import Testing
 
 @Suite("zones/list, zones/lookup, zones/modify")
@@ -11,7 +11,8 @@ struct ZoneTests {
         try await world.test { client in
             let created = try await client.send(
                 "zones/modify", as: .user(world.alice),
-                body: #"{"operations":[{"operationType":"create","zone":{"zoneID":{"zoneName":"Drives"}}},{"operationType":"create","zone":{"zoneID":{"zoneName":"Lists"}}}]}"#
+                body:
+                    #"{"operations":[{"operationType":"create","zone":{"zoneID":{"zoneName":"Drives"}}},{"operationType":"create","zone":{"zoneID":{"zoneName":"Lists"}}}]}"#
             )
             #expect(created.status == 200)
             #expect(created.zones.map { $0["zoneID"]?["zoneName"]?.stringValue } == ["Drives", "Lists"])
@@ -21,14 +22,16 @@ struct ZoneTests {
             let list = try await client.send("zones/list", as: .user(world.alice), method: .get)
             #expect(list.zones.map { $0["zoneID"]?["zoneName"]?.stringValue } == ["_defaultZone", "Drives", "Lists"])
 
-            let lookup = try await client.send("zones/lookup", as: .user(world.alice), body: #"{"zones":[{"zoneName":"Drives"},{"zoneName":"Nope"}]}"#)
+            let lookup = try await client.send(
+                "zones/lookup", as: .user(world.alice), body: #"{"zones":[{"zoneName":"Drives"},{"zoneName":"Nope"}]}"#)
             #expect(lookup.zones[0]["zoneID"]?["zoneName"]?.stringValue == "Drives")
             #expect(lookup.zones[1]["serverErrorCode"]?.stringValue == "ZONE_NOT_FOUND")
 
             _ = try await client.modify([operation("create", "r")], zone: "Drives", as: .user(world.alice))
             let deleted = try await client.send(
                 "zones/modify", as: .user(world.alice),
-                body: #"{"operations":[{"operationType":"delete","zone":{"zoneID":{"zoneName":"Drives"}}},{"operationType":"delete","zone":{"zoneID":{"zoneName":"Nope"}}}]}"#
+                body:
+                    #"{"operations":[{"operationType":"delete","zone":{"zoneID":{"zoneName":"Drives"}}},{"operationType":"delete","zone":{"zoneID":{"zoneName":"Nope"}}}]}"#
             )
             #expect(deleted.zones[0]["deleted"] == .bool(true))
             #expect(deleted.zones[1]["serverErrorCode"]?.stringValue == "ZONE_NOT_FOUND")
@@ -45,7 +48,9 @@ struct ZoneTests {
     @Test func theDefaultZoneCannotBeCreatedOrDeleted() async throws {
         let world = try await TestWorld.make()
         try await world.test { client in
-            let response = try await client.send("zones/modify", as: .user(world.alice), body: #"{"operations":[{"operationType":"delete","zone":{"zoneID":{"zoneName":"_defaultZone"}}}]}"#)
+            let response = try await client.send(
+                "zones/modify", as: .user(world.alice),
+                body: #"{"operations":[{"operationType":"delete","zone":{"zoneID":{"zoneName":"_defaultZone"}}}]}"#)
             #expect(response.status == 400)
             #expect(response.reason?.contains("operations[0].zone.zoneID.zoneName") == true)
         }

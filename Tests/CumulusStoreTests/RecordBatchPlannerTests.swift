@@ -8,7 +8,9 @@ struct RecordBatchPlannerTests {
     let planner = RecordBatchPlanner(makeShortGUID: { "guid" })
     let database = DatabaseRef(container: "c", environment: .development, scope: .private, ownerRecordName: "_me")
 
-    func existing(_ name: String = "r", tag sequence: Int64 = 5, fields: [String: FieldValue] = ["a": .int64(1), "b": .int64(2)], parent: String? = nil) -> StoredRecord {
+    func existing(
+        _ name: String = "r", tag sequence: Int64 = 5, fields: [String: FieldValue] = ["a": .int64(1), "b": .int64(2)], parent: String? = nil
+    ) -> StoredRecord {
         let stamp = RecordStamp(timestamp: 1, userRecordName: "_me", deviceID: "d")
         return StoredRecord(
             header: RecordHeader(
@@ -88,7 +90,8 @@ struct RecordBatchPlannerTests {
         #expect(together.writes.count == 2)
 
         // A record whose parent is gone can still be updated, as long as the update does not set a missing parent.
-        let dangling = plan([RecordModification(operationType: .forceUpdate, recordName: "r", fields: ["a": .int64(3)])], existing: [existing(parent: "gone")])
+        let dangling = plan(
+            [RecordModification(operationType: .forceUpdate, recordName: "r", fields: ["a": .int64(3)])], existing: [existing(parent: "gone")])
         #expect(dangling.writes.map(\.parent) == ["gone"])
 
         let validate = RecordModification(

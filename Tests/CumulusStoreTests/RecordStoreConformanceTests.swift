@@ -20,11 +20,14 @@ struct RecordStoreConformanceTests {
     private func batch(
         _ database: DatabaseRef, zone: String = "Z", atomic: Bool = true, _ operations: [RecordModification], at time: Int64 = 1000
     ) -> RecordBatch {
-        RecordBatch(database: database, zoneName: zone, atomic: atomic, operations: operations, author: database.ownerRecordName, deviceID: "d", timestamp: time)
+        RecordBatch(
+            database: database, zoneName: zone, atomic: atomic, operations: operations, author: database.ownerRecordName, deviceID: "d",
+            timestamp: time)
     }
 
     private func createZone(_ store: any RecordStore, _ database: DatabaseRef, _ name: String = "Z") async throws {
-        _ = try await store.modifyZones([ZoneOperation(operationType: .create, zoneID: ZoneID(zoneName: name))], in: database, timestamp: 0, logger: logger)
+        _ = try await store.modifyZones(
+            [ZoneOperation(operationType: .create, zoneID: ZoneID(zoneName: name))], in: database, timestamp: 0, logger: logger)
     }
 
     @Test(arguments: StoreFactory.all)
@@ -41,7 +44,8 @@ struct RecordStoreConformanceTests {
         #expect(try await store.apiToken(hash: [1, 2, 3], logger: logger)?.revoked == true)
         #expect(try await store.apiToken(hash: [9], logger: logger) == nil)
 
-        let user = UserAccount(userRecordName: "_u1", container: Self.container, name: "Alice", email: "a@example.com", passwordHash: "h", createdAt: 1)
+        let user = UserAccount(
+            userRecordName: "_u1", container: Self.container, name: "Alice", email: "a@example.com", passwordHash: "h", createdAt: 1)
         try await store.createUser(user, logger: logger)
         #expect(try await store.user(container: Self.container, name: "alice", logger: logger) == user)
         #expect(try await store.user(userRecordName: "_u1", logger: logger) == user)
@@ -66,12 +70,16 @@ struct RecordStoreConformanceTests {
         let store = try await prepared(factory)
         #expect(try await store.zones(in: alice, logger: logger).map(\.zoneID.zoneName) == ["_defaultZone"])
         let created = try await store.modifyZones(
-            [ZoneOperation(operationType: .create, zoneID: ZoneID(zoneName: "B")), ZoneOperation(operationType: .create, zoneID: ZoneID(zoneName: "A"))],
+            [
+                ZoneOperation(operationType: .create, zoneID: ZoneID(zoneName: "B")),
+                ZoneOperation(operationType: .create, zoneID: ZoneID(zoneName: "A")),
+            ],
             in: alice, timestamp: 0, logger: logger
         )
         #expect(created.count == 2)
         // Creating an existing zone succeeds and returns it.
-        let again = try await store.modifyZones([ZoneOperation(operationType: .create, zoneID: ZoneID(zoneName: "A"))], in: alice, timestamp: 0, logger: logger)
+        let again = try await store.modifyZones(
+            [ZoneOperation(operationType: .create, zoneID: ZoneID(zoneName: "A"))], in: alice, timestamp: 0, logger: logger)
         guard case .saved(let zone) = again.first else { Issue.record("expected saved"); return }
         #expect(zone.zoneID == ZoneID(zoneName: "A", ownerRecordName: "_alice"))
         #expect(try await store.zones(in: alice, logger: logger).map(\.zoneID.zoneName) == ["_defaultZone", "A", "B"])
@@ -79,7 +87,10 @@ struct RecordStoreConformanceTests {
         #expect(try await store.zones(named: ["A", "C"], in: alice, logger: logger).keys.sorted() == ["A"])
 
         let deleted = try await store.modifyZones(
-            [ZoneOperation(operationType: .delete, zoneID: ZoneID(zoneName: "A")), ZoneOperation(operationType: .delete, zoneID: ZoneID(zoneName: "C"))],
+            [
+                ZoneOperation(operationType: .delete, zoneID: ZoneID(zoneName: "A")),
+                ZoneOperation(operationType: .delete, zoneID: ZoneID(zoneName: "C")),
+            ],
             in: alice, timestamp: 0, logger: logger
         )
         #expect(deleted.first == .deleted(ZoneID(zoneName: "A", ownerRecordName: "_alice")))
@@ -114,16 +125,21 @@ struct RecordStoreConformanceTests {
     func changeTagsGuardUpdatesAndSequencesAdvance(_ factory: StoreFactory) async throws {
         let store = try await prepared(factory)
         try await createZone(store, alice)
-        _ = try await store.modifyRecords(batch(alice, [RecordModification(operationType: .create, recordName: "r", recordType: "T", fields: ["a": .int64(1), "b": .int64(2)])]), logger: logger)
+        _ = try await store.modifyRecords(
+            batch(alice, [RecordModification(operationType: .create, recordName: "r", recordType: "T", fields: ["a": .int64(1), "b": .int64(2)])]),
+            logger: logger)
         let stale = try await store.modifyRecords(
-            batch(alice, [RecordModification(operationType: .update, recordName: "r", recordChangeTag: "0", fields: ["a": .int64(9)])]), logger: logger
+            batch(alice, [RecordModification(operationType: .update, recordName: "r", recordChangeTag: "0", fields: ["a": .int64(9)])]),
+            logger: logger
         )
         guard case .failed(let failure) = stale.first else { Issue.record("expected CONFLICT"); return }
         #expect(failure.code == .conflict)
         #expect(failure.serverRecord?.header.recordChangeTag == "1")
 
         let merged = try await store.modifyRecords(
-            batch(alice, [RecordModification(operationType: .update, recordName: "r", recordChangeTag: "1", fields: ["a": .int64(9), "b": nil])], at: 2000),
+            batch(
+                alice, [RecordModification(operationType: .update, recordName: "r", recordChangeTag: "1", fields: ["a": .int64(9), "b": nil])],
+                at: 2000),
             logger: logger
         )
         guard case .saved(let record) = merged.first else { Issue.record("expected saved"); return }
@@ -139,12 +155,15 @@ struct RecordStoreConformanceTests {
     func atomicBatchesWriteNothingOnFailure(_ factory: StoreFactory) async throws {
         let store = try await prepared(factory)
         try await createZone(store, alice)
-        _ = try await store.modifyRecords(batch(alice, [RecordModification(operationType: .create, recordName: "exists", recordType: "T")]), logger: logger)
+        _ = try await store.modifyRecords(
+            batch(alice, [RecordModification(operationType: .create, recordName: "exists", recordType: "T")]), logger: logger)
         let results = try await store.modifyRecords(
-            batch(alice, [
-                RecordModification(operationType: .create, recordName: "new", recordType: "T"),
-                RecordModification(operationType: .create, recordName: "exists", recordType: "T"),
-            ]),
+            batch(
+                alice,
+                [
+                    RecordModification(operationType: .create, recordName: "new", recordType: "T"),
+                    RecordModification(operationType: .create, recordName: "exists", recordType: "T"),
+                ]),
             logger: logger
         )
         #expect(results.map(\.errorCode) == [.atomicError, .exists])
@@ -152,10 +171,12 @@ struct RecordStoreConformanceTests {
         #expect(try await store.zones(named: ["Z"], in: alice, logger: logger)["Z"]?.changeSequence == 1)
 
         let partial = try await store.modifyRecords(
-            batch(alice, atomic: false, [
-                RecordModification(operationType: .create, recordName: "new", recordType: "T"),
-                RecordModification(operationType: .create, recordName: "exists", recordType: "T"),
-            ]),
+            batch(
+                alice, atomic: false,
+                [
+                    RecordModification(operationType: .create, recordName: "new", recordType: "T"),
+                    RecordModification(operationType: .create, recordName: "exists", recordType: "T"),
+                ]),
             logger: logger
         )
         #expect(partial.map(\.errorCode) == [nil, .exists])
@@ -168,18 +189,22 @@ struct RecordStoreConformanceTests {
         try await createZone(store, alice)
         let owner = Reference(recordName: "list", action: .deleteSelf)
         _ = try await store.modifyRecords(
-            batch(alice, [
-                RecordModification(operationType: .create, recordName: "list", recordType: "List"),
-                RecordModification(operationType: .create, recordName: "item", recordType: "Item", fields: ["list": .reference(owner)]),
-                RecordModification(
-                    operationType: .create, recordName: "note", recordType: "Note",
-                    fields: ["items": .list(.reference, [.reference(Reference(recordName: "item", action: .deleteSelf))])]
-                ),
-                RecordModification(operationType: .create, recordName: "other", recordType: "Item", fields: ["list": .reference(Reference(recordName: "list"))]),
-            ]),
+            batch(
+                alice,
+                [
+                    RecordModification(operationType: .create, recordName: "list", recordType: "List"),
+                    RecordModification(operationType: .create, recordName: "item", recordType: "Item", fields: ["list": .reference(owner)]),
+                    RecordModification(
+                        operationType: .create, recordName: "note", recordType: "Note",
+                        fields: ["items": .list(.reference, [.reference(Reference(recordName: "item", action: .deleteSelf))])]
+                    ),
+                    RecordModification(
+                        operationType: .create, recordName: "other", recordType: "Item", fields: ["list": .reference(Reference(recordName: "list"))]),
+                ]),
             logger: logger
         )
-        let deleted = try await store.modifyRecords(batch(alice, [RecordModification(operationType: .forceDelete, recordName: "list")]), logger: logger)
+        let deleted = try await store.modifyRecords(
+            batch(alice, [RecordModification(operationType: .forceDelete, recordName: "list")]), logger: logger)
         #expect(deleted == [.deleted(recordName: "list")])
         let left = try await store.records(named: ["list", "item", "note", "other"], zoneName: "Z", in: alice, logger: logger)
         #expect(left.keys.sorted() == ["other"])
@@ -191,11 +216,14 @@ struct RecordStoreConformanceTests {
     func deletedZoneTakesItsRecordsAndIsNewWhenRecreated(_ factory: StoreFactory) async throws {
         let store = try await prepared(factory)
         try await createZone(store, alice)
-        _ = try await store.modifyRecords(batch(alice, [RecordModification(operationType: .create, recordName: "r", recordType: "T")]), logger: logger)
+        _ = try await store.modifyRecords(
+            batch(alice, [RecordModification(operationType: .create, recordName: "r", recordType: "T")]), logger: logger)
         let before = try await store.zones(named: ["Z"], in: alice, logger: logger)["Z"]
-        _ = try await store.modifyZones([ZoneOperation(operationType: .delete, zoneID: ZoneID(zoneName: "Z"))], in: alice, timestamp: 0, logger: logger)
+        _ = try await store.modifyZones(
+            [ZoneOperation(operationType: .delete, zoneID: ZoneID(zoneName: "Z"))], in: alice, timestamp: 0, logger: logger)
         let error = await #expect(throws: StoreError.self) {
-            try await store.modifyRecords(batch(alice, [RecordModification(operationType: .create, recordName: "r2", recordType: "T")]), logger: logger)
+            try await store.modifyRecords(
+                batch(alice, [RecordModification(operationType: .create, recordName: "r2", recordType: "T")]), logger: logger)
         }
         #expect(error?.code == .zoneNotFound)
         try await createZone(store, alice)

@@ -1,6 +1,7 @@
 import CumulusStore
 import CumulusStoreSQLite
 import Foundation
+import Testing
 
 /// Makes a fresh, empty store for each conformance case. PostgreSQL joins this list when its store lands.
 struct StoreFactory: Sendable, CustomTestStringConvertible {
@@ -18,5 +19,3 @@ struct StoreFactory: Sendable, CustomTestStringConvertible {
         },
     ]
 }
-
-import Testing

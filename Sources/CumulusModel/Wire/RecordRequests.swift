@@ -133,7 +133,8 @@ public struct RecordsModifyRequest: Sendable, Hashable {
             guard let type = RecordOperationType(wire: typeName) else {
                 throw WireFormatError(
                     path: operation.path("operationType"),
-                    message: "unknown operation type \(typeName); expected one of \(RecordOperationType.allCases.map(\.rawValue).joined(separator: ", "))"
+                    message:
+                        "unknown operation type \(typeName); expected one of \(RecordOperationType.allCases.map(\.rawValue).joined(separator: ", "))"
                 )
             }
             guard let recordObject = try operation.object("record") else {

@@ -46,7 +46,8 @@ struct AuthenticationMiddleware: RouterMiddleware {
                 throw CumulusError(.authenticationFailed, "X-Apple-CloudKit-Request-ISO8601Date is not an ISO 8601 date")
             }
             guard abs(signedAt.timeIntervalSince(clock.date())) <= signatureDateTolerance else {
-                throw CumulusError(.authenticationFailed, "X-Apple-CloudKit-Request-ISO8601Date is outside the accepted window of ±\(Int(signatureDateTolerance)) s")
+                throw CumulusError(
+                    .authenticationFailed, "X-Apple-CloudKit-Request-ISO8601Date is outside the accepted window of ±\(Int(signatureDateTolerance)) s")
             }
             guard let key = try await accounts.serverKey(id: keyID, logger: context.logger),
                 key.container == container, key.environment == environment,
@@ -55,7 +56,8 @@ struct AuthenticationMiddleware: RouterMiddleware {
             else {
                 throw CumulusError(.authenticationFailed, "server-to-server signature is not valid for this key, container and environment")
             }
-            context.caller = Caller(container: container, environment: environment, user: nil, credential: .serverKey(keyID: keyID), deviceID: deviceID)
+            context.caller = Caller(
+                container: container, environment: environment, user: nil, credential: .serverKey(keyID: keyID), deviceID: deviceID)
             return try await next(request, context)
         }
 

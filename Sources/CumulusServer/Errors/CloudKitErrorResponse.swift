@@ -1,6 +1,6 @@
 import CumulusCore
-import CumulusStore
 import CumulusModel
+import CumulusStore
 import Foundation
 import HTTPTypes
 import Hummingbird

@@ -1,6 +1,6 @@
 import CumulusCore
-import CumulusStore
 import CumulusModel
+import CumulusStore
 import HTTPTypes
 import Hummingbird
 import Logging

@@ -40,7 +40,8 @@ struct TestWorld: Sendable {
         try await accounts.createContainer(container, logger: logger)
         try await accounts.createContainer(otherContainer, logger: logger)
         func user(_ name: String) async throws -> TestUser {
-            let account = try await accounts.createUser(container: container, name: name, password: "password-\(name)", email: "\(name)@example.com", logger: logger)
+            let account = try await accounts.createUser(
+                container: container, name: name, password: "password-\(name)", email: "\(name)@example.com", logger: logger)
             return TestUser(account: account, webAuthToken: try await accounts.issueWebAuthToken(for: account, logger: logger))
         }
         return TestWorld(
@@ -123,15 +124,21 @@ struct CloudKitTestClient: Sendable {
 
     @discardableResult
     func createZone(_ name: String, as user: TestUser) async throws -> CloudKitResponse {
-        try await send("zones/modify", as: .user(user), body: #"{"operations":[{"operationType":"create","zone":{"zoneID":{"zoneName":"\#(name)"}}}]}"#)
+        try await send(
+            "zones/modify", as: .user(user), body: #"{"operations":[{"operationType":"create","zone":{"zoneID":{"zoneName":"\#(name)"}}}]}"#)
     }
 
-    func modify(_ operations: [String], zone: String? = "Z", as identity: Identity, database: String = "private", extra: String = "") async throws -> CloudKitResponse {
+    func modify(_ operations: [String], zone: String? = "Z", as identity: Identity, database: String = "private", extra: String = "") async throws
+        -> CloudKitResponse
+    {
         let zoneID = zone.map { #""zoneID":{"zoneName":"\#($0)"},"# } ?? ""
-        return try await send("records/modify", as: identity, database: database, body: "{\(zoneID)\(extra)\"operations\":[\(operations.joined(separator: ","))]}")
+        return try await send(
+            "records/modify", as: identity, database: database, body: "{\(zoneID)\(extra)\"operations\":[\(operations.joined(separator: ","))]}")
     }
 
-    func lookup(_ names: [String], zone: String? = "Z", as identity: Identity, database: String = "private", extra: String = "") async throws -> CloudKitResponse {
+    func lookup(_ names: [String], zone: String? = "Z", as identity: Identity, database: String = "private", extra: String = "") async throws
+        -> CloudKitResponse
+    {
         let zoneID = zone.map { #""zoneID":{"zoneName":"\#($0)"},"# } ?? ""
         let records = names.map { #"{"recordName":"\#($0)"}"# }.joined(separator: ",")
         return try await send("records/lookup", as: identity, database: database, body: "{\(zoneID)\(extra)\"records\":[\(records)]}")
@@ -139,7 +146,9 @@ struct CloudKitTestClient: Sendable {
 }
 
 /// One `records/modify` operation as JSON.
-func operation(_ type: String, _ name: String, type recordType: String? = "Note", tag: String? = nil, fields: String = "{}", extra: String = "") -> String {
+func operation(_ type: String, _ name: String, type recordType: String? = "Note", tag: String? = nil, fields: String = "{}", extra: String = "")
+    -> String
+{
     var record = #""recordName":"\#(name)","fields":\#(fields)"#
     if let recordType { record += #","recordType":"\#(recordType)""# }
     if let tag { record += #","recordChangeTag":"\#(tag)""# }

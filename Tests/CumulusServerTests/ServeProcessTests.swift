@@ -1,0 +1,173 @@
+import AsyncHTTPClient
+import CumulusModel
+import Foundation
+import NIOCore
+import NIOHTTP1
+import Testing
+
+/// Drives the real `cumulus` executable, because that is what users run: administration commands, `serve` on a
+/// loopback port, and a graceful shutdown that loses no acknowledged write.
+@Suite("The cumulus executable", .serialized)
+struct ServeProcessTests {
+    static var binary: URL {
+        if let path = ProcessInfo.processInfo.environment["CUMULUS_BINARY"] { return URL(fileURLWithPath: path) }
+        // The test bundle sits beside the products it was built with.
+        var directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        if directory.lastPathComponent.hasSuffix(".xctest") || directory.lastPathComponent == "MacOS" {
+            directory = directory.deletingLastPathComponent()
+        }
+        return directory.appendingPathComponent("cumulus")
+    }
+
+    struct CommandResult {
+        var status: Int32
+        var stdout: String
+        var stderr: String
+    }
+
+    /// Runs a command to completion.
+    static func run(_ arguments: [String], data: URL) throws -> CommandResult {
+        let process = Process()
+        process.executableURL = binary
+        process.arguments = arguments + ["--data", data.path]
+        let out = Pipe()
+        let err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        try process.run()
+        let stdout = out.fileHandleForReading.readDataToEndOfFile()
+        let stderr = err.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return CommandResult(
+            status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self), stderr: String(decoding: stderr, as: UTF8.self))
+    }
+
+    /// A running `cumulus serve`.
+    final class Server: Sendable {
+        let process: Process
+        let url: String
+
+        init(data: URL) throws {
+            let process = Process()
+            process.executableURL = ServeProcessTests.binary
+            process.arguments = ["serve", "--port", "0", "--data", data.path]
+            let out = Pipe()
+            process.standardOutput = out
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            // The first line on stdout is the URL, printed once the server accepts connections.
+            var line = Data()
+            while !line.contains(UInt8(ascii: "\n")) {
+                let chunk = out.fileHandleForReading.availableData
+                if chunk.isEmpty { break }
+                line.append(chunk)
+            }
+            self.process = process
+            self.url = String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+
+        func stop(_ signal: Int32 = SIGTERM) -> Int32 {
+            kill(process.processIdentifier, signal)
+            process.waitUntilExit()
+            return process.terminationStatus
+        }
+    }
+
+    static func post(_ url: String, _ body: String) async throws -> (Int, JSONValue) {
+        var request = HTTPClientRequest(url: url)
+        request.method = .POST
+        request.headers.add(name: "Content-Type", value: "text/plain")
+        request.body = .bytes(ByteBuffer(string: body))
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
+        let bytes = try await response.body.collect(upTo: 10 * 1024 * 1024)
+        return (Int(response.status.code), try JSONValue(parsing: Array(bytes.readableBytesView)))
+    }
+
+    func temporaryDirectory() throws -> URL {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("cumulus-serve-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        return url
+    }
+
+    @Test func commandsPrintOnlyTheirResultAndFailCleanly() throws {
+        let data = try temporaryDirectory()
+        let created = try Self.run(["containers", "create", "iCloud.com.example.cli"], data: data)
+        #expect(created.status == 0)
+        #expect(created.stdout == "iCloud.com.example.cli\n")
+        let token = try Self.run(["tokens", "create", "--container", "iCloud.com.example.cli", "--environment", "production"], data: data)
+        #expect(token.status == 0)
+        #expect(token.stdout.split(separator: "\n").count == 1)
+        #expect(token.stdout.count == 44)
+        let user = try Self.run(["users", "create", "alice", "--container", "iCloud.com.example.cli", "--email", "a@example.com"], data: data)
+        #expect(user.stdout.hasPrefix("_"))
+        #expect(user.stdout.count == 34)
+
+        let missing = try Self.run(["tokens", "create", "--container", "iCloud.com.example.none"], data: data)
+        #expect(missing.status != 0)
+        #expect(missing.stdout.isEmpty)
+        #expect(missing.stderr.contains("does not exist"))
+        let duplicate = try Self.run(["containers", "create", "iCloud.com.example.cli"], data: data)
+        #expect(duplicate.status != 0)
+        #expect(duplicate.stderr.contains("already exists"))
+        let badKey = try Self.run(["keys", "add", "--container", "iCloud.com.example.cli", "--public-key", "/nonexistent.pem"], data: data)
+        #expect(badKey.status != 0)
+    }
+
+    @Test func serveAcceptsRequestsAndShutsDownWithoutLosingAcknowledgedWrites() async throws {
+        let data = try temporaryDirectory()
+        let container = "iCloud.com.example.serve"
+        _ = try Self.run(["containers", "create", container], data: data)
+        let server = try Server(data: data)
+        #expect(server.url.hasPrefix("http://127.0.0.1:"))
+
+        // Administration commands work while the server runs on the same data directory.
+        let apiToken = try Self.run(["tokens", "create", "--container", container], data: data).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        _ = try Self.run(["users", "create", "alice", "--container", container], data: data)
+        let webToken = try Self.run(["users", "token", "alice", "--container", container], data: data).stdout.trimmingCharacters(
+            in: .whitespacesAndNewlines)
+        #expect(!apiToken.isEmpty && !webToken.isEmpty)
+
+        let base = "\(server.url)/database/1/\(container)/development/private"
+        let query = "ckAPIToken=\(apiToken)&ckWebAuthToken=\(webToken)"
+        let (zoneStatus, _) = try await Self.post(
+            "\(base)/zones/modify?\(query)", #"{"operations":[{"operationType":"create","zone":{"zoneID":{"zoneName":"Drives"}}}]}"#)
+        #expect(zoneStatus == 200)
+
+        // Writers keep saving while the server is told to stop; every write it acknowledged must survive.
+        let acknowledged = await withTaskGroup(of: [String].self) { group in
+            for writer in 0..<4 {
+                group.addTask {
+                    var saved: [String] = []
+                    for index in 0..<200 {
+                        let name = "w\(writer)-\(index)"
+                        let body =
+                            #"{"zoneID":{"zoneName":"Drives"},"operations":[{"operationType":"create","record":{"recordName":"\#(name)","recordType":"Drive","fields":{"distance":{"value":\#(index)}}}}]}"#
+                        guard let (status, json) = try? await Self.post("\(base)/records/modify?\(query)", body) else { break }
+                        if status == 200, json["records"]?[0]?["recordChangeTag"] != nil { saved.append(name) }
+                    }
+                    return saved
+                }
+            }
+            group.addTask {
+                try? await Task.sleep(for: .milliseconds(300))
+                _ = server.stop()
+                return []
+            }
+            return await group.reduce(into: []) { $0 += $1 }
+        }
+        #expect(server.process.terminationStatus == 0, "graceful shutdown exits 0")
+        #expect(!acknowledged.isEmpty)
+
+        let restarted = try Server(data: data)
+        let restartedBase = "\(restarted.url)/database/1/\(container)/development/private"
+        for chunk in stride(from: 0, to: acknowledged.count, by: 200) {
+            let names = acknowledged[chunk..<min(chunk + 200, acknowledged.count)]
+            let body = #"{"zoneID":{"zoneName":"Drives"},"records":[\#(names.map { #"{"recordName":"\#($0)"}"# }.joined(separator: ","))]}"#
+            let (status, json) = try await Self.post("\(restartedBase)/records/lookup?\(query)", body)
+            #expect(status == 200)
+            let missing = (json["records"]?.arrayValue ?? []).filter { $0["serverErrorCode"] != nil }
+            #expect(missing.isEmpty, "acknowledged writes lost: \(missing.count)")
+        }
+        #expect(restarted.stop(SIGINT) == 0)
+    }
+}
