@@ -12,7 +12,8 @@ public enum DatabaseAccess: Sendable, Hashable {
 /// Handlers never check permissions themselves: every operation asks the policy for the ``DatabaseRef`` it acts on.
 /// - A private database belongs to the signed-in user alone. Without a user the answer is `AUTHENTICATION_REQUIRED`;
 ///   a server-to-server key is refused, because such keys act on the public database only (as in CloudKit).
-/// - The public database is readable by any caller of the container; writing needs a user or a server-to-server key.
+/// - The public database is readable by any caller of the container; writing needs a user or a server-to-server key,
+///   and only a record's creator (or a key) may change or delete it.
 /// - The shared database is a per-user view, so it needs a user too.
 public struct AuthorizationPolicy: Sendable {
     public init() {}
@@ -34,6 +35,14 @@ public struct AuthorizationPolicy: Sendable {
             }
             return DatabaseRef(container: caller.container, environment: caller.environment, scope: scope, ownerRecordName: user.userRecordName)
         }
+    }
+
+    /// Whether a write may change only records the caller created: in the public database everyone reads everything, but
+    /// only a record's creator, or a server-to-server key acting as the developer, may change or delete it.
+    public func onlyCreatorMayModify(caller: Caller, scope: DatabaseScope) -> Bool {
+        guard scope == .public else { return false }
+        if case .serverKey = caller.credential { return false }
+        return true
     }
 
     /// Resolves a zone ID from a request to a zone name in the caller's database.

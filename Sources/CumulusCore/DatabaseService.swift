@@ -5,7 +5,7 @@ public import Logging
 
 /// The result of looking up one zone.
 public enum ZoneLookupResult: Sendable, Hashable {
-    case found(ZoneState)
+    case found(ZoneSummary)
     case notFound(ZoneID)
 }
 
@@ -30,21 +30,23 @@ public struct DatabaseService: Sendable {
     let policy: AuthorizationPolicy
     let limits: Limits
     let clock: WallClock
+    let secrets: TokenSecrets
 
     public init(store: any RecordStore, policy: AuthorizationPolicy = .init(), limits: Limits = .init(), clock: WallClock = .system) {
         self.store = store
         self.policy = policy
         self.limits = limits
         self.clock = clock
+        self.secrets = TokenSecrets(store: store)
     }
 
     // MARK: - Zones
 
     /// `zones/list`.
-    public func listZones(caller: Caller, scope: DatabaseScope, logger: Logger) async throws -> [ZoneState] {
+    public func listZones(caller: Caller, scope: DatabaseScope, logger: Logger) async throws -> [ZoneSummary] {
         let database = try policy.database(for: caller, scope: scope, access: .read)
         if scope == .shared { return [] }
-        return try await store.zones(in: database, logger: logger)
+        return try await summaries(store.zones(in: database, logger: logger), in: database, logger: logger)
     }
 
     /// `zones/lookup`.
@@ -56,8 +58,11 @@ public struct DatabaseService: Sendable {
             if let name = try? policy.zoneName(zoneID, in: database) { names.append(name) }
         }
         let found = scope == .shared ? [:] : try await store.zones(named: names, in: database, logger: logger)
+        let summaries = Dictionary(
+            uniqueKeysWithValues: try await summaries(Array(found.values), in: database, logger: logger).map { ($0.state.zoneID.zoneName, $0) }
+        )
         return request.zones.map { zoneID in
-            if let name = try? policy.zoneName(zoneID, in: database), let zone = found[name] { return .found(zone) }
+            if let name = try? policy.zoneName(zoneID, in: database), let zone = summaries[name] { return .found(zone) }
             return .notFound(ZoneID(zoneName: zoneID.zoneName, ownerRecordName: zoneID.ownerRecordName ?? database.ownerRecordName))
         }
     }
@@ -134,7 +139,7 @@ public struct DatabaseService: Sendable {
             // `atomic` applies to custom zones only; the default zone is never atomic, as in CloudKit.
             atomic: zoneName == ZoneID.defaultZoneName ? false : (request.atomic ?? true),
             operations: modifications, author: author, deviceID: caller.deviceID, timestamp: clock.milliseconds(),
-            maximumRecordSize: limits.maximumRecordSize
+            maximumRecordSize: limits.maximumRecordSize, onlyCreatorMayModify: policy.onlyCreatorMayModify(caller: caller, scope: scope)
         )
         let results = try await mapStoreErrors { try await store.modifyRecords(batch, logger: logger) }
         let topLevelKeys = request.desiredKeys.map(Set.init)
@@ -199,7 +204,7 @@ public struct DatabaseService: Sendable {
         )
     }
 
-    private func checkCount(_ count: Int, path: String) throws(CumulusError) {
+    func checkCount(_ count: Int, path: String) throws(CumulusError) {
         if count > limits.maximumOperationsPerRequest {
             throw CumulusError(.badRequest, "\(path): \(count) items; the limit is \(limits.maximumOperationsPerRequest) per request")
         }
@@ -216,7 +221,7 @@ public struct DatabaseService: Sendable {
         }
     }
 
-    private func mapStoreErrors<T>(_ body: () async throws -> T) async throws -> T {
+    func mapStoreErrors<T>(_ body: () async throws -> T) async throws -> T {
         do {
             return try await body()
         } catch let error as StoreError {

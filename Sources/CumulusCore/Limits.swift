@@ -8,14 +8,17 @@ public struct Limits: Sendable, Hashable {
     public var maximumRequestBodySize: Int
     /// Length of zone, record, record type and field names.
     public var maximumNameLength: Int
+    /// Records per page of change feeds and queries (`resultsLimit` is capped here).
+    public var maximumResultsLimit: Int
 
     public init(
         maximumOperationsPerRequest: Int = 200, maximumRecordSize: Int = 1_000_000, maximumRequestBodySize: Int = 16 * 1024 * 1024,
-        maximumNameLength: Int = 255
+        maximumNameLength: Int = 255, maximumResultsLimit: Int = 200
     ) {
         self.maximumOperationsPerRequest = maximumOperationsPerRequest
         self.maximumRecordSize = maximumRecordSize
         self.maximumRequestBodySize = maximumRequestBodySize
         self.maximumNameLength = maximumNameLength
+        self.maximumResultsLimit = maximumResultsLimit
     }
 }

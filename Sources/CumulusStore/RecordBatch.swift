@@ -39,10 +39,13 @@ public struct RecordBatch: Sendable, Hashable {
     public var timestamp: Int64
     /// Largest canonical fields encoding a record may have, in bytes.
     public var maximumRecordSize: Int
+    /// When set, only a record's creator may change or delete it (the public database's rule); the authorization
+    /// policy decides when it applies.
+    public var onlyCreatorMayModify: Bool
 
     public init(
         database: DatabaseRef, zoneName: String, atomic: Bool, operations: [RecordModification], author: String, deviceID: String,
-        timestamp: Int64, maximumRecordSize: Int = 1_000_000
+        timestamp: Int64, maximumRecordSize: Int = 1_000_000, onlyCreatorMayModify: Bool = false
     ) {
         self.database = database
         self.zoneName = zoneName
@@ -52,6 +55,7 @@ public struct RecordBatch: Sendable, Hashable {
         self.deviceID = deviceID
         self.timestamp = timestamp
         self.maximumRecordSize = maximumRecordSize
+        self.onlyCreatorMayModify = onlyCreatorMayModify
     }
 
     /// Every record name the batch needs to read before it can be planned: its own records, their parents, and the

@@ -55,6 +55,7 @@ public struct RecordBatchPlan: Sendable, Hashable {
 /// - `delete` needs the current tag; deleting a missing record succeeds, as the record is gone either way;
 /// - `update`/`forceUpdate` merge the fields sent; `replace`/`forceReplace` clear the others;
 /// - a `parent` or `VALIDATE` reference must name a record that exists after the batch;
+/// - when ``RecordBatch/onlyCreatorMayModify`` is set, changing someone else's record fails with `ACCESS_DENIED`;
 /// - in an atomic batch, one failure fails all the others with `ATOMIC_ERROR` and nothing is written.
 public struct RecordBatchPlanner: Sendable {
     /// Makes a new short GUID for `createShortGUID`.
@@ -78,6 +79,15 @@ public struct RecordBatchPlanner: Sendable {
         var deletions: [String] = []
 
         for operation in batch.operations {
+            if batch.onlyCreatorMayModify, let current = existing[operation.recordName], current.header.created.userRecordName != batch.author {
+                outcomes.append(
+                    .failed(
+                        RecordFailure(
+                            recordName: operation.recordName, code: .accessDenied,
+                            reason: "only the creator of record \(operation.recordName) may change it"))
+                )
+                continue
+            }
             switch decide(operation, current: existing[operation.recordName], stamp: stamp, maximumSize: batch.maximumRecordSize) {
             case .success(.some(let write)):
                 outcomes.append(.write(writes.count))

@@ -47,6 +47,15 @@ public protocol RecordStore: Sendable {
     /// The server-to-server key with this ID.
     func serverKey(id: String, logger: Logger) async throws -> ServerKeyRecord?
 
+    /// Live users of a container with these emails (ignoring case) or user record names.
+    func users(container: String, emails: [String], userRecordNames: [String], logger: Logger) async throws -> [UserAccount]
+    /// Sets whether a user can be found by `users/discover`.
+    func setDiscoverable(userRecordName: String, _ discoverable: Bool, logger: Logger) async throws
+
+    /// A random secret created once per store and kept: it signs change tokens and continuation markers, so they stay
+    /// valid across restarts and across servers sharing the store.
+    func serverSecret(logger: Logger) async throws -> [UInt8]
+
     // MARK: - Zones
 
     /// All live zones of a database, the default zone first.
@@ -65,4 +74,15 @@ public protocol RecordStore: Sendable {
     /// Applies a `records/modify` batch in one transaction. Throws ``StoreError/Code/zoneNotFound`` if the zone does not
     /// exist; per-operation failures are results, not errors.
     func modifyRecords(_ batch: RecordBatch, logger: Logger) async throws -> [RecordModificationResult]
+
+    // MARK: - Change feeds and queries
+
+    /// Zones of a database changed or deleted after a position of its change feed.
+    func databaseChanges(in database: DatabaseRef, after sequence: Int64, limit: Int, logger: Logger) async throws -> DatabaseChangePage
+    /// Records of a zone changed or deleted after a position of its change feed. Throws ``StoreError/Code/zoneNotFound``
+    /// if the zone does not exist, and ``StoreError/Code/invalidState`` if it is not the incarnation the position
+    /// belongs to (it was deleted and created again).
+    func zoneChanges(_ request: ZoneChangeRequest, logger: Logger) async throws -> ZoneChangePage
+    /// One page of records matching a query. Throws ``StoreError/Code/zoneNotFound`` if the zone does not exist.
+    func queryRecords(_ query: RecordQuery, logger: Logger) async throws -> RecordQueryPage
 }

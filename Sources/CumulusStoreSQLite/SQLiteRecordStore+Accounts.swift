@@ -160,3 +160,36 @@ extension SQLiteRecordStore {
         }
     }
 }
+
+extension SQLiteRecordStore {
+    public func users(container: String, emails: [String], userRecordNames: [String], logger: Logger) async throws -> [UserAccount] {
+        try await read { db in
+            try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT \(Self.userColumns) FROM users WHERE container_id = ?
+                    AND (email IN (SELECT value FROM json_each(?)) OR user_record_name IN (SELECT value FROM json_each(?)))
+                    """,
+                arguments: [container, emails.jsonArray, userRecordNames.jsonArray]
+            ).map(Self.user)
+        }
+    }
+
+    public func setDiscoverable(userRecordName: String, _ discoverable: Bool, logger: Logger) async throws {
+        try await write { db in
+            try db.execute(sql: "UPDATE users SET discoverable = ? WHERE user_record_name = ?", arguments: [discoverable, userRecordName])
+            if db.changesCount == 0 { throw StoreError(.notFound, "no such user") }
+        }
+    }
+
+    public func serverSecret(logger: Logger) async throws -> [UInt8] {
+        var generator = SystemRandomNumberGenerator()
+        let candidate = Data((0..<32).map { _ in UInt8.random(in: .min ... .max, using: &generator) })
+        return try await write { db in
+            // The first writer's secret wins; every later call, from any process, reads the same one.
+            try db.execute(sql: "INSERT OR IGNORE INTO server_secrets (name, value) VALUES ('tokens', ?)", arguments: [candidate])
+            let value = try Data.fetchOne(db, sql: "SELECT value FROM server_secrets WHERE name = 'tokens'")!
+            return Array(value)
+        }
+    }
+}

@@ -78,7 +78,8 @@ extension SQLiteRecordStore {
                         record_type TEXT NOT NULL,
                         change_seq INTEGER NOT NULL,
                         deleted INTEGER NOT NULL DEFAULT 0 CHECK (deleted IN (0, 1)),
-                        fields BLOB,
+                        -- Canonical fields JSON, as TEXT so SQLite's JSON functions read it on every version.
+                        fields TEXT,
                         parent_name TEXT,
                         share_name TEXT,
                         short_guid TEXT,
@@ -101,6 +102,19 @@ extension SQLiteRecordStore {
                         PRIMARY KEY (zone_id, target_name, source_name)
                     ) WITHOUT ROWID;
                     CREATE INDEX record_references_source ON record_references(zone_id, source_name);
+                    """
+            )
+        }
+        migrator.registerMigration("v2: server secret, system-field query indexes") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE server_secrets (
+                        name TEXT PRIMARY KEY NOT NULL,
+                        value BLOB NOT NULL
+                    );
+                    CREATE INDEX records_created ON records(zone_id, record_type, created_at) WHERE deleted = 0;
+                    CREATE INDEX records_modified ON records(zone_id, record_type, modified_at) WHERE deleted = 0;
+                    CREATE INDEX users_email ON users(container_id, email) WHERE discoverable = 1;
                     """
             )
         }

@@ -116,7 +116,8 @@ extension SQLiteRecordStore {
         for write in plan.writes {
             sequence += 1
             try upsert.execute(arguments: [
-                zoneRowID, write.recordName, write.recordType, sequence, Data(write.fieldsJSON), write.parent, write.share?.recordName,
+                zoneRowID, write.recordName, write.recordType, sequence, String(decoding: write.fieldsJSON, as: UTF8.self), write.parent,
+                write.share?.recordName,
                 write.shortGUID, write.created.timestamp, write.created.userRecordName, write.created.deviceID,
                 write.modified.timestamp, write.modified.userRecordName, write.modified.deviceID,
             ])

@@ -3,6 +3,7 @@ public import CumulusStore
 public import Foundation
 public import GRDB
 import Logging
+import Synchronization
 
 /// A ``RecordStore`` on an embedded SQLite database, through GRDB.
 ///
@@ -28,6 +29,8 @@ public final class SQLiteRecordStore: RecordStore {
 
     let writer: any DatabaseWriter
     let planner: RecordBatchPlanner
+    /// Field expression indexes known to exist, so queries issue their `CREATE INDEX IF NOT EXISTS` once per process.
+    let knownFieldIndexes = Mutex<Set<String>>([])
 
     /// Opens (creating if needed) a store at a file path and migrates it.
     public convenience init(path: String, configuration: Configuration = .init()) throws {
@@ -37,6 +40,7 @@ public final class SQLiteRecordStore: RecordStore {
         config.prepareDatabase { db in
             // NORMAL is durable across process crashes in WAL mode; only a power loss can drop the last commits.
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
+            db.add(function: SQLiteRecordStore.distanceFunction)
         }
         let pool: DatabasePool
         do {
@@ -49,7 +53,9 @@ public final class SQLiteRecordStore: RecordStore {
 
     /// Opens a private in-memory store, for tests.
     public static func inMemory() throws -> SQLiteRecordStore {
-        try SQLiteRecordStore(writer: DatabaseQueue())
+        var config = GRDB.Configuration()
+        config.prepareDatabase { db in db.add(function: SQLiteRecordStore.distanceFunction) }
+        return try SQLiteRecordStore(writer: DatabaseQueue(configuration: config))
     }
 
     /// Wraps an open GRDB database and migrates it.

@@ -129,11 +129,14 @@ struct Users: AsyncParsableCommand {
         @Option(help: "Container identifier.") var container: String
         @Option(help: "Password, for signing in over HTTP.") var password: String?
         @Option(help: "Email address.") var email: String?
+        @Flag(help: "Let other users find this user with users/discover.") var discoverable = false
         @OptionGroup var options: DataOptions
 
         func run() async throws {
-            let user = try await AccountService(store: options.openStore())
-                .createUser(container: container, name: name, password: password, email: email, logger: Logger(label: "cumulus"))
+            let accounts = try AccountService(store: options.openStore())
+            let logger = Logger(label: "cumulus")
+            let user = try await accounts.createUser(container: container, name: name, password: password, email: email, logger: logger)
+            if discoverable { try await accounts.setDiscoverable(user, true, logger: logger) }
             printResult(user.userRecordName)
         }
     }

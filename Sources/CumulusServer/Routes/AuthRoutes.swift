@@ -18,6 +18,30 @@ struct AuthRoutes {
         group.post("signup", use: signUp)
         group.post("signin", use: signIn)
         group.post("signout", use: signOut)
+        group.post("discoverability", use: discoverability)
+    }
+
+    /// `POST …/discoverability?ckAPIToken=…&ckWebAuthToken=…` with `{"discoverable": true}`: whether other users can
+    /// find the signed-in user with `users/discover` and `users/lookup/*`. Off by default.
+    @Sendable func discoverability(_ request: Request, context: CumulusRequestContext) async throws -> Response {
+        let container = try await checkAPIToken(request, context: context)
+        guard let token = request.uri.queryParameters["ckWebAuthToken"].map(String.init), !token.isEmpty else {
+            throw CumulusError(.authenticationRequired, "request needs authorization: ckWebAuthToken is required")
+        }
+        let user = try await accounts.authenticate(webAuthToken: token, container: container, logger: context.logger)
+        let body = try await RequestBody.object(request, limits: limits)
+        guard let discoverable = try body.bool("discoverable") else {
+            throw CumulusError(.badRequest, "discoverable: is required")
+        }
+        try await accounts.setDiscoverable(user, discoverable, logger: context.logger)
+        var writer = JSONWriter()
+        writer.beginObject()
+        writer.key("userRecordName")
+        writer.string(user.userRecordName)
+        writer.key("discoverable")
+        writer.bool(discoverable)
+        writer.endObject()
+        return .json(writer)
     }
 
     @Sendable func signUp(_ request: Request, context: CumulusRequestContext) async throws -> Response {
@@ -27,6 +51,9 @@ struct AuthRoutes {
             container: container, name: try body.requiredString("name"), password: try body.requiredString("password"),
             email: try body.string("email"), logger: context.logger
         )
+        if try body.bool("discoverable") == true {
+            try await accounts.setDiscoverable(user, true, logger: context.logger)
+        }
         return tokenResponse(user.userRecordName, token, status: .created)
     }
 

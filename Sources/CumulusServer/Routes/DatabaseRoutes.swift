@@ -11,6 +11,7 @@ import Logging
 /// domain's ``AuthorizationPolicy``, never here.
 struct DatabaseRoutes {
     let database: DatabaseService
+    let accounts: AccountService
     let limits: Limits
 
     func register(on group: RouterGroup<CumulusRequestContext>) {
@@ -24,6 +25,15 @@ struct DatabaseRoutes {
         group.post("zones/modify", use: modifyZones)
         group.post("records/lookup", use: lookupRecords)
         group.post("records/modify", use: modifyRecords)
+        group.post("records/query", use: queryRecords)
+        group.post("changes/database", use: databaseChanges)
+        group.post("zones/changes", use: databaseChanges)
+        group.post("changes/zone", use: zoneChanges)
+        group.post("records/changes", use: legacyRecordChanges)
+        group.on("users/discover", method: .get, use: discoverAll)
+        group.post("users/discover", use: discoverUsers)
+        group.post("users/lookup/email", use: discoverUsers)
+        group.post("users/lookup/id", use: discoverUsers)
     }
 
     // MARK: - Zones
@@ -51,8 +61,8 @@ struct DatabaseRoutes {
         writer.beginArray()
         for result in results {
             switch result {
-            case .found(let zone):
-                writer.zone(zone)
+            case .found(let summary):
+                writer.zone(summary)
             case .notFound(let zoneID):
                 writer.itemError(code: .zoneNotFound, reason: "zone \(zoneID.zoneName) does not exist") { writer in
                     writer.key("zoneID")
@@ -127,6 +137,153 @@ struct DatabaseRoutes {
         return .json(writer)
     }
 
+    @Sendable func queryRecords(_ request: Request, context: CumulusRequestContext) async throws -> Response {
+        let body = try await RequestBody.object(request, limits: limits)
+        let response = try await database.query(
+            caller: try context.requireCaller(), scope: try scope(context), request: try RecordsQueryRequest(wire: body), logger: context.logger
+        )
+        let options = FieldWriteOptions(numbersAsStrings: response.numbersAsStrings)
+        var writer = JSONWriter(reservingCapacity: 1024 * response.records.count)
+        writer.beginObject()
+        writer.key("records")
+        writer.beginArray()
+        for record in response.records { writer.storedRecord(record, desiredKeys: response.desiredKeys, options: options) }
+        writer.endArray()
+        if let marker = response.continuationMarker {
+            writer.key("continuationMarker")
+            writer.string(marker)
+        }
+        writer.endObject()
+        return .json(writer)
+    }
+
+    // MARK: - Change feeds
+
+    @Sendable func databaseChanges(_ request: Request, context: CumulusRequestContext) async throws -> Response {
+        let body = try await RequestBody.object(request, limits: limits)
+        let response = try await database.databaseChanges(
+            caller: try context.requireCaller(), scope: try scope(context), request: try DatabaseChangesRequest(wire: body), logger: context.logger
+        )
+        var writer = JSONWriter()
+        writer.beginObject()
+        writer.key("zones")
+        writer.beginArray()
+        for zone in response.zones {
+            switch zone {
+            case .changed(let summary):
+                writer.zone(summary)
+            case .deleted(let zoneID):
+                // Not in the 2016 documents; the reference suggests `deleted: true`, as native CloudKit reports deletions.
+                writer.beginObject()
+                writer.key("zoneID")
+                writer.zoneID(zoneID)
+                writer.key("deleted")
+                writer.bool(true)
+                writer.endObject()
+            }
+        }
+        writer.endArray()
+        writer.key("syncToken")
+        writer.string(response.syncToken)
+        writer.key("moreComing")
+        writer.bool(response.moreComing)
+        writer.endObject()
+        return .json(writer)
+    }
+
+    @Sendable func zoneChanges(_ request: Request, context: CumulusRequestContext) async throws -> Response {
+        let body = try await RequestBody.object(request, limits: limits)
+        let changes = try ZoneChangesRequest(wire: body)
+        let results = try await database.zoneChanges(
+            caller: try context.requireCaller(), scope: try scope(context), request: changes, logger: context.logger)
+        let options = FieldWriteOptions(numbersAsStrings: changes.numbersAsStrings)
+        var writer = JSONWriter(reservingCapacity: 64 * 1024)
+        writer.beginObject()
+        writer.key("zones")
+        writer.beginArray()
+        for result in results {
+            switch result {
+            case .page(let page, let syncToken, let desiredKeys):
+                writer.beginObject()
+                writer.key("zoneID")
+                writer.zoneID(page.zone.zoneID)
+                writer.key("syncToken")
+                writer.string(syncToken)
+                writer.key("moreComing")
+                writer.bool(page.moreComing)
+                writer.key("records")
+                writer.beginArray()
+                for change in page.changes { writer.recordChange(change, desiredKeys: desiredKeys, options: options) }
+                writer.endArray()
+                writer.endObject()
+            case .failed(let zoneID, let error):
+                writer.itemError(code: error.code.serverErrorCode, reason: error.reason) { writer in
+                    writer.key("zoneID")
+                    writer.zoneID(zoneID)
+                }
+            }
+        }
+        writer.endArray()
+        writer.endObject()
+        return .json(writer)
+    }
+
+    /// `records/changes`: the older single-zone form, answering at the top level.
+    @Sendable func legacyRecordChanges(_ request: Request, context: CumulusRequestContext) async throws -> Response {
+        let body = try await RequestBody.object(request, limits: limits)
+        let changes = try ZoneChangesRequest(legacyWire: body)
+        let results = try await database.zoneChanges(
+            caller: try context.requireCaller(), scope: try scope(context), request: changes, logger: context.logger)
+        guard case .page(let page, let syncToken, let desiredKeys) = results.first else {
+            throw CumulusError(.internalError, "no result for records/changes")
+        }
+        let options = FieldWriteOptions(numbersAsStrings: changes.numbersAsStrings)
+        var writer = JSONWriter(reservingCapacity: 64 * 1024)
+        writer.beginObject()
+        writer.key("records")
+        writer.beginArray()
+        for change in page.changes { writer.recordChange(change, desiredKeys: desiredKeys, options: options) }
+        writer.endArray()
+        writer.key("syncToken")
+        writer.string(syncToken)
+        writer.key("moreComing")
+        writer.bool(page.moreComing)
+        writer.key("reverse")
+        writer.bool(false)
+        writer.endObject()
+        return .json(writer)
+    }
+
+    // MARK: - Users
+
+    @Sendable func discoverUsers(_ request: Request, context: CumulusRequestContext) async throws -> Response {
+        let body = try await RequestBody.object(request, limits: limits)
+        let lookup = try UserLookupRequest(wire: body)
+        try checkCount(lookup.keys.count, path: "lookupInfos")
+        let users = try await accounts.discover(caller: try context.requireCaller(), request: lookup, logger: context.logger)
+        var writer = JSONWriter()
+        writer.beginObject()
+        writer.key("users")
+        writer.beginArray()
+        for user in users { writer.discoveredUser(user) }
+        writer.endArray()
+        writer.endObject()
+        return .json(writer)
+    }
+
+    /// `GET users/discover` lists address-book contacts in CloudKit; Cumulus has no address book, so it answers none.
+    @Sendable func discoverAll(_ request: Request, context: CumulusRequestContext) async throws -> Response {
+        let caller = try context.requireCaller()
+        guard caller.user != nil else { throw CumulusError(.authenticationRequired, "request needs authorization") }
+        var writer = JSONWriter()
+        writer.beginObject()
+        writer.key("users")
+        writer.beginArray()
+        writer.endArray()
+        writer.endObject()
+        return .json(writer)
+    }
+
     // MARK: - Users
 
     @Sendable func caller(_ request: Request, context: CumulusRequestContext) async throws -> Response {
@@ -140,6 +297,12 @@ struct DatabaseRoutes {
     }
 
     // MARK: - Helpers
+
+    private func checkCount(_ count: Int, path: String) throws(CumulusError) {
+        if count > limits.maximumOperationsPerRequest {
+            throw CumulusError(.badRequest, "\(path): \(count) items; the limit is \(limits.maximumOperationsPerRequest) per request")
+        }
+    }
 
     private func scope(_ context: CumulusRequestContext) throws(CumulusError) -> DatabaseScope {
         guard let name = context.parameters.get("database"), let scope = DatabaseScope(rawValue: name) else {

@@ -59,12 +59,65 @@ extension JSONWriter {
         }
     }
 
-    mutating func zone(_ zone: ZoneState) {
+    mutating func zone(_ zone: ZoneState, syncToken: String? = nil) {
         beginObject()
         key("zoneID")
         zoneID(zone.zoneID)
+        if let syncToken {
+            key("syncToken")
+            string(syncToken)
+        }
         key("atomic")
         bool(!zone.zoneID.isDefaultZone)
+        endObject()
+    }
+
+    mutating func zone(_ summary: ZoneSummary) {
+        zone(summary.state, syncToken: summary.syncToken)
+    }
+
+    /// A record change in a feed: the record, or its tombstone.
+    mutating func recordChange(_ change: ZoneRecordChange, desiredKeys: Set<String>?, options: FieldWriteOptions) {
+        switch change {
+        case .changed(let record):
+            storedRecord(record, desiredKeys: desiredKeys, options: options)
+        case .deleted(let recordName, let recordType):
+            beginObject()
+            key("recordName")
+            string(recordName)
+            key("recordType")
+            string(recordType)
+            key("deleted")
+            bool(true)
+            endObject()
+        }
+    }
+
+    /// A discovered user identity: public fields only.
+    mutating func discoveredUser(_ user: DiscoveredUser) {
+        beginObject()
+        key("userRecordName")
+        string(user.userRecordName)
+        key("lookupInfo")
+        beginObject()
+        key("userRecordName")
+        string(user.userRecordName)
+        if let email = user.emailAddress {
+            key("emailAddress")
+            string(email)
+        }
+        endObject()
+        key("nameComponents")
+        beginObject()
+        key("givenName")
+        string(user.name)
+        endObject()
+        key("firstName")
+        string(user.name)
+        if let email = user.emailAddress {
+            key("emailAddress")
+            string(email)
+        }
         endObject()
     }
 

@@ -1,0 +1,136 @@
+public import CumulusModel
+public import CumulusStore
+public import Logging
+
+/// A zone as `zones/list`, `zones/lookup` and the database change feed describe it.
+public struct ZoneSummary: Sendable, Hashable {
+    public var state: ZoneState
+    /// The zone's current change token: a client can start its zone feed here.
+    public var syncToken: String
+}
+
+/// The response to `changes/database` (and `zones/changes`).
+public struct DatabaseChangesResponse: Sendable {
+    public enum Zone: Sendable, Hashable {
+        case changed(ZoneSummary)
+        case deleted(ZoneID)
+    }
+
+    public var zones: [Zone]
+    public var syncToken: String
+    public var moreComing: Bool
+}
+
+/// The outcome of one zone of a `changes/zone` request.
+public enum ZoneChangesResult: Sendable {
+    case page(ZoneChangePage, syncToken: String, desiredKeys: Set<String>?)
+    case failed(ZoneID, CumulusError)
+}
+
+extension DatabaseService {
+    /// Change feeds belong to the private and shared databases, as in CloudKit.
+    private func checkFeedScope(_ scope: DatabaseScope) throws(CumulusError) {
+        if scope == .public {
+            throw CumulusError(.badRequest, "change feeds are not available in the public database; use records/query")
+        }
+    }
+
+    private func resultsLimit(_ limit: Int?, path: String) throws(CumulusError) -> Int {
+        guard let limit else { return limits.maximumResultsLimit }
+        guard limit > 0 else { throw CumulusError(.badRequest, "\(path): must be at least 1") }
+        return min(limit, limits.maximumResultsLimit)
+    }
+
+    func summaries(_ zones: [ZoneState], in database: DatabaseRef, logger: Logger) async throws -> [ZoneSummary] {
+        let codec = try await secrets.codec(logger: logger)
+        return zones.map { zone in
+            ZoneSummary(
+                state: zone,
+                syncToken: codec.zoneToken(database, zoneName: zone.zoneID.zoneName, incarnation: zone.incarnation, sequence: zone.changeSequence)
+            )
+        }
+    }
+
+    /// `changes/database`: the zones changed or deleted since a token.
+    public func databaseChanges(caller: Caller, scope: DatabaseScope, request: DatabaseChangesRequest, logger: Logger) async throws
+        -> DatabaseChangesResponse
+    {
+        let database = try policy.database(for: caller, scope: scope, access: .read)
+        try checkFeedScope(scope)
+        let limit = try resultsLimit(request.resultsLimit, path: "resultsLimit")
+        let codec = try await secrets.codec(logger: logger)
+        let after =
+            try request.syncToken.map { (token) throws(CumulusError) in try codec.decodeDatabaseToken(token, database: database).sequence } ?? 0
+        if scope == .shared {
+            return DatabaseChangesResponse(zones: [], syncToken: codec.databaseToken(database, sequence: after), moreComing: false)
+        }
+        let page = try await mapStoreErrors { try await store.databaseChanges(in: database, after: after, limit: limit, logger: logger) }
+        let zones: [DatabaseChangesResponse.Zone] = page.zones.map { change in
+            switch change {
+            case .changed(let zone):
+                .changed(
+                    ZoneSummary(
+                        state: zone,
+                        syncToken: codec.zoneToken(
+                            database, zoneName: zone.zoneID.zoneName, incarnation: zone.incarnation, sequence: zone.changeSequence)
+                    )
+                )
+            case .deleted(let zoneID): .deleted(zoneID)
+            }
+        }
+        return DatabaseChangesResponse(zones: zones, syncToken: codec.databaseToken(database, sequence: page.sequence), moreComing: page.moreComing)
+    }
+
+    /// `changes/zone` and `records/changes`: records changed or deleted in each zone since its token.
+    public func zoneChanges(caller: Caller, scope: DatabaseScope, request: ZoneChangesRequest, logger: Logger) async throws -> [ZoneChangesResult] {
+        let database = try policy.database(for: caller, scope: scope, access: .read)
+        try checkFeedScope(scope)
+        try checkCount(request.zones.count, path: "zones")
+        let codec = try await secrets.codec(logger: logger)
+        var results: [ZoneChangesResult] = []
+        for (index, entry) in request.zones.enumerated() {
+            let path = request.isLegacy ? "" : "zones[\(index)]."
+            let zoneID = ZoneID(zoneName: entry.zoneID.zoneName, ownerRecordName: entry.zoneID.ownerRecordName ?? database.ownerRecordName)
+            do {
+                let zoneName = try policy.zoneName(entry.zoneID, in: database)
+                if scope == .shared { throw CumulusError(.zoneNotFound, "zone \(zoneName) does not exist in the shared database") }
+                let limit = try resultsLimit(entry.resultsLimit, path: "\(path)resultsLimit")
+                var position: SyncTokenCodec.ZonePosition?
+                if let token = entry.syncToken {
+                    do {
+                        position = try codec.decodeZoneToken(token, database: database, zoneName: zoneName)
+                    } catch {
+                        throw CumulusError(.badRequest, "\(path)\(error.reason)")
+                    }
+                }
+                let page = try await store.zoneChanges(
+                    ZoneChangeRequest(
+                        database: database, zoneName: zoneName, incarnation: position?.incarnation, after: position?.sequence ?? 0, limit: limit,
+                        recordTypes: entry.desiredRecordTypes.map(Set.init)
+                    ),
+                    logger: logger
+                )
+                let token = codec.zoneToken(database, zoneName: zoneName, incarnation: page.zone.incarnation, sequence: page.sequence)
+                results.append(.page(page, syncToken: token, desiredKeys: entry.desiredKeys.map(Set.init)))
+            } catch let error as CumulusError {
+                if request.isLegacy { throw error }
+                results.append(.failed(zoneID, error))
+            } catch let error as StoreError {
+                let mapped: CumulusError
+                switch error.code {
+                case .zoneNotFound: mapped = CumulusError(.zoneNotFound, "zone \(entry.zoneID.zoneName) does not exist")
+                case .invalidState:
+                    // The zone was deleted and created again: the token points into a zone that no longer exists.
+                    mapped = CumulusError(
+                        .badRequest,
+                        "\(path)syncToken: has expired because zone \(entry.zoneID.zoneName) was deleted and created again; fetch again without a syncToken"
+                    )
+                default: mapped = CumulusError(.internalError, "internal error", underlying: error)
+                }
+                if request.isLegacy || mapped.code == .internalError { throw mapped }
+                results.append(.failed(zoneID, mapped))
+            }
+        }
+        return results
+    }
+}

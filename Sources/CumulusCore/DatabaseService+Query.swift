@@ -1,0 +1,96 @@
+public import CumulusModel
+public import CumulusStore
+public import Logging
+
+/// The response to `records/query`.
+public struct RecordsQueryResponse: Sendable {
+    public var records: [StoredRecord]
+    public var continuationMarker: String?
+    public var desiredKeys: Set<String>?
+    public var numbersAsStrings: Bool
+}
+
+extension DatabaseService {
+    /// `records/query`: records of a type matching filters, sorted, a page at a time.
+    public func query(caller: Caller, scope: DatabaseScope, request: RecordsQueryRequest, logger: Logger) async throws -> RecordsQueryResponse {
+        let database = try policy.database(for: caller, scope: scope, access: .read)
+        if scope == .shared { throw CumulusError(.zoneNotFound, "zone does not exist in the shared database") }
+        try NameRules.checkIdentifier(request.recordType, kind: "record type", path: "query.recordType", limits: limits)
+        let zoneName: String? = request.zoneWide ? nil : try policy.zoneName(request.zoneID, in: database)
+        for (index, filter) in request.filters.enumerated() {
+            try Self.validate(filter, path: "query.filterBy[\(index)]", limits: limits)
+        }
+        for (index, sort) in request.sorts.enumerated() {
+            if case .field(let name) = sort.field {
+                try NameRules.checkIdentifier(name, kind: "field name", path: "query.sortBy[\(index)].fieldName", limits: limits)
+            }
+        }
+        var limit = limits.maximumResultsLimit
+        if let requested = request.resultsLimit {
+            guard requested > 0 else { throw CumulusError(.badRequest, "resultsLimit: must be at least 1") }
+            limit = min(requested, limits.maximumResultsLimit)
+        }
+        let codec = try await secrets.codec(logger: logger)
+        let fingerprint = "\(database)|\(zoneName ?? "*")|\(request.recordType)|\(request.filters)|\(request.sorts)"
+        let cursor = try request.continuationMarker.map { (marker) throws(CumulusError) in
+            try codec.decodeContinuationMarker(marker, fingerprint: fingerprint)
+        }
+        let page = try await mapStoreErrors {
+            try await store.queryRecords(
+                RecordQuery(
+                    database: database, zoneName: zoneName, recordType: request.recordType, filters: request.filters, sorts: request.sorts,
+                    limit: limit, after: cursor
+                ),
+                logger: logger
+            )
+        }
+        return RecordsQueryResponse(
+            records: page.records, continuationMarker: page.cursor.map { codec.continuationMarker($0, fingerprint: fingerprint) },
+            desiredKeys: request.desiredKeys.map(Set.init), numbersAsStrings: request.numbersAsStrings
+        )
+    }
+
+    /// Which value each comparator takes; checked here so every store can trust its input.
+    static func validate(_ filter: QueryFilter, path: String, limits: Limits) throws(CumulusError) {
+        if case .field(let name) = filter.field {
+            try NameRules.checkIdentifier(name, kind: "field name", path: "\(path).fieldName", limits: limits)
+        }
+        let isList: Bool
+        if case .list = filter.value { isList = true } else { isList = false }
+        let isString: Bool
+        if case .string = filter.value { isString = true } else { isString = false }
+        switch filter.comparator {
+        case .equals, .notEquals, .lessThan, .lessThanOrEquals, .greaterThan, .greaterThanOrEquals, .listContains, .notListContains:
+            switch filter.value {
+            case .list, .location, .asset:
+                throw CumulusError(
+                    .badRequest,
+                    "\(path).fieldValue: \(filter.comparator.rawValue) needs a single STRING, INT64, DOUBLE, TIMESTAMP, BYTES or REFERENCE value")
+            default: break
+            }
+        case .in, .notIn, .listContainsAny, .notListContainsAny, .listContainsAll, .notListContainsAll:
+            guard isList else { throw CumulusError(.badRequest, "\(path).fieldValue: \(filter.comparator.rawValue) needs a list value") }
+            if case .list(let type, _) = filter.value, type == .location || type == .asset {
+                throw CumulusError(.badRequest, "\(path).fieldValue: \(filter.comparator.rawValue) cannot compare \(type!.rawValue) values")
+            }
+        case .beginsWith, .notBeginsWith, .listMemberBeginsWith, .notListMemberBeginsWith:
+            guard isString else { throw CumulusError(.badRequest, "\(path).fieldValue: \(filter.comparator.rawValue) needs a STRING value") }
+        case .near:
+            guard case .location = filter.value else { throw CumulusError(.badRequest, "\(path).fieldValue: NEAR needs a LOCATION value") }
+            guard case .field = filter.field else { throw CumulusError(.badRequest, "\(path).fieldName: NEAR needs a LOCATION field") }
+            guard let distance = filter.distance, distance >= 0 else {
+                throw CumulusError(.badRequest, "\(path).distance: NEAR needs a distance in metres")
+            }
+        case .containsAllTokens, .containsAnyTokens:
+            throw CumulusError(.badRequest, "\(path).comparator: \(filter.comparator.rawValue) (full-text search) is not supported yet")
+        }
+        switch filter.comparator {
+        case .listContains, .notListContains, .listContainsAny, .notListContainsAny, .listContainsAll, .notListContainsAll,
+            .listMemberBeginsWith, .notListMemberBeginsWith:
+            if case .system = filter.field {
+                throw CumulusError(.badRequest, "\(path).systemFieldName: \(filter.comparator.rawValue) applies to list fields")
+            }
+        default: break
+        }
+    }
+}

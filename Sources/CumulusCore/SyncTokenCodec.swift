@@ -1,0 +1,145 @@
+import Crypto
+public import CumulusModel
+public import CumulusStore
+import Foundation
+
+/// Opaque, tamper-evident change tokens and continuation markers.
+///
+/// A token is `base64url(payload ‖ HMAC-SHA256(secret, payload)[0..<16])`. The payload names what the token is for (a
+/// database feed, a zone feed, a query) by a digest of the database and zone, so a token of another user or zone is
+/// rejected, never read as a position somewhere else. The secret lives in the store, so tokens survive restarts and
+/// work on every server sharing the store.
+public struct SyncTokenCodec: Sendable {
+    private let key: SymmetricKey
+
+    public init(secret: [UInt8]) {
+        key = SymmetricKey(data: secret)
+    }
+
+    /// A position in a database's change feed.
+    public struct DatabasePosition: Sendable, Hashable {
+        public var sequence: Int64
+    }
+
+    /// A position in a zone's change feed.
+    public struct ZonePosition: Sendable, Hashable {
+        public var incarnation: Int64
+        public var sequence: Int64
+    }
+
+    private enum Kind: UInt8 {
+        case database = 1
+        case zone = 2
+        case query = 3
+    }
+
+    private static let version: UInt8 = 1
+    private static let macLength = 16
+
+    // MARK: - Change tokens
+
+    public func databaseToken(_ database: DatabaseRef, sequence: Int64) -> String {
+        seal(.database, scope: Self.digest("\(database)"), numbers: [sequence], extra: [])
+    }
+
+    public func decodeDatabaseToken(_ token: String, database: DatabaseRef) throws(CumulusError) -> DatabasePosition {
+        let numbers = try open(token, kind: .database, scope: Self.digest("\(database)"), count: 1, what: "syncToken").numbers
+        return DatabasePosition(sequence: numbers[0])
+    }
+
+    public func zoneToken(_ database: DatabaseRef, zoneName: String, incarnation: Int64, sequence: Int64) -> String {
+        seal(.zone, scope: Self.digest("\(database)/\(zoneName)"), numbers: [incarnation, sequence], extra: [])
+    }
+
+    public func decodeZoneToken(_ token: String, database: DatabaseRef, zoneName: String) throws(CumulusError) -> ZonePosition {
+        let numbers = try open(token, kind: .zone, scope: Self.digest("\(database)/\(zoneName)"), count: 2, what: "syncToken").numbers
+        return ZonePosition(incarnation: numbers[0], sequence: numbers[1])
+    }
+
+    // MARK: - Continuation markers
+
+    /// Seals a query cursor, bound to the query it continues (`fingerprint`).
+    public func continuationMarker(_ cursor: QueryCursor, fingerprint: String) -> String {
+        var writer = JSONWriter()
+        writer.beginArray()
+        for key in cursor.keys {
+            switch key {
+            case .null: writer.null()
+            case .integer(let int): writer.string("i\(int)")
+            case .real(let double): writer.string("r\(double)")
+            case .text(let text): writer.string("t" + text)
+            }
+        }
+        writer.endArray()
+        return seal(.query, scope: Self.digest(fingerprint), numbers: [cursor.rowID], extra: writer.bytes)
+    }
+
+    public func decodeContinuationMarker(_ marker: String, fingerprint: String) throws(CumulusError) -> QueryCursor {
+        let (numbers, extra) = try open(marker, kind: .query, scope: Self.digest(fingerprint), count: 1, what: "continuationMarker")
+        guard let keys = try? JSONValue(parsing: extra).arrayValue else {
+            throw CumulusError(.badRequest, "continuationMarker: is not valid")
+        }
+        var values: [QueryKeyValue] = []
+        for key in keys {
+            switch key {
+            case .null: values.append(.null)
+            case .string(let text) where text.hasPrefix("i"): values.append(.integer(Int64(text.dropFirst()) ?? 0))
+            case .string(let text) where text.hasPrefix("r"): values.append(.real(Double(text.dropFirst()) ?? 0))
+            case .string(let text): values.append(.text(String(text.dropFirst())))
+            default: throw CumulusError(.badRequest, "continuationMarker: is not valid")
+            }
+        }
+        return QueryCursor(keys: values, rowID: numbers[0])
+    }
+
+    // MARK: - Sealing
+
+    private static func digest(_ text: String) -> [UInt8] {
+        Array(SHA256.hash(data: Data(text.utf8)).prefix(8))
+    }
+
+    private func seal(_ kind: Kind, scope: [UInt8], numbers: [Int64], extra: [UInt8]) -> String {
+        var payload: [UInt8] = [Self.version, kind.rawValue] + scope
+        for number in numbers {
+            withUnsafeBytes(of: number.bigEndian) { payload.append(contentsOf: $0) }
+        }
+        payload += extra
+        let mac = HMAC<SHA256>.authenticationCode(for: payload, using: key)
+        return Data(payload + Array(mac).prefix(Self.macLength)).base64URLEncoded
+    }
+
+    private func open(_ token: String, kind: Kind, scope: [UInt8], count: Int, what: String) throws(CumulusError) -> (
+        numbers: [Int64], extra: [UInt8]
+    ) {
+        let minimum = 2 + 8 + 8 * count + Self.macLength
+        guard let data = Data(base64URLEncoded: token), data.count >= minimum else {
+            throw CumulusError(.badRequest, "\(what): is not a token issued by this server")
+        }
+        let bytes = Array(data)
+        let payload = Array(bytes.dropLast(Self.macLength))
+        let mac = HMAC<SHA256>.authenticationCode(for: payload, using: key)
+        guard Array(mac).prefix(Self.macLength).elementsEqual(bytes.suffix(Self.macLength)), payload[0] == Self.version else {
+            throw CumulusError(.badRequest, "\(what): is not a token issued by this server")
+        }
+        guard payload[1] == kind.rawValue, Array(payload[2..<10]) == scope else {
+            throw CumulusError(.badRequest, "\(what): belongs to another database, zone or query")
+        }
+        var numbers: [Int64] = []
+        var offset = 10
+        for _ in 0..<count {
+            let number = payload[offset..<offset + 8].reduce(Int64(0)) { $0 << 8 | Int64($1) }
+            numbers.append(number)
+            offset += 8
+        }
+        return (numbers, Array(payload[offset...]))
+    }
+}
+
+extension Data {
+    /// Decodes base64url without padding.
+    init?(base64URLEncoded string: String) {
+        var base64 = string.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while base64.utf8.count % 4 != 0 { base64.append("=") }
+        self.init(base64Encoded: base64)
+    }
+}

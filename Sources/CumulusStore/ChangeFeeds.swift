@@ -1,0 +1,68 @@
+public import CumulusModel
+
+/// A zone in a database change feed: changed (with its current state) or deleted.
+public enum DatabaseZoneChange: Sendable, Hashable {
+    case changed(ZoneState)
+    case deleted(ZoneID)
+}
+
+/// One page of a database change feed.
+public struct DatabaseChangePage: Sendable, Hashable {
+    /// Zones changed or deleted after the requested position, oldest change first, each once.
+    public var zones: [DatabaseZoneChange]
+    /// The position to resume from.
+    public var sequence: Int64
+    /// Whether more changes are waiting after ``sequence``.
+    public var moreComing: Bool
+
+    public init(zones: [DatabaseZoneChange], sequence: Int64, moreComing: Bool) {
+        self.zones = zones
+        self.sequence = sequence
+        self.moreComing = moreComing
+    }
+}
+
+/// A record in a zone change feed: its latest state, or a tombstone.
+public enum ZoneRecordChange: Sendable, Hashable {
+    case changed(StoredRecord)
+    case deleted(recordName: String, recordType: String)
+}
+
+/// One page of a zone change feed.
+public struct ZoneChangePage: Sendable, Hashable {
+    public var zone: ZoneState
+    /// Records changed after the requested position, in commit order, each once in its latest state.
+    public var changes: [ZoneRecordChange]
+    /// The position to resume from.
+    public var sequence: Int64
+    public var moreComing: Bool
+
+    public init(zone: ZoneState, changes: [ZoneRecordChange], sequence: Int64, moreComing: Bool) {
+        self.zone = zone
+        self.changes = changes
+        self.sequence = sequence
+        self.moreComing = moreComing
+    }
+}
+
+/// A request for one page of a zone change feed.
+public struct ZoneChangeRequest: Sendable, Hashable {
+    public var database: DatabaseRef
+    public var zoneName: String
+    /// The zone incarnation the position belongs to; `nil` when starting from the beginning.
+    public var incarnation: Int64?
+    /// Changes after this sequence are returned.
+    public var after: Int64
+    public var limit: Int
+    /// Only records of these types; the position still advances past others.
+    public var recordTypes: Set<String>?
+
+    public init(database: DatabaseRef, zoneName: String, incarnation: Int64?, after: Int64, limit: Int, recordTypes: Set<String>? = nil) {
+        self.database = database
+        self.zoneName = zoneName
+        self.incarnation = incarnation
+        self.after = after
+        self.limit = limit
+        self.recordTypes = recordTypes
+    }
+}

@@ -1,0 +1,89 @@
+import CumulusModel
+public import CumulusStore
+import Foundation
+import GRDB
+public import Logging
+
+extension SQLiteRecordStore {
+    /// Each feed page is read in one read transaction, a snapshot: its rows and its final position agree. Writers commit
+    /// one at a time and take the next sequence numbers, so a write that commits after the snapshot always lands after
+    /// the position returned, and a paging client never skips it.
+    public func databaseChanges(in database: DatabaseRef, after sequence: Int64, limit: Int, logger: Logger) async throws -> DatabaseChangePage {
+        try await read { db in
+            guard let databaseID = try Self.databaseID(db, database) else {
+                return DatabaseChangePage(zones: [], sequence: 0, moreComing: false)
+            }
+            let rows = try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT id, zone_name, change_seq, database_change_seq, deleted FROM zones
+                    WHERE database_id = ? AND database_change_seq > ? ORDER BY database_change_seq LIMIT ?
+                    """,
+                arguments: [databaseID, sequence, limit + 1]
+            )
+            let moreComing = rows.count > limit
+            let page = rows.prefix(limit)
+            let zones: [DatabaseZoneChange] = page.map { row in
+                let zoneID = database.zoneID(row["zone_name"])
+                if row["deleted"] as Bool { return .deleted(zoneID) }
+                return .changed(ZoneState(zoneID: zoneID, changeSequence: row["change_seq"], incarnation: row["id"]))
+            }
+            let position: Int64
+            if moreComing, let last = page.last {
+                position = last["database_change_seq"]
+            } else {
+                position = try Int64.fetchOne(db, sql: "SELECT change_seq FROM databases WHERE id = ?", arguments: [databaseID]) ?? sequence
+            }
+            return DatabaseChangePage(zones: zones, sequence: max(position, sequence), moreComing: moreComing)
+        }
+    }
+
+    public func zoneChanges(_ request: ZoneChangeRequest, logger: Logger) async throws -> ZoneChangePage {
+        try await read { db in
+            let zoneID = request.database.zoneID(request.zoneName)
+            guard let databaseID = try Self.databaseID(db, request.database) else {
+                if request.zoneName == ZoneID.defaultZoneName, request.incarnation == nil || request.incarnation == 0 {
+                    return ZoneChangePage(
+                        zone: ZoneState(zoneID: zoneID, changeSequence: 0, incarnation: 0), changes: [], sequence: 0, moreComing: false)
+                }
+                throw StoreError(.zoneNotFound, "zone \(request.zoneName) does not exist")
+            }
+            guard let zone = try Self.zoneRow(db, databaseID: databaseID, zoneName: request.zoneName) else {
+                throw StoreError(.zoneNotFound, "zone \(request.zoneName) does not exist")
+            }
+            if let incarnation = request.incarnation, incarnation != zone.id {
+                throw StoreError(.invalidState, "zone \(request.zoneName) was deleted and created again since this change token")
+            }
+            var sql = "SELECT deleted, \(Self.recordColumns) FROM records WHERE zone_id = ? AND change_seq > ?"
+            var arguments: StatementArguments = [zone.id, request.after]
+            if let types = request.recordTypes {
+                sql += " AND record_type IN (SELECT value FROM json_each(?))"
+                _ = arguments.append(contentsOf: [Array(types).jsonArray])
+            }
+            sql += " ORDER BY change_seq LIMIT ?"
+            _ = arguments.append(contentsOf: [request.limit + 1])
+            let statement = try db.cachedStatement(sql: sql)
+            var changes: [ZoneRecordChange] = []
+            changes.reserveCapacity(min(request.limit, 1024))
+            var lastSequence = request.after
+            var moreComing = false
+            let cursor = try Row.fetchCursor(statement, arguments: arguments)
+            while let row = try cursor.next() {
+                if changes.count == request.limit {
+                    moreComing = true
+                    break
+                }
+                lastSequence = row["change_seq"]
+                if row["deleted"] as Bool {
+                    changes.append(.deleted(recordName: row["record_name"], recordType: row["record_type"]))
+                } else {
+                    changes.append(.changed(Self.storedRecord(row, zoneID: zoneID)))
+                }
+            }
+            let state = ZoneState(zoneID: zoneID, changeSequence: zone.changeSequence, incarnation: zone.id)
+            return ZoneChangePage(
+                zone: state, changes: changes, sequence: moreComing ? lastSequence : max(zone.changeSequence, request.after), moreComing: moreComing
+            )
+        }
+    }
+}

@@ -1,0 +1,362 @@
+import CumulusModel
+public import CumulusStore
+import Foundation
+import GRDB
+public import Logging
+import Synchronization
+
+extension SQLiteRecordStore {
+    /// Great-circle distance in metres between two coordinates: `cumulus_distance(lat1, lon1, lat2, lon2)`.
+    static let distanceFunction = DatabaseFunction("cumulus_distance", argumentCount: 4, pure: true) { values in
+        guard let lat1 = Double.fromDatabaseValue(values[0]), let lon1 = Double.fromDatabaseValue(values[1]),
+            let lat2 = Double.fromDatabaseValue(values[2]), let lon2 = Double.fromDatabaseValue(values[3])
+        else { return nil }
+        return Geo.distance(lat1, lon1, lat2, lon2)
+    }
+
+    public func queryRecords(_ query: RecordQuery, logger: Logger) async throws -> RecordQueryPage {
+        let compiled = try SQLiteQueryCompiler(query: query)
+        try await ensureFieldIndexes(compiled.indexedFields)
+        return try await read { db in
+            guard let databaseID = try Self.databaseID(db, query.database) else {
+                if query.zoneName == nil || query.zoneName == ZoneID.defaultZoneName { return RecordQueryPage(records: [], cursor: nil) }
+                throw StoreError(.zoneNotFound, "zone \(query.zoneName!) does not exist")
+            }
+            var zoneIDs: [Int64: ZoneID] = [:]
+            if let zoneName = query.zoneName {
+                guard let zone = try Self.zoneRow(db, databaseID: databaseID, zoneName: zoneName) else {
+                    throw StoreError(.zoneNotFound, "zone \(zoneName) does not exist")
+                }
+                zoneIDs[zone.id] = query.database.zoneID(zoneName)
+            } else {
+                for row in try Row.fetchAll(db, sql: "SELECT id, zone_name FROM zones WHERE database_id = ? AND deleted = 0", arguments: [databaseID])
+                {
+                    zoneIDs[row["id"]] = query.database.zoneID(row["zone_name"])
+                }
+            }
+            let (sql, arguments) = compiled.statement(zoneRowIDs: Array(zoneIDs.keys))
+            var records: [StoredRecord] = []
+            var lastCursor: QueryCursor?
+            let rows = try Row.fetchCursor(db, sql: sql, arguments: arguments)
+            while let row = try rows.next() {
+                if records.count == query.limit {
+                    return RecordQueryPage(records: records, cursor: lastCursor)
+                }
+                records.append(Self.storedRecord(row, zoneID: zoneIDs[row["zone_id"]]!))
+                lastCursor = QueryCursor(keys: (0..<compiled.sortCount).map { Self.keyValue(row["sort_\($0)"]) }, rowID: row["id"])
+            }
+            return RecordQueryPage(records: records, cursor: nil)
+        }
+    }
+
+    static func keyValue(_ value: DatabaseValue) -> QueryKeyValue {
+        switch value.storage {
+        case .null: .null
+        case .int64(let int): .integer(int)
+        case .double(let double): .real(double)
+        case .string(let string): .text(string)
+        case .blob(let data): .text(String(decoding: data, as: UTF8.self))
+        }
+    }
+
+    /// Creates an expression index for each queried field, once: `(zone_id, record_type, json_extract(fields, …))`.
+    func ensureFieldIndexes(_ fields: Set<String>) async throws {
+        let missing = knownFieldIndexes.withLock { fields.subtracting($0) }
+        guard !missing.isEmpty else { return }
+        try await write { db in
+            for field in missing {
+                try db.execute(
+                    sql: """
+                        CREATE INDEX IF NOT EXISTS \(SQLiteQueryCompiler.indexName(field))
+                        ON records(zone_id, record_type, \(SQLiteQueryCompiler.fieldExpression(field))) WHERE deleted = 0
+                        """
+                )
+            }
+        }
+        knownFieldIndexes.withLock { $0.formUnion(missing) }
+    }
+}
+
+/// Great-circle distances.
+enum Geo {
+    static let earthRadius = 6_371_008.8
+
+    static func distance(_ lat1: Double, _ lon1: Double, _ lat2: Double, _ lon2: Double) -> Double {
+        let p1 = lat1 * .pi / 180
+        let p2 = lat2 * .pi / 180
+        let dp = (lat2 - lat1) * .pi / 180
+        let dl = (lon2 - lon1) * .pi / 180
+        let a = sin(dp / 2) * sin(dp / 2) + cos(p1) * cos(p2) * sin(dl / 2) * sin(dl / 2)
+        return 2 * earthRadius * atan2(a.squareRoot(), (1 - a).squareRoot())
+    }
+}
+
+/// Translates a ``RecordQuery`` into one SQL statement: filters and sorts on JSON field expressions that match the
+/// expression indexes, and keyset pagination on the sort keys plus the row ID.
+struct SQLiteQueryCompiler: Sendable {
+    private(set) var conditions: [String] = []
+    private(set) var arguments: [DatabaseValue] = []
+    private(set) var sortExpressions: [(expression: String, ascending: Bool)] = []
+    /// Fields whose scalar expression the statement uses, and so should be indexed.
+    private(set) var indexedFields: Set<String> = []
+    let query: RecordQuery
+
+    var sortCount: Int { sortExpressions.count }
+
+    /// The scalar value of a field, exactly as the expression indexes write it.
+    static func fieldExpression(_ field: String) -> String { "json_extract(fields, '$.\"\(field)\".value')" }
+
+    static func indexName(_ field: String) -> String {
+        "records_field_" + field.utf8.map { String(format: "%02x", $0) }.joined()
+    }
+
+    init(query: RecordQuery) throws {
+        self.query = query
+        for (index, filter) in query.filters.enumerated() {
+            try add(filter, path: "query.filterBy[\(index)]")
+        }
+        for (index, sort) in query.sorts.enumerated() {
+            try add(sort, path: "query.sortBy[\(index)]")
+        }
+    }
+
+    // MARK: - Statement
+
+    func statement(zoneRowIDs: [Int64]) -> (String, StatementArguments) {
+        var sql = "SELECT id, zone_id, \(SQLiteRecordStore.recordColumns)"
+        for (index, sort) in sortExpressions.enumerated() { sql += ", \(sort.expression) AS sort_\(index)" }
+        sql += " FROM records WHERE deleted = 0 AND record_type = ?"
+        var values: [DatabaseValue] = [query.recordType.databaseValue]
+        if zoneRowIDs.count == 1 {
+            sql += " AND zone_id = ?"
+            values.append(zoneRowIDs[0].databaseValue)
+        } else {
+            sql += " AND zone_id IN (SELECT value FROM json_each(?))"
+            values.append(("[" + zoneRowIDs.map(String.init).joined(separator: ",") + "]").databaseValue)
+        }
+        for condition in conditions { sql += " AND \(condition)" }
+        values += arguments
+        if let cursor = query.after {
+            let (condition, cursorValues) = keysetCondition(cursor)
+            sql += " AND (\(condition))"
+            values += cursorValues
+        }
+        sql += " ORDER BY "
+        sql += (sortExpressions.map { "\($0.expression) \($0.ascending ? "ASC" : "DESC")" } + ["id ASC"]).joined(separator: ", ")
+        sql += " LIMIT \(query.limit + 1)"
+        return (sql, StatementArguments(values))
+    }
+
+    /// Rows after the cursor in (sort keys…, id) order, with SQLite's NULL placement (first ascending, last descending).
+    private func keysetCondition(_ cursor: QueryCursor) -> (String, [DatabaseValue]) {
+        var disjuncts: [String] = []
+        var values: [DatabaseValue] = []
+        for index in 0...sortExpressions.count {
+            var terms: [String] = []
+            var termValues: [DatabaseValue] = []
+            for prior in 0..<index {
+                terms.append("\(sortExpressions[prior].expression) IS ?")
+                termValues.append(Self.databaseValue(cursor.keys[prior]))
+            }
+            if index == sortExpressions.count {
+                terms.append("id > ?")
+                termValues.append(cursor.rowID.databaseValue)
+            } else {
+                let (expression, ascending) = sortExpressions[index]
+                let key = cursor.keys[index]
+                switch (ascending, key) {
+                case (true, .null): terms.append("\(expression) IS NOT NULL")
+                case (true, _):
+                    terms.append("\(expression) > ?")
+                    termValues.append(Self.databaseValue(key))
+                case (false, .null): continue  // nothing sorts after NULL descending
+                case (false, _):
+                    terms.append("(\(expression) < ? OR \(expression) IS NULL)")
+                    termValues.append(Self.databaseValue(key))
+                }
+            }
+            disjuncts.append("(" + terms.joined(separator: " AND ") + ")")
+            values += termValues
+        }
+        return (disjuncts.joined(separator: " OR "), values)
+    }
+
+    static func databaseValue(_ key: QueryKeyValue) -> DatabaseValue {
+        switch key {
+        case .null: .null
+        case .integer(let int): int.databaseValue
+        case .real(let double): double.databaseValue
+        case .text(let text): text.databaseValue
+        }
+    }
+
+    // MARK: - Filters
+
+    private static func systemColumn(_ field: QuerySystemField) -> String {
+        switch field {
+        case .recordName: "record_name"
+        case .createdTimestamp: "created_at"
+        case .modifiedTimestamp: "modified_at"
+        case .createdUserRecordName: "created_by"
+        case .modifiedUserRecordName: "modified_by"
+        case .parent: "parent_name"
+        case .share: "share_name"
+        }
+    }
+
+    /// The SQL value a filter compares with.
+    private static func scalar(_ value: FieldValue, path: String) throws -> DatabaseValue {
+        switch value {
+        case .string(let string): return string.databaseValue
+        case .int64(let int): return int.databaseValue
+        case .double(let double): return double.databaseValue
+        case .timestamp(let milliseconds): return milliseconds.databaseValue
+        case .bytes(let data): return data.base64EncodedString().databaseValue
+        case .reference(let reference): return reference.recordName.databaseValue
+        case .location, .asset, .list:
+            throw StoreError(.invalidState, "\(path).fieldValue: a \(value.typeTag) value cannot be compared this way")
+        }
+    }
+
+    private static func listJSON(_ value: FieldValue, path: String) throws -> String {
+        guard case .list(_, let elements) = value else {
+            throw StoreError(.invalidState, "\(path).fieldValue: this comparator needs a list value")
+        }
+        var writer = JSONWriter()
+        writer.beginArray()
+        for element in elements {
+            switch try scalar(element, path: path).storage {
+            case .int64(let int): writer.int(int)
+            case .double(let double): writer.double(double)
+            case .string(let string): writer.string(string)
+            default: writer.null()
+            }
+        }
+        writer.endArray()
+        return String(decoding: writer.bytes, as: UTF8.self)
+    }
+
+    /// The element type a list comparator compares: a reference compares its record name.
+    private static func isReferenceComparison(_ value: FieldValue) -> Bool {
+        switch value {
+        case .reference: true
+        case .list(.reference, _): true
+        default: false
+        }
+    }
+
+    private mutating func scalarExpression(_ field: QueryField, value: FieldValue) -> String {
+        switch field {
+        case .system(let system):
+            return Self.systemColumn(system)
+        case .field(let name):
+            if case .reference = value { return "json_extract(fields, '$.\"\(name)\".value.recordName')" }
+            indexedFields.insert(name)
+            return Self.fieldExpression(name)
+        }
+    }
+
+    private static func prefixBounds(_ value: FieldValue, path: String) throws -> (String, String) {
+        guard case .string(let prefix) = value else {
+            throw StoreError(.invalidState, "\(path).fieldValue: BEGINS_WITH needs a STRING value")
+        }
+        return (prefix, prefix + "\u{10FFFF}")
+    }
+
+    private mutating func add(_ filter: QueryFilter, path: String) throws {
+        let value = filter.value
+        switch filter.comparator {
+        case .equals, .notEquals, .lessThan, .lessThanOrEquals, .greaterThan, .greaterThanOrEquals:
+            let operators: [QueryComparator: String] = [
+                .equals: "=", .notEquals: "<>", .lessThan: "<", .lessThanOrEquals: "<=", .greaterThan: ">", .greaterThanOrEquals: ">=",
+            ]
+            conditions.append("\(scalarExpression(filter.field, value: value)) \(operators[filter.comparator]!) ?")
+            arguments.append(try Self.scalar(value, path: path))
+        case .beginsWith, .notBeginsWith:
+            let (low, high) = try Self.prefixBounds(value, path: path)
+            let expression = scalarExpression(filter.field, value: value)
+            let range = "(\(expression) >= ? AND \(expression) < ?)"
+            conditions.append(filter.comparator == .beginsWith ? range : "NOT \(range)")
+            arguments += [low.databaseValue, high.databaseValue]
+        case .in, .notIn:
+            let elementReference = Self.isReferenceComparison(value)
+            let expression = scalarExpression(filter.field, value: elementReference ? .reference(Reference(recordName: "")) : .string(""))
+            conditions.append("\(expression) \(filter.comparator == .in ? "IN" : "NOT IN") (SELECT value FROM json_each(?))")
+            arguments.append(try Self.listJSON(value, path: path).databaseValue)
+        case .listContains, .notListContains, .listContainsAny, .notListContainsAny, .listContainsAll, .notListContainsAll,
+            .listMemberBeginsWith, .notListMemberBeginsWith:
+            try addListFilter(filter, path: path)
+        case .near:
+            try addNear(filter, path: path)
+        case .containsAllTokens, .containsAnyTokens:
+            throw StoreError(.invalidState, "\(path).comparator: \(filter.comparator.rawValue) (full-text search) is not supported")
+        }
+    }
+
+    private mutating func addListFilter(_ filter: QueryFilter, path: String) throws {
+        guard case .field(let name) = filter.field else {
+            throw StoreError(.invalidState, "\(path).comparator: \(filter.comparator.rawValue) applies to list fields, not system fields")
+        }
+        let element = Self.isReferenceComparison(filter.value) ? "json_extract(e.value, '$.recordName')" : "e.value"
+        let elements = "json_each(fields, '$.\"\(name)\".value') AS e"
+        switch filter.comparator {
+        case .listContains, .notListContains:
+            let exists = "EXISTS (SELECT 1 FROM \(elements) WHERE \(element) = ?)"
+            conditions.append(filter.comparator == .listContains ? exists : "NOT \(exists)")
+            arguments.append(try Self.scalar(filter.value, path: path))
+        case .listContainsAny, .notListContainsAny:
+            let exists = "EXISTS (SELECT 1 FROM \(elements) WHERE \(element) IN (SELECT value FROM json_each(?)))"
+            conditions.append(filter.comparator == .listContainsAny ? exists : "NOT \(exists)")
+            arguments.append(try Self.listJSON(filter.value, path: path).databaseValue)
+        case .listContainsAll, .notListContainsAll:
+            let all = "NOT EXISTS (SELECT 1 FROM json_each(?) AS w WHERE w.value NOT IN (SELECT \(element) FROM \(elements)))"
+            conditions.append(filter.comparator == .listContainsAll ? all : "NOT \(all)")
+            arguments.append(try Self.listJSON(filter.value, path: path).databaseValue)
+        default:
+            let (low, high) = try Self.prefixBounds(filter.value, path: path)
+            let exists = "EXISTS (SELECT 1 FROM \(elements) WHERE \(element) >= ? AND \(element) < ?)"
+            conditions.append(filter.comparator == .listMemberBeginsWith ? exists : "NOT \(exists)")
+            arguments += [low.databaseValue, high.databaseValue]
+        }
+    }
+
+    private mutating func addNear(_ filter: QueryFilter, path: String) throws {
+        guard case .field(let name) = filter.field else {
+            throw StoreError(.invalidState, "\(path).comparator: NEAR applies to LOCATION fields")
+        }
+        guard case .location(let center) = filter.value else {
+            throw StoreError(.invalidState, "\(path).fieldValue: NEAR needs a LOCATION value")
+        }
+        guard let distance = filter.distance, distance >= 0 else {
+            throw StoreError(.invalidState, "\(path).distance: NEAR needs a distance in metres")
+        }
+        let latitude = "json_extract(fields, '$.\"\(name)\".value.latitude')"
+        let longitude = "json_extract(fields, '$.\"\(name)\".value.longitude')"
+        // A bounding box first, so the exact distance is computed only for nearby rows.
+        let latitudeDelta = distance / Geo.earthRadius * 180 / .pi
+        conditions.append("\(latitude) BETWEEN ? AND ?")
+        arguments += [(center.latitude - latitudeDelta).databaseValue, (center.latitude + latitudeDelta).databaseValue]
+        conditions.append("cumulus_distance(\(latitude), \(longitude), ?, ?) <= ?")
+        arguments += [center.latitude.databaseValue, center.longitude.databaseValue, distance.databaseValue]
+    }
+
+    // MARK: - Sorts
+
+    private mutating func add(_ sort: QuerySort, path: String) throws {
+        switch sort.field {
+        case .system(let system):
+            sortExpressions.append((Self.systemColumn(system), sort.ascending))
+        case .field(let name):
+            if let location = sort.relativeLocation {
+                // Literal doubles (not parameters) so the expression can repeat in the keyset condition.
+                let expression =
+                    "cumulus_distance(json_extract(fields, '$.\"\(name)\".value.latitude'), json_extract(fields, '$.\"\(name)\".value.longitude'), "
+                    + "\(location.latitude), \(location.longitude))"
+                sortExpressions.append((expression, sort.ascending))
+            } else {
+                indexedFields.insert(name)
+                sortExpressions.append((Self.fieldExpression(name), sort.ascending))
+            }
+        }
+    }
+}
