@@ -60,7 +60,7 @@ struct TestWorld: Sendable {
     /// Runs a test against the application in process.
     func test<Value: Sendable>(_ body: @Sendable (CloudKitTestClient) async throws -> Value) async throws -> Value {
         try await application().test(.router) { client in
-            try await body(CloudKitTestClient(client: client, world: self))
+            try await body(CloudKitTestClient(client: client, apiToken: apiToken))
         }
     }
 }
@@ -90,7 +90,8 @@ struct CloudKitResponse: Sendable {
 /// Sends CloudKit Web Services requests to the application under test.
 struct CloudKitTestClient: Sendable {
     let client: any TestClientProtocol
-    let world: TestWorld
+    /// The development API token of ``TestWorld/container``.
+    let apiToken: String
 
     func send(
         _ operation: String, as identity: Identity, database: String = "private", environment: String = "development",
@@ -99,9 +100,9 @@ struct CloudKitTestClient: Sendable {
         var query: [String] = []
         switch identity {
         case .user(let user):
-            query = ["ckAPIToken=\(world.apiToken)", "ckWebAuthToken=\(user.webAuthToken)"]
+            query = ["ckAPIToken=\(apiToken)", "ckWebAuthToken=\(user.webAuthToken)"]
         case .anonymous:
-            query = ["ckAPIToken=\(world.apiToken)"]
+            query = ["ckAPIToken=\(apiToken)"]
         case .apiToken(let token):
             query = ["ckAPIToken=\(token)"]
         case .apiTokenAndUser(let token, let user):
