@@ -115,7 +115,10 @@ let package = Package(
         .testTarget(name: "CumulusModelTests", dependencies: ["CumulusModel"], swiftSettings: swiftSettings),
         .testTarget(
             name: "CumulusStoreTests",
-            dependencies: ["CumulusModel", "CumulusStore", "CumulusStoreSQLite", .product(name: "Logging", package: "swift-log")],
+            dependencies: [
+                "CumulusModel", "CumulusStore", "CumulusStoreSQLite", .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(

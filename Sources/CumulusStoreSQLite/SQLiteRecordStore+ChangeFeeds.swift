@@ -73,11 +73,12 @@ extension SQLiteRecordStore {
                     moreComing = true
                     break
                 }
-                lastSequence = row["change_seq"]
-                if row["deleted"] as Bool {
-                    changes.append(.deleted(recordName: row["record_name"], recordType: row["record_type"]))
+                // Columns: deleted, then recordColumns.
+                lastSequence = row[3]
+                if row[0] as Bool {
+                    changes.append(.deleted(recordName: row[1], recordType: row[2]))
                 } else {
-                    changes.append(.changed(Self.storedRecord(row, zoneID: zoneID)))
+                    changes.append(.changed(Self.storedRecord(row, zoneID: zoneID, offset: 1)))
                 }
             }
             let state = ZoneState(zoneID: zoneID, changeSequence: zone.changeSequence, incarnation: zone.id)

@@ -42,8 +42,9 @@ extension SQLiteRecordStore {
                 if records.count == query.limit {
                     return RecordQueryPage(records: records, cursor: lastCursor)
                 }
-                records.append(Self.storedRecord(row, zoneID: zoneIDs[row["zone_id"]]!))
-                lastCursor = QueryCursor(keys: (0..<compiled.sortCount).map { Self.keyValue(row["sort_\($0)"]) }, rowID: row["id"])
+                // Columns: id, zone_id, recordColumns (13), then the sort keys.
+                records.append(Self.storedRecord(row, zoneID: zoneIDs[row[1]]!, offset: 2))
+                lastCursor = QueryCursor(keys: (0..<compiled.sortCount).map { Self.keyValue(row[15 + $0]) }, rowID: row[0])
             }
             return RecordQueryPage(records: records, cursor: nil)
         }
@@ -103,6 +104,22 @@ struct SQLiteQueryCompiler: Sendable {
 
     var sortCount: Int { sortExpressions.count }
 
+    /// The row-ID tiebreaker runs in the first sort key's direction, so an index on that key (which ends in the row ID)
+    /// yields the whole order without a sort step.
+    var idAscending: Bool { sortExpressions.first?.ascending ?? true }
+
+    /// Whether range filters should leave the indexes to the first sort key. With keyset pagination, walking the sort
+    /// key's index reads about one page of rows per page, where using a range filter's index would sort every match
+    /// on every page. Equality filters stay indexable: they are usually selective.
+    private var sortLeadsIndexUse: Bool {
+        guard let first = query.sorts.first else { return false }
+        if first.relativeLocation != nil { return false }
+        switch first.field {
+        case .field: return true
+        case .system(let system): return system == .createdTimestamp || system == .modifiedTimestamp || system == .recordName
+        }
+    }
+
     /// The scalar value of a field, exactly as the expression indexes write it.
     static func fieldExpression(_ field: String) -> String { "json_extract(fields, '$.\"\(field)\".value')" }
 
@@ -142,7 +159,8 @@ struct SQLiteQueryCompiler: Sendable {
             values += cursorValues
         }
         sql += " ORDER BY "
-        sql += (sortExpressions.map { "\($0.expression) \($0.ascending ? "ASC" : "DESC")" } + ["id ASC"]).joined(separator: ", ")
+        sql += (sortExpressions.map { "\($0.expression) \($0.ascending ? "ASC" : "DESC")" } + ["id \(idAscending ? "ASC" : "DESC")"])
+            .joined(separator: ", ")
         sql += " LIMIT \(query.limit + 1)"
         return (sql, StatementArguments(values))
     }
@@ -159,7 +177,7 @@ struct SQLiteQueryCompiler: Sendable {
                 termValues.append(Self.databaseValue(cursor.keys[prior]))
             }
             if index == sortExpressions.count {
-                terms.append("id > ?")
+                terms.append(idAscending ? "id > ?" : "id < ?")
                 termValues.append(cursor.rowID.databaseValue)
             } else {
                 let (expression, ascending) = sortExpressions[index]
@@ -270,11 +288,15 @@ struct SQLiteQueryCompiler: Sendable {
             let operators: [QueryComparator: String] = [
                 .equals: "=", .notEquals: "<>", .lessThan: "<", .lessThanOrEquals: "<=", .greaterThan: ">", .greaterThanOrEquals: ">=",
             ]
-            conditions.append("\(scalarExpression(filter.field, value: value)) \(operators[filter.comparator]!) ?")
+            var expression = scalarExpression(filter.field, value: value)
+            // A unary `+` is a no-op on the value that keeps SQLite from choosing this expression's index.
+            if filter.comparator != .equals, sortLeadsIndexUse { expression = "+" + expression }
+            conditions.append("\(expression) \(operators[filter.comparator]!) ?")
             arguments.append(try Self.scalar(value, path: path))
         case .beginsWith, .notBeginsWith:
             let (low, high) = try Self.prefixBounds(value, path: path)
-            let expression = scalarExpression(filter.field, value: value)
+            var expression = scalarExpression(filter.field, value: value)
+            if sortLeadsIndexUse { expression = "+" + expression }
             let range = "(\(expression) >= ? AND \(expression) < ?)"
             conditions.append(filter.comparator == .beginsWith ? range : "NOT \(range)")
             arguments += [low.databaseValue, high.databaseValue]

@@ -73,12 +73,13 @@ struct ServeProcessTests {
         }
     }
 
-    static func post(_ url: String, _ body: String) async throws -> (Int, JSONValue) {
+    /// A connection the stopping server never accepts waits in the kernel's backlog; a short timeout ends it.
+    static func post(_ url: String, _ body: String, timeout: TimeAmount = .seconds(5)) async throws -> (Int, JSONValue) {
         var request = HTTPClientRequest(url: url)
         request.method = .POST
         request.headers.add(name: "Content-Type", value: "text/plain")
         request.body = .bytes(ByteBuffer(string: body))
-        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
+        let response = try await HTTPClient.shared.execute(request, timeout: timeout)
         let bytes = try await response.body.collect(upTo: 10 * 1024 * 1024)
         return (Int(response.status.code), try JSONValue(parsing: Array(bytes.readableBytesView)))
     }

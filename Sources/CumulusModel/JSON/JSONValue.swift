@@ -42,6 +42,15 @@ public enum JSONValue: Sendable, Hashable {
         return nil
     }
 
+    /// The member of an object with this key, or `nil`.
+    public subscript(key: String) -> JSONValue? { objectValue?[key] }
+
+    /// The element of an array at this index, or `nil`.
+    public subscript(index: Int) -> JSONValue? {
+        guard let array = arrayValue, array.indices.contains(index) else { return nil }
+        return array[index]
+    }
+
     /// Whether the value is JSON `null`.
     public var isNull: Bool {
         if case .null = self { return true }

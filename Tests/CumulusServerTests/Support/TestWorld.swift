@@ -155,11 +155,3 @@ func operation(_ type: String, _ name: String, type recordType: String? = "Note"
     if let tag { record += #","recordChangeTag":"\#(tag)""# }
     return #"{"operationType":"\#(type)","record":{\#(record)\#(extra)}}"#
 }
-
-extension JSONValue {
-    subscript(key: String) -> JSONValue? { objectValue?[key] }
-    subscript(index: Int) -> JSONValue? {
-        guard let array = arrayValue, array.indices.contains(index) else { return nil }
-        return array[index]
-    }
-}

@@ -1,0 +1,50 @@
+import CumulusModel
+import CumulusStore
+import GRDB
+import Logging
+import Testing
+
+@testable import CumulusStoreSQLite
+
+/// Queries must use indexes, not scan every record: checked on SQLite's own query plans.
+@Suite("SQLite query plans")
+struct SQLiteQueryPlanTests {
+    let logger = Logger(label: "test")
+    let alice = DatabaseRef(container: "c", environment: .development, scope: .private, ownerRecordName: "_alice")
+
+    func plan(_ query: RecordQuery, store: SQLiteRecordStore) async throws -> String {
+        let compiled = try SQLiteQueryCompiler(query: query)
+        try await store.ensureFieldIndexes(compiled.indexedFields)
+        let (sql, arguments) = compiled.statement(zoneRowIDs: [2])
+        return try await store.writer.read { db in
+            try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + sql, arguments: arguments).map { $0["detail"] as String }.joined(separator: "\n")
+        }
+    }
+
+    @Test func filtersAndSortsUseFieldIndexes() async throws {
+        let store = try SQLiteRecordStore.inMemory()
+        let equality = RecordQuery(
+            database: alice, zoneName: "Z", recordType: "Drive",
+            filters: [QueryFilter(comparator: .equals, field: .field("name"), value: .string("x"))],
+            sorts: [], limit: 10
+        )
+        let equalityPlan = try await plan(equality, store: store)
+        #expect(equalityPlan.contains("USING INDEX \(SQLiteQueryCompiler.indexName("name"))"), "\(equalityPlan)")
+
+        // A range filter with a sort walks the sort key's index: no sort step over all matches.
+        let rangeAndSort = RecordQuery(
+            database: alice, zoneName: "Z", recordType: "Drive",
+            filters: [QueryFilter(comparator: .greaterThan, field: .field("duration"), value: .double(650))],
+            sorts: [QuerySort(field: .field("startTime"), ascending: false)], limit: 10
+        )
+        let rangePlan = try await plan(rangeAndSort, store: store)
+        #expect(rangePlan.contains("USING INDEX \(SQLiteQueryCompiler.indexName("startTime"))"), "\(rangePlan)")
+        #expect(!rangePlan.contains("TEMP B-TREE"), "\(rangePlan)")
+
+        let bySystemField = RecordQuery(
+            database: alice, zoneName: "Z", recordType: "Drive", filters: [], sorts: [QuerySort(field: .system(.modifiedTimestamp))], limit: 10
+        )
+        let systemPlan = try await plan(bySystemField, store: store)
+        #expect(systemPlan.contains("USING INDEX records_modified"), "\(systemPlan)")
+    }
+}
