@@ -38,6 +38,7 @@ struct Benchmarks {
             try await modifyOverHTTP(records: records, concurrency: clients)
         }
         try directSQLiteInserts(records: records)
+        try await writePathParts(records: records)
         try await feedAndQuery(records: feedRecords)
     }
 
@@ -160,6 +161,40 @@ struct Benchmarks {
             )
         }
 
+        // The store alone, and the store plus response encoding, without HTTP.
+        var storeSeconds = 0.0
+        var encodeSeconds = 0.0
+        do {
+            var after: Int64 = 0
+            var more = true
+            var read = 0
+            while more {
+                let start = ContinuousClock.now
+                let page = try await store.zoneChanges(
+                    ZoneChangeRequest(database: database, zoneName: "Drives", incarnation: nil, after: after, limit: batchSize), logger: logger
+                )
+                storeSeconds += (ContinuousClock.now - start).seconds
+                let encodeStart = ContinuousClock.now
+                var writer = JSONWriter(reservingCapacity: 300 * 1024)
+                writer.beginArray()
+                for change in page.changes {
+                    if case .changed(let record) = change { writer.record(header: record.header, fields: .canonical(record.fieldsJSON)) }
+                }
+                writer.endArray()
+                precondition(!writer.bytes.isEmpty)
+                encodeSeconds += (ContinuousClock.now - encodeStart).seconds
+                read += page.changes.count
+                after = page.sequence
+                more = page.moreComing
+            }
+            print(
+                "| zone feed, store only (no HTTP) | \(read) | \(format(storeSeconds)) | \(Int(Double(read) / storeSeconds)) | SQLite read and row decoding |"
+            )
+            print(
+                "| zone feed, response encoding only | \(read) | \(format(encodeSeconds)) | \(Int(Double(read) / encodeSeconds)) | records written as JSON, fields spliced |"
+            )
+        }
+
         var silent = Logger(label: "bench-server")
         silent.logLevel = .warning
         let app = buildApplication(configuration: ServerConfiguration(port: 0), store: store, logger: silent)
@@ -217,6 +252,55 @@ struct Benchmarks {
                     + "duration > 650 (~half), sorted by startTime desc, continuation markers; \(matched) records read |"
             )
         }
+    }
+
+    static func modifyBodies(records: Int) -> [String] {
+        (0..<(records / batchSize)).map { request in
+            let operations = (0..<batchSize).map { offset in
+                let index = request * batchSize + offset
+                return #"{"operationType":"create","record":{"recordName":"drive-\#(index)","recordType":"Drive","fields":\#(fields(index))}}"#
+            }
+            return #"{"zoneID":{"zoneName":"Drives"},"operations":[\#(operations.joined(separator: ","))]}"#
+        }
+    }
+
+    /// The write path without HTTP: parsing request bodies, then the store applying the batches.
+    static func writePathParts(records: Int) async throws {
+        let bodies = modifyBodies(records: records).map { Array($0.utf8) }
+        var parsed: [RecordsModifyRequest] = []
+        let parseStart = ContinuousClock.now
+        for body in bodies {
+            parsed.append(try RecordsModifyRequest(wire: WireObject(JSONValue(parsing: body), path: "")))
+        }
+        let parseSeconds = (ContinuousClock.now - parseStart).seconds
+        print(
+            "| records/modify request parsing only | \(records) | \(format(parseSeconds)) | \(Int(Double(records) / parseSeconds)) | JSON to typed operations |"
+        )
+
+        let (store, directory) = try temporaryStore()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let logger = Logger(label: "bench")
+        try await store.createContainer("c", createdAt: 0, logger: logger)
+        let database = DatabaseRef(container: "c", environment: .development, scope: .private, ownerRecordName: "_u")
+        _ = try await store.modifyZones(
+            [ZoneOperation(operationType: .create, zoneID: ZoneID(zoneName: "Drives"))], in: database, timestamp: 0, logger: logger)
+        let batches = parsed.map { request in
+            RecordBatch(
+                database: database, zoneName: "Drives", atomic: true,
+                operations: request.operations.map {
+                    RecordModification(
+                        operationType: $0.operationType, recordName: $0.record.recordName!, recordType: $0.record.recordType, fields: $0.record.fields
+                    )
+                },
+                author: "_u", deviceID: "d", timestamp: 0
+            )
+        }
+        let storeStart = ContinuousClock.now
+        for batch in batches { _ = try await store.modifyRecords(batch, logger: logger) }
+        let storeSeconds = (ContinuousClock.now - storeStart).seconds
+        print(
+            "| records/modify store only | \(records) | \(format(storeSeconds)) | \(Int(Double(records) / storeSeconds)) | plan and apply 200-record batches, no HTTP |"
+        )
     }
 
     /// The ceiling: the same rows inserted straight into SQLite with GRDB, 200 per transaction.

@@ -34,17 +34,18 @@ extension SQLiteRecordStore {
                     zoneIDs[row["id"]] = query.database.zoneID(row["zone_name"])
                 }
             }
-            let (sql, arguments) = compiled.statement(zoneRowIDs: Array(zoneIDs.keys))
             var records: [StoredRecord] = []
             var lastCursor: QueryCursor?
-            let rows = try Row.fetchCursor(db, sql: sql, arguments: arguments)
-            while let row = try rows.next() {
-                if records.count == query.limit {
-                    return RecordQueryPage(records: records, cursor: lastCursor)
+            for (sql, arguments) in compiled.statements(zoneRowIDs: Array(zoneIDs.keys)) {
+                let rows = try Row.fetchCursor(db, sql: sql, arguments: arguments)
+                while let row = try rows.next() {
+                    if records.count == query.limit {
+                        return RecordQueryPage(records: records, cursor: lastCursor)
+                    }
+                    // Columns: id, zone_id, recordColumns (13), then the sort keys.
+                    records.append(Self.storedRecord(row, zoneID: zoneIDs[row[1]]!, offset: 2))
+                    lastCursor = QueryCursor(keys: (0..<compiled.sortCount).map { Self.keyValue(row[15 + $0]) }, rowID: row[0])
                 }
-                // Columns: id, zone_id, recordColumns (13), then the sort keys.
-                records.append(Self.storedRecord(row, zoneID: zoneIDs[row[1]]!, offset: 2))
-                lastCursor = QueryCursor(keys: (0..<compiled.sortCount).map { Self.keyValue(row[15 + $0]) }, rowID: row[0])
             }
             return RecordQueryPage(records: records, cursor: nil)
         }
@@ -139,7 +140,34 @@ struct SQLiteQueryCompiler: Sendable {
 
     // MARK: - Statement
 
-    func statement(zoneRowIDs: [Int64]) -> (String, StatementArguments) {
+    /// The statements of a page, run in order until the page is full.
+    ///
+    /// After a cursor, the first sort key gets a range condition SQLite can seek with (`key >= v`), so a page costs the
+    /// same however deep it is. SQLite places NULLs first ascending and last descending, outside any range, so a page
+    /// that may cross between the NULL and non-NULL keys is read as two segments.
+    func statements(zoneRowIDs: [Int64]) -> [(String, StatementArguments)] {
+        guard let cursor = query.after, let first = sortExpressions.first else {
+            return [statement(zoneRowIDs: zoneRowIDs, segment: nil)]
+        }
+        let key = first.expression
+        switch (first.ascending, cursor.keys[0]) {
+        case (true, .null):
+            return [
+                statement(zoneRowIDs: zoneRowIDs, segment: ("\(key) IS NULL", [])),
+                statement(zoneRowIDs: zoneRowIDs, segment: ("\(key) IS NOT NULL", [])),
+            ]
+        case (true, let value): return [statement(zoneRowIDs: zoneRowIDs, segment: ("\(key) >= ?", [Self.databaseValue(value)]))]
+        case (false, .null): return [statement(zoneRowIDs: zoneRowIDs, segment: ("\(key) IS NULL", []))]
+        case (false, let value):
+            return [
+                statement(zoneRowIDs: zoneRowIDs, segment: ("\(key) <= ?", [Self.databaseValue(value)])),
+                statement(zoneRowIDs: zoneRowIDs, segment: ("\(key) IS NULL", [])),
+            ]
+        }
+    }
+
+    /// One statement; `segment` narrows it to part of the first sort key's range.
+    func statement(zoneRowIDs: [Int64], segment: (String, [DatabaseValue])? = nil) -> (String, StatementArguments) {
         var sql = "SELECT id, zone_id, \(SQLiteRecordStore.recordColumns)"
         for (index, sort) in sortExpressions.enumerated() { sql += ", \(sort.expression) AS sort_\(index)" }
         sql += " FROM records WHERE deleted = 0 AND record_type = ?"
@@ -153,6 +181,10 @@ struct SQLiteQueryCompiler: Sendable {
         }
         for condition in conditions { sql += " AND \(condition)" }
         values += arguments
+        if let (condition, segmentValues) = segment {
+            sql += " AND \(condition)"
+            values += segmentValues
+        }
         if let cursor = query.after {
             let (condition, cursorValues) = keysetCondition(cursor)
             sql += " AND (\(condition))"

@@ -114,23 +114,31 @@ struct QueryTests {
         }
     }
 
-    @Test func continuationMarkersPageThroughEveryResultOnce() async throws {
+    @Test(arguments: [
+        // Descending: the record without the sorted field (drive-11) comes last; ascending, first.
+        [#"{"fieldName":"laps","ascending":false}"#, #"{"fieldName":"distance"}"#],
+        [#"{"fieldName":"laps","ascending":true}"#, #"{"fieldName":"distance","ascending":false}"#],
+        [#"{"fieldName":"distance","ascending":true}"#],
+        [#"{"systemFieldName":"recordName","ascending":false}"#],
+    ])
+    func continuationMarkersPageThroughEveryResultOnce(_ sorts: [String]) async throws {
         let world = try await TestWorld.make()
         try await world.test { client in
             try await Self.seed(client, as: world.alice)
-            let sorts = [#"{"fieldName":"laps","ascending":false}"#, #"{"fieldName":"distance"}"#]
             let all = Self.names(try await Self.query(client, as: world.alice, sorts: sorts))
             #expect(all.count == 12)
-            var paged: [String] = []
-            var marker: String?
-            repeat {
-                let extra = #""resultsLimit":5,"# + (marker.map { #""continuationMarker":"\#($0)","# } ?? "")
-                let page = try await Self.query(client, as: world.alice, sorts: sorts, extra: extra)
-                #expect(page.records.count <= 5)
-                paged += Self.names(page)
-                marker = page.json["continuationMarker"]?.stringValue
-            } while marker != nil
-            #expect(paged == all)
+            for pageSize in [1, 5] {
+                var paged: [String] = []
+                var marker: String?
+                repeat {
+                    let extra = #""resultsLimit":\#(pageSize),"# + (marker.map { #""continuationMarker":"\#($0)","# } ?? "")
+                    let page = try await Self.query(client, as: world.alice, sorts: sorts, extra: extra)
+                    #expect(page.records.count <= pageSize)
+                    paged += Self.names(page)
+                    marker = page.json["continuationMarker"]?.stringValue
+                } while marker != nil
+                #expect(paged == all, "page size \(pageSize)")
+            }
 
             // A marker belongs to its query.
             let first = try await Self.query(client, as: world.alice, sorts: sorts, extra: #""resultsLimit":5,"#)

@@ -15,7 +15,7 @@ struct SQLiteQueryPlanTests {
     func plan(_ query: RecordQuery, store: SQLiteRecordStore) async throws -> String {
         let compiled = try SQLiteQueryCompiler(query: query)
         try await store.ensureFieldIndexes(compiled.indexedFields)
-        let (sql, arguments) = compiled.statement(zoneRowIDs: [2])
+        let (sql, arguments) = compiled.statements(zoneRowIDs: [2])[0]
         return try await store.writer.read { db in
             try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + sql, arguments: arguments).map { $0["detail"] as String }.joined(separator: "\n")
         }
@@ -40,6 +40,13 @@ struct SQLiteQueryPlanTests {
         let rangePlan = try await plan(rangeAndSort, store: store)
         #expect(rangePlan.contains("USING INDEX \(SQLiteQueryCompiler.indexName("startTime"))"), "\(rangePlan)")
         #expect(!rangePlan.contains("TEMP B-TREE"), "\(rangePlan)")
+
+        // After a cursor, the page seeks into the sort index instead of scanning up to the cursor.
+        var deepPage = rangeAndSort
+        deepPage.after = QueryCursor(keys: [.integer(1_700_000_000_000)], rowID: 500)
+        let deepPlan = try await plan(deepPage, store: store)
+        #expect(
+            deepPlan.contains("USING INDEX \(SQLiteQueryCompiler.indexName("startTime")) (zone_id=? AND record_type=? AND <expr><?)"), "\(deepPlan)")
 
         let bySystemField = RecordQuery(
             database: alice, zoneName: "Z", recordType: "Drive", filters: [], sorts: [QuerySort(field: .system(.modifiedTimestamp))], limit: 10

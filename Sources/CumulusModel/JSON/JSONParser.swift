@@ -64,7 +64,9 @@ struct JSONParser {
         try enter()
         defer { depth -= 1 }
         index += 1
+        // Most wire objects have a handful of keys; reserving avoids repeated rehashing as they grow.
         var members: [String: JSONValue] = [:]
+        members.reserveCapacity(8)
         skipWhitespace()
         if index < buffer.count, buffer[index] == UInt8(ascii: "}") {
             index += 1
@@ -97,6 +99,7 @@ struct JSONParser {
         defer { depth -= 1 }
         index += 1
         var elements: [JSONValue] = []
+        elements.reserveCapacity(8)
         skipWhitespace()
         if index < buffer.count, buffer[index] == UInt8(ascii: "]") {
             index += 1
