@@ -45,6 +45,52 @@ public struct AuthorizationPolicy: Sendable {
         return true
     }
 
+    /// What a participant may see and do in an owner's zone, from the shares that list them: only accepted
+    /// participations count; READ_WRITE lets them write; the owner of a share is never a participant of it.
+    public func participantAccess(user: String, shares: [ShareState]) -> ParticipantAccess? {
+        var zoneWide = false
+        var zoneWideWritable = false
+        var roots = Set<String>()
+        var writableRoots = Set<String>()
+        var shareRecordNames = Set<String>()
+        for share in shares {
+            guard let participant = share.participant(user), participant.status == .accepted, participant.type != .owner else { continue }
+            shareRecordNames.insert(share.shareRecordName)
+            let writable = participant.permission == .readWrite
+            if let root = share.rootRecordName {
+                roots.insert(root)
+                if writable { writableRoots.insert(root) }
+            } else {
+                zoneWide = true
+                zoneWideWritable = zoneWideWritable || writable
+            }
+        }
+        guard zoneWide || !roots.isEmpty else { return nil }
+        return ParticipantAccess(
+            userRecordName: user, zoneWide: zoneWide, roots: roots, zoneWideWritable: zoneWideWritable, writableRoots: writableRoots,
+            shareRecordNames: shareRecordNames
+        )
+    }
+
+    /// How a caller stands towards a share: whether they may see it through its link, and as what.
+    public enum ShareStanding: Sendable, Hashable {
+        case owner
+        case participant(ShareParticipantState)
+        /// Not listed, but the share is public: they may join with its public permission.
+        case publicCandidate
+        case denied
+    }
+
+    /// Decides whether a caller may resolve or accept a share.
+    public func standing(of user: String, in share: ShareState) -> ShareStanding {
+        if share.database.ownerRecordName == user { return .owner }
+        if let participant = share.participant(user) {
+            if participant.status != .removed { return .participant(participant) }
+            return share.publicPermission == .none ? .denied : .publicCandidate
+        }
+        return share.publicPermission == .none ? .denied : .publicCandidate
+    }
+
     /// Resolves a zone ID from a request to a zone name in the caller's database.
     ///
     /// An owner other than the database's own cannot be reached through a private database; it answers

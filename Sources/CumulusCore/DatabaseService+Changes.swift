@@ -62,7 +62,7 @@ extension DatabaseService {
         let after =
             try request.syncToken.map { (token) throws(CumulusError) in try codec.decodeDatabaseToken(token, database: database).sequence } ?? 0
         if scope == .shared {
-            return DatabaseChangesResponse(zones: [], syncToken: codec.databaseToken(database, sequence: after), moreComing: false)
+            return try await sharedDatabaseChanges(caller: caller, database: database, request: request, limit: limit, logger: logger)
         }
         let page = try await mapStoreErrors { try await store.databaseChanges(in: database, after: after, limit: limit, logger: logger) }
         let zones: [DatabaseChangesResponse.Zone] = page.zones.map { change in
@@ -90,27 +90,37 @@ extension DatabaseService {
         var results: [ZoneChangesResult] = []
         for (index, entry) in request.zones.enumerated() {
             let path = request.isLegacy ? "" : "zones[\(index)]."
-            let zoneID = ZoneID(zoneName: entry.zoneID.zoneName, ownerRecordName: entry.zoneID.ownerRecordName ?? database.ownerRecordName)
+            let zoneID = ZoneID(
+                zoneName: entry.zoneID.zoneName, ownerRecordName: scope == .shared ? entry.zoneID.ownerRecordName : database.ownerRecordName
+            )
             do {
-                let zoneName = try policy.zoneName(entry.zoneID, in: database)
-                if scope == .shared { throw CumulusError(.zoneNotFound, "zone \(zoneName) does not exist in the shared database") }
+                var zoneName: String
+                var zoneDatabase = database
+                var tokenDatabase = database
+                var access: ParticipantAccess?
+                if scope == .shared {
+                    (zoneDatabase, zoneName, access) = try await sharedZoneAccess(caller: caller, zoneID: entry.zoneID, logger: logger)
+                    tokenDatabase = sharedTokenDatabase(caller, owner: zoneDatabase.ownerRecordName)
+                } else {
+                    zoneName = try policy.zoneName(entry.zoneID, in: database)
+                }
                 let limit = try resultsLimit(entry.resultsLimit, path: "\(path)resultsLimit")
                 var position: SyncTokenCodec.ZonePosition?
                 if let token = entry.syncToken {
                     do {
-                        position = try codec.decodeZoneToken(token, database: database, zoneName: zoneName)
+                        position = try codec.decodeZoneToken(token, database: tokenDatabase, zoneName: zoneName)
                     } catch {
                         throw CumulusError(.badRequest, "\(path)\(error.reason)")
                     }
                 }
                 let page = try await store.zoneChanges(
                     ZoneChangeRequest(
-                        database: database, zoneName: zoneName, incarnation: position?.incarnation, after: position?.sequence ?? 0, limit: limit,
-                        recordTypes: entry.desiredRecordTypes.map(Set.init)
+                        database: zoneDatabase, zoneName: zoneName, incarnation: position?.incarnation, after: position?.sequence ?? 0, limit: limit,
+                        recordTypes: entry.desiredRecordTypes.map(Set.init), access: access
                     ),
                     logger: logger
                 )
-                let token = codec.zoneToken(database, zoneName: zoneName, incarnation: page.zone.incarnation, sequence: page.sequence)
+                let token = codec.zoneToken(tokenDatabase, zoneName: zoneName, incarnation: page.zone.incarnation, sequence: page.sequence)
                 results.append(.page(page, syncToken: token, desiredKeys: entry.desiredKeys.map(Set.init)))
             } catch let error as CumulusError {
                 if request.isLegacy { throw error }

@@ -13,10 +13,18 @@ public struct RecordsQueryResponse: Sendable {
 extension DatabaseService {
     /// `records/query`: records of a type matching filters, sorted, a page at a time.
     public func query(caller: Caller, scope: DatabaseScope, request: RecordsQueryRequest, logger: Logger) async throws -> RecordsQueryResponse {
-        let database = try policy.database(for: caller, scope: scope, access: .read)
-        if scope == .shared { throw CumulusError(.zoneNotFound, "zone does not exist in the shared database") }
+        var database = try policy.database(for: caller, scope: scope, access: .read)
         try NameRules.checkIdentifier(request.recordType, kind: "record type", path: "query.recordType", limits: limits)
-        let zoneName: String? = request.zoneWide ? nil : try policy.zoneName(request.zoneID, in: database)
+        var zoneName: String?
+        var access: ParticipantAccess?
+        if scope == .shared {
+            if request.zoneWide { throw CumulusError(.badRequest, "zoneWide: not available in the shared database; query one shared zone") }
+            let zone: String
+            (database, zone, access) = try await sharedZoneAccess(caller: caller, zoneID: request.zoneID, logger: logger)
+            zoneName = zone
+        } else {
+            zoneName = request.zoneWide ? nil : try policy.zoneName(request.zoneID, in: database)
+        }
         for (index, filter) in request.filters.enumerated() {
             try Self.validate(filter, path: "query.filterBy[\(index)]", limits: limits)
         }
@@ -39,7 +47,7 @@ extension DatabaseService {
             try await store.queryRecords(
                 RecordQuery(
                     database: database, zoneName: zoneName, recordType: request.recordType, filters: request.filters, sorts: request.sorts,
-                    limit: limit, after: cursor
+                    limit: limit, after: cursor, access: access
                 ),
                 logger: logger
             )

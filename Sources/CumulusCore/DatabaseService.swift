@@ -20,6 +20,8 @@ public struct RecordsModifyResponse: Sendable {
     /// One result per operation, in request order, with the `desiredKeys` that apply to it.
     public var results: [(result: RecordModificationResult, desiredKeys: Set<String>?)]
     public var numbersAsStrings: Bool
+    /// The shares behind saved share records, by record name.
+    public var shares: [String: ShareState] = [:]
 }
 
 /// Zone and record operations of a database, checked against the limits and the ``AuthorizationPolicy``.
@@ -45,7 +47,7 @@ public struct DatabaseService: Sendable {
     /// `zones/list`.
     public func listZones(caller: Caller, scope: DatabaseScope, logger: Logger) async throws -> [ZoneSummary] {
         let database = try policy.database(for: caller, scope: scope, access: .read)
-        if scope == .shared { return [] }
+        if scope == .shared { return try await sharedZoneSummaries(caller: caller, logger: logger) }
         return try await summaries(store.zones(in: database, logger: logger), in: database, logger: logger)
     }
 
@@ -53,6 +55,17 @@ public struct DatabaseService: Sendable {
     public func lookupZones(caller: Caller, scope: DatabaseScope, request: ZonesLookupRequest, logger: Logger) async throws -> [ZoneLookupResult] {
         let database = try policy.database(for: caller, scope: scope, access: .read)
         try checkCount(request.zones.count, path: "zones")
+        if scope == .shared {
+            let shared = try await sharedZoneSummaries(caller: caller, logger: logger)
+            return request.zones.map { zoneID in
+                if let zone = shared.first(where: {
+                    $0.state.zoneID.zoneName == zoneID.zoneName && $0.state.zoneID.ownerRecordName == zoneID.ownerRecordName
+                }) {
+                    return .found(zone)
+                }
+                return .notFound(zoneID)
+            }
+        }
         var names: [String] = []
         for zoneID in request.zones {
             if let name = try? policy.zoneName(zoneID, in: database) { names.append(name) }
@@ -97,12 +110,18 @@ public struct DatabaseService: Sendable {
     public func lookupRecords(caller: Caller, scope: DatabaseScope, request: RecordsLookupRequest, logger: Logger) async throws
         -> [RecordLookupResult]
     {
-        let database = try policy.database(for: caller, scope: scope, access: .read)
+        var database = try policy.database(for: caller, scope: scope, access: .read)
         try checkCount(request.records.count, path: "records")
-        let zoneName = try policy.zoneName(request.zoneID, in: database)
-        try checkZone(zoneName, scope: scope)
+        var zoneName: String
+        var access: ParticipantAccess?
+        if scope == .shared {
+            (database, zoneName, access) = try await sharedZoneAccess(caller: caller, zoneID: request.zoneID, logger: logger)
+        } else {
+            zoneName = try policy.zoneName(request.zoneID, in: database)
+            try checkZone(zoneName, scope: scope)
+        }
         let found = try await mapStoreErrors {
-            try await store.records(named: request.records.map(\.recordName), zoneName: zoneName, in: database, logger: logger)
+            try await store.records(named: request.records.map(\.recordName), zoneName: zoneName, in: database, access: access, logger: logger)
         }
         return request.records.map { entry in
             guard let record = found[entry.recordName] else { return .notFound(recordName: entry.recordName) }
@@ -114,10 +133,16 @@ public struct DatabaseService: Sendable {
     public func modifyRecords(caller: Caller, scope: DatabaseScope, request: RecordsModifyRequest, logger: Logger) async throws
         -> RecordsModifyResponse
     {
-        let database = try policy.database(for: caller, scope: scope, access: .write)
-        let zoneName = try policy.zoneName(request.zoneID, in: database)
-        try checkZone(zoneName, scope: scope)
+        var database = try policy.database(for: caller, scope: scope, access: .write)
         try checkCount(request.operations.count, path: "operations")
+        var zoneName: String
+        var access: ParticipantAccess?
+        if scope == .shared {
+            (database, zoneName, access) = try await sharedZoneAccess(caller: caller, zoneID: request.zoneID, logger: logger)
+        } else {
+            zoneName = try policy.zoneName(request.zoneID, in: database)
+            try checkZone(zoneName, scope: scope)
+        }
         guard let author = caller.authorName else {
             throw CumulusError(.authenticationRequired, "request needs authorization")
         }
@@ -134,24 +159,47 @@ public struct DatabaseService: Sendable {
             modifications.append(modification)
         }
 
+        // A participant deleting a share record from their shared database leaves the share, as in CloudKit.
+        var leaving: [Int: String] = [:]
+        if let access {
+            for (index, modification) in modifications.enumerated()
+            where modification.operationType.isDelete && access.shareRecordNames.contains(modification.recordName) {
+                leaving[index] = modification.recordName
+            }
+        }
+        let shareChanges = scope == .private ? try await shareChanges(for: request, modifications: modifications, caller: caller, logger: logger) : []
         let batch = RecordBatch(
             database: database, zoneName: zoneName,
             // `atomic` applies to custom zones only; the default zone is never atomic, as in CloudKit.
             atomic: zoneName == ZoneID.defaultZoneName ? false : (request.atomic ?? true),
-            operations: modifications, author: author, deviceID: caller.deviceID, timestamp: clock.milliseconds(),
-            maximumRecordSize: limits.maximumRecordSize, onlyCreatorMayModify: policy.onlyCreatorMayModify(caller: caller, scope: scope)
+            operations: modifications.enumerated().filter { leaving[$0.offset] == nil }.map(\.element), author: author, deviceID: caller.deviceID,
+            timestamp: clock.milliseconds(), maximumRecordSize: limits.maximumRecordSize,
+            onlyCreatorMayModify: policy.onlyCreatorMayModify(caller: caller, scope: scope), access: access, shareChanges: shareChanges
         )
-        let results = try await mapStoreErrors { try await store.modifyRecords(batch, logger: logger) }
+        var batchResults = batch.operations.isEmpty ? [] : try await mapStoreErrors { try await store.modifyRecords(batch, logger: logger) }
+        var results: [RecordModificationResult] = []
+        for index in modifications.indices {
+            if let shareName = leaving[index] {
+                try await mapStoreErrors {
+                    try await store.leaveShare(shareRecordName: shareName, zoneName: zoneName, in: database, userRecordName: author, logger: logger)
+                }
+                results.append(.deleted(recordName: shareName))
+            } else {
+                results.append(batchResults.removeFirst())
+            }
+        }
         let topLevelKeys = request.desiredKeys.map(Set.init)
+        let saved = results.compactMap { if case .saved(let record) = $0 { record } else { nil } }
         return RecordsModifyResponse(
             results: zip(results, request.operations).map { ($0, ($1.desiredKeys.map(Set.init)) ?? topLevelKeys) },
-            numbersAsStrings: request.numbersAsStrings
+            numbersAsStrings: request.numbersAsStrings,
+            shares: try await shareStates(for: saved, database: database, zoneName: zoneName, logger: logger)
         )
     }
 
     // MARK: - Validation
 
-    private func validate(_ operation: RecordOperation, path: String, zoneName: String) throws(CumulusError) -> RecordModification {
+    func validate(_ operation: RecordOperation, path: String, zoneName: String) throws(CumulusError) -> RecordModification {
         let draft = operation.record
         let type = operation.operationType
         let recordName: String
@@ -166,7 +214,12 @@ public struct DatabaseService: Sendable {
         if type == .create, draft.recordType == nil {
             throw CumulusError(.badRequest, "\(path).recordType: is required for create")
         }
-        if let recordType = draft.recordType {
+        var recordType = draft.recordType
+        let isShare = ShareRecord.isShareType(recordType) || recordName == ShareRecord.zoneWideRecordName
+        if isShare {
+            recordType = recordType.map { _ in ShareRecord.recordType }
+            if type.createsMissing, recordType == nil { recordType = ShareRecord.recordType }
+        } else if let recordType {
             try NameRules.checkIdentifier(recordType, kind: "record type", path: "\(path).recordType", limits: limits)
         }
         if type.checksChangeTag, draft.recordChangeTag == nil {
@@ -181,7 +234,10 @@ public struct DatabaseService: Sendable {
         var sentFields: [String: FieldValue] = [:]
         for (name, value) in draft.fields {
             let fieldPath = "\(path).fields.\(name)"
-            try NameRules.checkIdentifier(name, kind: "field name", path: fieldPath, limits: limits)
+            // Share records carry CloudKit's system keys, such as `cloudkit.title`.
+            if !(isShare && name.hasPrefix("cloudkit.")) {
+                try NameRules.checkIdentifier(name, kind: "field name", path: fieldPath, limits: limits)
+            }
             guard let value else { continue }
             sentFields[name] = value
             for reference in value.references {
@@ -199,7 +255,7 @@ public struct DatabaseService: Sendable {
             )
         }
         return RecordModification(
-            operationType: type, recordName: recordName, recordType: draft.recordType, recordChangeTag: draft.recordChangeTag,
+            operationType: type, recordName: recordName, recordType: recordType, recordChangeTag: draft.recordChangeTag,
             fields: draft.fields, parent: draft.parent, createShortGUID: draft.createShortGUID
         )
     }
@@ -214,8 +270,6 @@ public struct DatabaseService: Sendable {
         switch scope {
         case .public where zoneName != ZoneID.defaultZoneName:
             throw CumulusError(.zoneNotFound, "zone \(zoneName) does not exist; the public database has only _defaultZone")
-        case .shared:
-            throw CumulusError(.zoneNotFound, "zone \(zoneName) does not exist in the shared database")
         default:
             break
         }

@@ -51,7 +51,7 @@ public func buildRouter(configuration: ServerConfiguration, store: any RecordSto
                 accounts: accounts, limits: limits, clock: clock, signatureDateTolerance: configuration.signatureDateTolerance
             )
         )
-    DatabaseRoutes(database: database, accounts: accounts, limits: limits).register(on: databaseGroup)
+    DatabaseRoutes(database: database, accounts: accounts, limits: limits, publicBaseURL: configuration.publicBaseURL).register(on: databaseGroup)
     AuthRoutes(accounts: accounts, limits: limits).register(on: router.group("auth/1/:container/:environment"))
     return router
 }

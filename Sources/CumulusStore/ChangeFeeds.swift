@@ -56,13 +56,19 @@ public struct ZoneChangeRequest: Sendable, Hashable {
     public var limit: Int
     /// Only records of these types; the position still advances past others.
     public var recordTypes: Set<String>?
+    /// Set when a participant reads: only what their shares cover.
+    public var access: ParticipantAccess?
 
-    public init(database: DatabaseRef, zoneName: String, incarnation: Int64?, after: Int64, limit: Int, recordTypes: Set<String>? = nil) {
+    public init(
+        database: DatabaseRef, zoneName: String, incarnation: Int64?, after: Int64, limit: Int, recordTypes: Set<String>? = nil,
+        access: ParticipantAccess? = nil
+    ) {
         self.database = database
         self.zoneName = zoneName
         self.incarnation = incarnation
         self.after = after
         self.limit = limit
         self.recordTypes = recordTypes
+        self.access = access
     }
 }

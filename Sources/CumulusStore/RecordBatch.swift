@@ -42,10 +42,15 @@ public struct RecordBatch: Sendable, Hashable {
     /// When set, only a record's creator may change or delete it (the public database's rule); the authorization
     /// policy decides when it applies.
     public var onlyCreatorMayModify: Bool
+    /// Set when a participant writes through a share: the store checks every operation against it.
+    public var access: ParticipantAccess?
+    /// Share metadata saved or deleted along with `cloudkit.share` records of the batch (owner only).
+    public var shareChanges: [ShareChange]
 
     public init(
         database: DatabaseRef, zoneName: String, atomic: Bool, operations: [RecordModification], author: String, deviceID: String,
-        timestamp: Int64, maximumRecordSize: Int = 1_000_000, onlyCreatorMayModify: Bool = false
+        timestamp: Int64, maximumRecordSize: Int = 1_000_000, onlyCreatorMayModify: Bool = false, access: ParticipantAccess? = nil,
+        shareChanges: [ShareChange] = []
     ) {
         self.database = database
         self.zoneName = zoneName
@@ -56,6 +61,8 @@ public struct RecordBatch: Sendable, Hashable {
         self.timestamp = timestamp
         self.maximumRecordSize = maximumRecordSize
         self.onlyCreatorMayModify = onlyCreatorMayModify
+        self.access = access
+        self.shareChanges = shareChanges
     }
 
     /// Every record name the batch needs to read before it can be planned: its own records, their parents, and the

@@ -43,6 +43,35 @@ public struct RecordBatchPlan: Sendable, Hashable {
 
     /// Whether nothing will be written.
     public var isEmpty: Bool { writes.isEmpty && deletions.isEmpty }
+
+    /// Fails one operation after planning (a store's own checks, such as sharing rules), keeping the batch's atomicity:
+    /// in an atomic batch every other operation then fails with `ATOMIC_ERROR` and nothing is written.
+    public mutating func fail(_ index: Int, _ failure: RecordFailure, atomic: Bool, recordNames: [String]) {
+        let previous = outcomes[index]
+        outcomes[index] = .failed(failure)
+        if atomic {
+            for (other, outcome) in outcomes.enumerated() where other != index {
+                if case .failed(let existing) = outcome, existing.code != .atomicError { continue }
+                outcomes[other] = .failed(
+                    RecordFailure(recordName: recordNames[other], code: .atomicError, reason: "atomic batch failed because another operation failed")
+                )
+            }
+            writes = []
+            deletions = []
+            return
+        }
+        switch previous {
+        case .write(let writeIndex):
+            writes.remove(at: writeIndex)
+            for (other, outcome) in outcomes.enumerated() {
+                if case .write(let later) = outcome, later > writeIndex { outcomes[other] = .write(later - 1) }
+            }
+        case .delete(let name):
+            deletions.removeAll { $0 == name }
+        case .failed:
+            break
+        }
+    }
 }
 
 /// Decides the outcome of every operation of a `records/modify` batch against the records that exist.

@@ -30,10 +30,12 @@ public struct RecordQuery: Sendable, Hashable {
     public var limit: Int
     /// Resume after this row.
     public var after: QueryCursor?
+    /// Set when a participant queries: only what their shares cover.
+    public var access: ParticipantAccess?
 
     public init(
         database: DatabaseRef, zoneName: String?, recordType: String, filters: [QueryFilter], sorts: [QuerySort], limit: Int,
-        after: QueryCursor? = nil
+        after: QueryCursor? = nil, access: ParticipantAccess? = nil
     ) {
         self.database = database
         self.zoneName = zoneName
@@ -42,6 +44,7 @@ public struct RecordQuery: Sendable, Hashable {
         self.sorts = sorts
         self.limit = limit
         self.after = after
+        self.access = access
     }
 }
 

@@ -70,7 +70,9 @@ public protocol RecordStore: Sendable {
     // MARK: - Records
 
     /// The live records with these names in a zone. Throws ``StoreError/Code/zoneNotFound`` if the zone does not exist.
-    func records(named names: [String], zoneName: String, in database: DatabaseRef, logger: Logger) async throws -> [String: StoredRecord]
+    /// With `access`, only records a participant may see are returned.
+    func records(named names: [String], zoneName: String, in database: DatabaseRef, access: ParticipantAccess?, logger: Logger) async throws
+        -> [String: StoredRecord]
     /// Applies a `records/modify` batch in one transaction. Throws ``StoreError/Code/zoneNotFound`` if the zone does not
     /// exist; per-operation failures are results, not errors.
     func modifyRecords(_ batch: RecordBatch, logger: Logger) async throws -> [RecordModificationResult]
@@ -85,4 +87,24 @@ public protocol RecordStore: Sendable {
     func zoneChanges(_ request: ZoneChangeRequest, logger: Logger) async throws -> ZoneChangePage
     /// One page of records matching a query. Throws ``StoreError/Code/zoneNotFound`` if the zone does not exist.
     func queryRecords(_ query: RecordQuery, logger: Logger) async throws -> RecordQueryPage
+
+    // MARK: - Sharing
+
+    /// The share with this short GUID.
+    func share(shortGUID: String, logger: Logger) async throws -> ShareState?
+    /// The shares with these record names in a zone of an owner's database.
+    func shares(named names: [String], zoneName: String, in database: DatabaseRef, logger: Logger) async throws -> [ShareState]
+    /// The shares of a zone that list a user (any status).
+    func shares(listing userRecordName: String, zoneName: String, in database: DatabaseRef, logger: Logger) async throws -> [ShareState]
+    /// Marks a user's participation accepted, adding them as a public participant with `publicPermission` if the share
+    /// does not list them. The zone appears in their shared database.
+    func acceptShare(shortGUID: String, userRecordName: String, logger: Logger) async throws -> ShareState
+    /// Takes a user off a share (leaving); the zone leaves their shared database if no other share keeps it there.
+    func leaveShare(shareRecordName: String, zoneName: String, in database: DatabaseRef, userRecordName: String, logger: Logger) async throws
+    /// The zones currently shared with a user in a container environment.
+    func sharedZones(userRecordName: String, container: String, environment: ContainerEnvironment, logger: Logger) async throws -> [SharedZone]
+    /// A user's shared database feed: zones that appeared, changed or went away after a position.
+    func sharedDatabaseChanges(
+        userRecordName: String, container: String, environment: ContainerEnvironment, after sequence: Int64, limit: Int, logger: Logger
+    ) async throws -> SharedDatabasePage
 }

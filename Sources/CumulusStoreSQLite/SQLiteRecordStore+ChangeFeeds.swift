@@ -54,8 +54,22 @@ extension SQLiteRecordStore {
             if let incarnation = request.incarnation, incarnation != zone.id {
                 throw StoreError(.invalidState, "zone \(request.zoneName) was deleted and created again since this change token")
             }
-            var sql = "SELECT deleted, \(Self.recordColumns) FROM records WHERE zone_id = ? AND change_seq > ?"
-            var arguments: StatementArguments = [zone.id, request.after]
+            var sql = ""
+            var arguments = StatementArguments()
+            var visibility = ""
+            if let access = request.access, !access.zoneWide {
+                // A participant sees the shared hierarchies (deletions included) and the share records.
+                let (tree, treeArguments) = Self.treeCTE(zoneRowID: zone.id, roots: access.roots)
+                sql = tree + " "
+                _ = arguments.append(contentsOf: StatementArguments(treeArguments))
+                visibility = " AND (record_name IN (SELECT name FROM tree) OR record_name IN (SELECT value FROM json_each(?)))"
+            }
+            sql += "SELECT deleted, \(Self.recordColumns) FROM records WHERE zone_id = ? AND change_seq > ?"
+            _ = arguments.append(contentsOf: [zone.id, request.after])
+            if let access = request.access, !access.zoneWide {
+                sql += visibility
+                _ = arguments.append(contentsOf: [Array(access.shareRecordNames).jsonArray])
+            }
             if let types = request.recordTypes {
                 sql += " AND record_type IN (SELECT value FROM json_each(?))"
                 _ = arguments.append(contentsOf: [Array(types).jsonArray])

@@ -118,6 +118,53 @@ extension SQLiteRecordStore {
                     """
             )
         }
+        migrator.registerMigration("v3: shares, participants, shared database views") { db in
+            try db.execute(
+                sql: """
+                    -- The stable link of a zone-wide share: the same when the zone is shared again.
+                    ALTER TABLE zones ADD COLUMN short_guid TEXT;
+                    CREATE TABLE shares (
+                        id INTEGER PRIMARY KEY,
+                        zone_id INTEGER NOT NULL REFERENCES zones(id) ON DELETE CASCADE,
+                        share_record_name TEXT NOT NULL,
+                        -- NULL: a zone-wide share.
+                        root_record_name TEXT,
+                        short_guid TEXT NOT NULL UNIQUE,
+                        public_permission TEXT NOT NULL DEFAULT 'NONE' CHECK (public_permission IN ('NONE', 'READ_ONLY', 'READ_WRITE')),
+                        UNIQUE (zone_id, share_record_name)
+                    );
+                    -- A record is the root of at most one share, and a zone has at most one zone-wide share.
+                    CREATE UNIQUE INDEX shares_root ON shares(zone_id, root_record_name) WHERE root_record_name IS NOT NULL;
+                    CREATE UNIQUE INDEX shares_zone_wide ON shares(zone_id) WHERE root_record_name IS NULL;
+                    CREATE TABLE share_participants (
+                        share_id INTEGER NOT NULL REFERENCES shares(id) ON DELETE CASCADE,
+                        user_record_name TEXT NOT NULL,
+                        type TEXT NOT NULL CHECK (type IN ('OWNER', 'USER', 'PUBLIC_USER')),
+                        permission TEXT NOT NULL CHECK (permission IN ('READ_ONLY', 'READ_WRITE')),
+                        status TEXT NOT NULL CHECK (status IN ('INVITED', 'ACCEPTED', 'REMOVED')),
+                        email TEXT,
+                        position INTEGER NOT NULL,
+                        PRIMARY KEY (share_id, user_record_name)
+                    );
+                    CREATE INDEX share_participants_user ON share_participants(user_record_name, status);
+                    -- Each user's shared database: a counter, and one row per owner zone shared with them. A view that
+                    -- ended stays (deleted = 1) so the user's database feed reports the zone as deleted.
+                    CREATE TABLE shared_databases (
+                        user_record_name TEXT PRIMARY KEY NOT NULL,
+                        change_seq INTEGER NOT NULL DEFAULT 0
+                    );
+                    CREATE TABLE shared_zone_views (
+                        user_record_name TEXT NOT NULL,
+                        zone_id INTEGER NOT NULL REFERENCES zones(id),
+                        view_seq INTEGER NOT NULL,
+                        deleted INTEGER NOT NULL DEFAULT 0 CHECK (deleted IN (0, 1)),
+                        PRIMARY KEY (user_record_name, zone_id)
+                    );
+                    CREATE INDEX shared_zone_views_feed ON shared_zone_views(user_record_name, view_seq);
+                    CREATE INDEX shared_zone_views_zone ON shared_zone_views(zone_id) WHERE deleted = 0;
+                    """
+            )
+        }
         return migrator
     }
 }

@@ -36,7 +36,19 @@ extension SQLiteRecordStore {
             }
             var records: [StoredRecord] = []
             var lastCursor: QueryCursor?
-            for (sql, arguments) in compiled.statements(zoneRowIDs: Array(zoneIDs.keys)) {
+            var statements = compiled.statements(zoneRowIDs: Array(zoneIDs.keys))
+            if let access = query.access, !access.zoneWide, let zoneRowID = zoneIDs.keys.first {
+                // A participant queries only the shared hierarchies.
+                let (tree, treeArguments) = Self.treeCTE(zoneRowID: zoneRowID, roots: access.roots)
+                statements = statements.map { sql, arguments in
+                    let restricted = sql.replacingOccurrences(
+                        of: " FROM records WHERE ", with: " FROM records WHERE record_name IN (SELECT name FROM tree) AND ")
+                    var all = StatementArguments(treeArguments)
+                    _ = all.append(contentsOf: arguments)
+                    return (tree + " " + restricted, all)
+                }
+            }
+            for (sql, arguments) in statements {
                 let rows = try Row.fetchCursor(db, sql: sql, arguments: arguments)
                 while let row = try rows.next() {
                     if records.count == query.limit {

@@ -49,7 +49,9 @@ extension SQLiteRecordStore {
         return records
     }
 
-    public func records(named names: [String], zoneName: String, in database: DatabaseRef, logger: Logger) async throws -> [String: StoredRecord] {
+    public func records(
+        named names: [String], zoneName: String, in database: DatabaseRef, access: ParticipantAccess?, logger: Logger
+    ) async throws -> [String: StoredRecord] {
         try await read { db in
             guard let databaseID = try Self.databaseID(db, database) else {
                 if zoneName == ZoneID.defaultZoneName { return [:] }
@@ -58,7 +60,10 @@ extension SQLiteRecordStore {
             guard let zone = try Self.zoneRow(db, databaseID: databaseID, zoneName: zoneName) else {
                 throw StoreError(.zoneNotFound, "zone \(zoneName) does not exist")
             }
-            return try Self.liveRecords(db, zoneRowID: zone.id, zoneID: database.zoneID(zoneName), names: names)
+            let found = try Self.liveRecords(db, zoneRowID: zone.id, zoneID: database.zoneID(zoneName), names: names)
+            guard let access else { return found }
+            let visible = try Self.visibleNames(Array(found.keys), zoneRowID: zone.id, access: access, db)
+            return found.filter { visible.contains($0.key) }
         }
     }
 
@@ -78,7 +83,11 @@ extension SQLiteRecordStore {
             }
             let zoneID = batch.database.zoneID(batch.zoneName)
             let existing = try Self.liveRecords(db, zoneRowID: zone.id, zoneID: zoneID, names: Array(batch.namesToRead))
-            let plan = planner.plan(batch, existing: existing)
+            var plan = planner.plan(batch, existing: existing)
+            if let access = batch.access {
+                try Self.enforce(access, on: &plan, batch: batch, existing: existing, zoneRowID: zone.id, db)
+            }
+            let shareWork = try Self.prepareShareChanges(&plan, batch: batch, existing: existing, zoneRowID: zone.id, db)
 
             var sequence = zone.changeSequence
             var saved: [StoredRecord] = []
@@ -86,7 +95,15 @@ extension SQLiteRecordStore {
             if !plan.isEmpty {
                 saved = try Self.apply(plan, db: db, zoneRowID: zone.id, zoneID: zoneID, batch: batch, sequence: &sequence)
                 try db.execute(sql: "UPDATE zones SET change_seq = ? WHERE id = ?", arguments: [sequence, zone.id])
+                try Self.applyShareChanges(shareWork, zoneRowID: zone.id, batch: batch, db)
                 try Self.touchZone(db, zoneID: zone.id, databaseID: databaseID)
+                try Self.touchSharedViews(db, zoneRowID: zone.id)
+                // Share changes may have given roots a new `share` reference: answer with what is stored now.
+                if !shareWork.isEmpty {
+                    let names = saved.map(\.header.recordName)
+                    let current = try Self.liveRecords(db, zoneRowID: zone.id, zoneID: zoneID, names: names)
+                    saved = saved.map { current[$0.header.recordName] ?? $0 }
+                }
             }
             return plan.outcomes.map { outcome in
                 switch outcome {
@@ -160,7 +177,7 @@ extension SQLiteRecordStore {
         }
         let tombstone = try db.cachedStatement(
             sql: """
-                UPDATE records SET deleted = 1, fields = NULL, change_seq = ?, parent_name = NULL, share_name = NULL,
+                UPDATE records SET deleted = 1, fields = NULL, change_seq = ?, share_name = NULL,
                     modified_at = ?, modified_by = ?, modified_device = ?
                 WHERE zone_id = ? AND record_name = ? AND deleted = 0
                 """
@@ -175,6 +192,8 @@ extension SQLiteRecordStore {
             sql: "DELETE FROM record_references WHERE zone_id = ? AND source_name IN (SELECT value FROM json_each(?))",
             arguments: [zoneRowID, ordered.jsonArray]
         )
+        // Deleting a share's root, or its share record, ends the share, as in CloudKit.
+        try endShares(db, zoneRowID: zoneRowID, deletedNames: ordered, sequence: &sequence, batch: batch)
         return saved
     }
 }

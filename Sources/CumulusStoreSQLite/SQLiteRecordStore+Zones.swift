@@ -117,6 +117,8 @@ extension SQLiteRecordStore {
                         results.append(.failed(zoneID, .zoneNotFound, "zone \(name) does not exist"))
                         continue
                     }
+                    try Self.endViews(db, zoneRowID: existing.id)
+                    try db.execute(sql: "DELETE FROM shares WHERE zone_id = ?", arguments: [existing.id])
                     try db.execute(sql: "DELETE FROM record_references WHERE zone_id = ?", arguments: [existing.id])
                     try db.execute(sql: "DELETE FROM records WHERE zone_id = ?", arguments: [existing.id])
                     try db.execute(sql: "UPDATE zones SET deleted = 1 WHERE id = ?", arguments: [existing.id])

@@ -110,15 +110,17 @@ struct RecordStoreConformanceTests {
         #expect(saved.header.recordChangeTag == "1")
         #expect(saved.header.created == RecordStamp(timestamp: 1000, userRecordName: "_alice", deviceID: "d"))
 
-        let read = try await store.records(named: ["r1", "r2"], zoneName: "Z", in: alice, logger: logger)
+        let read = try await store.records(named: ["r1", "r2"], zoneName: "Z", in: alice, access: nil, logger: logger)
         #expect(read.keys.sorted() == ["r1"])
         #expect(try read["r1"]?.fields() == ["title": .string("Hi")])
         #expect(read["r1"] == saved)
 
         // Bob has no zone Z: nothing of Alice's is visible to him.
-        let error = await #expect(throws: StoreError.self) { try await store.records(named: ["r1"], zoneName: "Z", in: bob, logger: logger) }
+        let error = await #expect(throws: StoreError.self) {
+            try await store.records(named: ["r1"], zoneName: "Z", in: bob, access: nil, logger: logger)
+        }
         #expect(error?.code == .zoneNotFound)
-        #expect(try await store.records(named: ["r1"], zoneName: "_defaultZone", in: bob, logger: logger).isEmpty)
+        #expect(try await store.records(named: ["r1"], zoneName: "_defaultZone", in: bob, access: nil, logger: logger).isEmpty)
     }
 
     @Test(arguments: StoreFactory.all)
@@ -167,7 +169,7 @@ struct RecordStoreConformanceTests {
             logger: logger
         )
         #expect(results.map(\.errorCode) == [.atomicError, .exists])
-        #expect(try await store.records(named: ["new"], zoneName: "Z", in: alice, logger: logger).isEmpty)
+        #expect(try await store.records(named: ["new"], zoneName: "Z", in: alice, access: nil, logger: logger).isEmpty)
         #expect(try await store.zones(named: ["Z"], in: alice, logger: logger)["Z"]?.changeSequence == 1)
 
         let partial = try await store.modifyRecords(
@@ -180,7 +182,7 @@ struct RecordStoreConformanceTests {
             logger: logger
         )
         #expect(partial.map(\.errorCode) == [nil, .exists])
-        #expect(try await store.records(named: ["new"], zoneName: "Z", in: alice, logger: logger).keys.sorted() == ["new"])
+        #expect(try await store.records(named: ["new"], zoneName: "Z", in: alice, access: nil, logger: logger).keys.sorted() == ["new"])
     }
 
     @Test(arguments: StoreFactory.all)
@@ -206,7 +208,7 @@ struct RecordStoreConformanceTests {
         let deleted = try await store.modifyRecords(
             batch(alice, [RecordModification(operationType: .forceDelete, recordName: "list")]), logger: logger)
         #expect(deleted == [.deleted(recordName: "list")])
-        let left = try await store.records(named: ["list", "item", "note", "other"], zoneName: "Z", in: alice, logger: logger)
+        let left = try await store.records(named: ["list", "item", "note", "other"], zoneName: "Z", in: alice, access: nil, logger: logger)
         #expect(left.keys.sorted() == ["other"])
         // Four creates and three deletions.
         #expect(try await store.zones(named: ["Z"], in: alice, logger: logger)["Z"]?.changeSequence == 7)
@@ -229,7 +231,7 @@ struct RecordStoreConformanceTests {
         try await createZone(store, alice)
         let after = try await store.zones(named: ["Z"], in: alice, logger: logger)["Z"]
         #expect(after?.incarnation != before?.incarnation)
-        #expect(try await store.records(named: ["r"], zoneName: "Z", in: alice, logger: logger).isEmpty)
+        #expect(try await store.records(named: ["r"], zoneName: "Z", in: alice, access: nil, logger: logger).isEmpty)
     }
 }
 

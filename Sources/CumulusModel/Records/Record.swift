@@ -87,8 +87,10 @@ extension JSONWriter {
     ///   - fields: The fields, canonical or parsed.
     ///   - desiredKeys: When set, only these fields are written; `[]` writes system fields only.
     ///   - options: Number formatting.
+    ///   - extra: Writes further keys (a share's `participants`, for example) before the dictionary closes.
     public mutating func record(
-        header: RecordHeader, fields: RecordFieldsSource, desiredKeys: Set<String>? = nil, options: FieldWriteOptions = .init()
+        header: RecordHeader, fields: RecordFieldsSource, desiredKeys: Set<String>? = nil, options: FieldWriteOptions = .init(),
+        extra: ((inout JSONWriter) -> Void)? = nil
     ) {
         beginObject()
         key("recordName")
@@ -132,6 +134,7 @@ extension JSONWriter {
             key("shortGUID")
             string(shortGUID)
         }
+        extra?(&self)
         endObject()
     }
 

@@ -13,6 +13,13 @@ struct DatabaseRoutes {
     let database: DatabaseService
     let accounts: AccountService
     let limits: Limits
+    /// The configured public URL; `nil` uses the request's host.
+    let publicBaseURL: String?
+
+    /// The stable link of a share: `{public URL}/share/{shortGUID}`.
+    func shareURL(_ shortGUID: String, request: Request) -> String {
+        (publicBaseURL ?? "http://\(request.head.authority ?? "localhost")") + "/share/" + shortGUID
+    }
 
     func register(on group: RouterGroup<CumulusRequestContext>) {
         // The five GET operations also answer POST, as some clients (and Postman collections) send POST.
@@ -26,6 +33,8 @@ struct DatabaseRoutes {
         group.post("records/lookup", use: lookupRecords)
         group.post("records/modify", use: modifyRecords)
         group.post("records/query", use: queryRecords)
+        group.post("records/resolve", use: resolveShares)
+        group.post("records/accept", use: acceptShares)
         group.post("changes/database", use: databaseChanges)
         group.post("zones/changes", use: databaseChanges)
         group.post("changes/zone", use: zoneChanges)
@@ -129,8 +138,11 @@ struct DatabaseRoutes {
         writer.beginObject()
         writer.key("records")
         writer.beginArray()
+        let viewer = try context.requireCaller().authorName
         for (result, desiredKeys) in response.results {
-            writer.recordResult(result, desiredKeys: desiredKeys, options: options)
+            writer.recordResult(result, desiredKeys: desiredKeys, options: options) { name in
+                response.shares[name].map { SharePresentation(share: $0, viewer: viewer, url: shareURL($0.shortGUID, request: request)) }
+            }
         }
         writer.endArray()
         writer.endObject()
@@ -153,6 +165,89 @@ struct DatabaseRoutes {
             writer.key("continuationMarker")
             writer.string(marker)
         }
+        writer.endObject()
+        return .json(writer)
+    }
+
+    // MARK: - Share links
+
+    @Sendable func resolveShares(_ request: Request, context: CumulusRequestContext) async throws -> Response {
+        try await shareLinks(request, context: context, accept: false)
+    }
+
+    @Sendable func acceptShares(_ request: Request, context: CumulusRequestContext) async throws -> Response {
+        try await shareLinks(request, context: context, accept: true)
+    }
+
+    /// `records/resolve` and `records/accept` answer `results[]` of ShortGUID results or errors.
+    private func shareLinks(_ request: Request, context: CumulusRequestContext, accept: Bool) async throws -> Response {
+        let body = try await RequestBody.object(request, limits: limits)
+        let caller = try context.requireCaller()
+        let results = try await database.resolveShares(
+            caller: caller, request: try ShortGUIDRequest(wire: body), accept: accept, logger: context.logger)
+        var writer = JSONWriter()
+        writer.beginObject()
+        writer.key("results")
+        writer.beginArray()
+        for result in results {
+            switch result {
+            case .failed(let shortGUID, let error):
+                writer.itemError(code: error.code.serverErrorCode, reason: error.reason) { writer in
+                    writer.key("shortGUID")
+                    writer.string(shortGUID)
+                }
+            case .resolved(let info):
+                let share = info.share
+                let url = shareURL(share.shortGUID, request: request)
+                writer.beginObject()
+                writer.key("containerIdentifier")
+                writer.string(share.database.container)
+                writer.key("environment")
+                writer.string(share.database.environment.rawValue)
+                writer.key("databaseScope")
+                writer.string(info.scope == .private ? "PRIVATE" : "SHARED")
+                writer.key("zoneID")
+                writer.zoneID(share.database.zoneID(share.zoneName))
+                writer.key("shortGUID")
+                writer.string(share.shortGUID)
+                if let rootName = share.rootRecordName {
+                    writer.key("rootRecordName")
+                    writer.string(rootName)
+                }
+                if let root = info.rootRecord {
+                    writer.key("rootRecord")
+                    writer.storedRecord(root, desiredKeys: info.rootRecordDesiredKeys, options: .init())
+                }
+                if let record = share.shareRecord {
+                    writer.key("share")
+                    writer.storedRecord(
+                        record, desiredKeys: nil, options: .init(), share: SharePresentation(share: share, viewer: caller.authorName, url: url))
+                }
+                writer.key("ownerIdentity")
+                writer.beginObject()
+                writer.key("userRecordName")
+                writer.string(share.database.ownerRecordName)
+                if let owner = info.owner {
+                    writer.key("nameComponents")
+                    writer.beginObject()
+                    writer.key("givenName")
+                    writer.string(owner.name)
+                    writer.endObject()
+                }
+                writer.endObject()
+                let participant = info.participant
+                writer.key("participantPermission")
+                writer.string((participant?.permission ?? share.publicPermission).rawValue)
+                writer.key("participantStatus")
+                writer.string((participant?.status ?? .invited).rawValue)
+                writer.key("participantType")
+                writer.string((participant?.type ?? .publicUser).rawValue)
+                writer.key("webpageURL")
+                writer.string(url)
+                writer.endObject()
+            }
+        }
+        writer.endArray()
         writer.endObject()
         return .json(writer)
     }

@@ -5,6 +5,14 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 
+/// A share as a response shows it: to whom, and under which link.
+struct SharePresentation {
+    var share: ShareState
+    /// The user the answer is for, for `currentUserParticipant`.
+    var viewer: String?
+    var url: String
+}
+
 /// Writing response bodies with `JSONWriter`, so stored fields JSON is spliced in without a decode and re-encode.
 extension Response {
     static func json(_ writer: JSONWriter, status: HTTPResponse.Status = .ok) -> Response {
@@ -29,14 +37,74 @@ extension JSONWriter {
         endObject()
     }
 
-    mutating func storedRecord(_ record: StoredRecord, desiredKeys: Set<String>?, options: FieldWriteOptions) {
-        self.record(header: record.header, fields: .canonical(record.fieldsJSON), desiredKeys: desiredKeys, options: options)
+    mutating func storedRecord(_ record: StoredRecord, desiredKeys: Set<String>?, options: FieldWriteOptions, share: SharePresentation? = nil) {
+        self.record(header: record.header, fields: .canonical(record.fieldsJSON), desiredKeys: desiredKeys, options: options) { writer in
+            if let share { writer.shareKeys(share) }
+        }
     }
 
-    mutating func recordResult(_ result: RecordModificationResult, desiredKeys: Set<String>?, options: FieldWriteOptions) {
+    /// The keys of a share record: its link, public permission and participants.
+    mutating func shareKeys(_ presentation: SharePresentation) {
+        let share = presentation.share
+        if share.shareRecord?.header.shortGUID == nil {
+            key("shortGUID")
+            string(share.shortGUID)
+        }
+        key("publicPermission")
+        string(share.publicPermission.rawValue)
+        key("participants")
+        beginArray()
+        for participant in share.participants where participant.status != .removed { self.participant(participant) }
+        endArray()
+        if let owner = share.participants.first(where: { $0.type == .owner }) {
+            key("owner")
+            participant(owner)
+        }
+        if let viewer = presentation.viewer, let current = share.participant(viewer) {
+            key("currentUserParticipant")
+            participant(current)
+        }
+        // Not in the 2016 documents: the share's stable link (CKShare.url; CKTool's stableUrl).
+        key("url")
+        string(presentation.url)
+        key("stableUrl")
+        string(presentation.url)
+    }
+
+    mutating func participant(_ participant: ShareParticipantState) {
+        beginObject()
+        key("participantId")
+        string(participant.userRecordName)
+        key("userIdentity")
+        beginObject()
+        key("userRecordName")
+        string(participant.userRecordName)
+        key("lookupInfo")
+        beginObject()
+        key("userRecordName")
+        string(participant.userRecordName)
+        if let email = participant.email {
+            key("emailAddress")
+            string(email)
+        }
+        endObject()
+        endObject()
+        key("permission")
+        string(participant.permission.rawValue)
+        key("type")
+        string(participant.type.rawValue)
+        key("acceptanceStatus")
+        string(participant.status.rawValue)
+        endObject()
+    }
+
+    mutating func recordResult(
+        _ result: RecordModificationResult, desiredKeys: Set<String>?, options: FieldWriteOptions,
+        shares: (String) -> SharePresentation? = { _ in nil }
+    ) {
         switch result {
         case .saved(let record):
-            storedRecord(record, desiredKeys: desiredKeys, options: options)
+            storedRecord(record, desiredKeys: desiredKeys, options: options, share: shares(record.header.recordName))
         case .deleted(let recordName):
             tombstone(recordName: recordName)
         case .failed(let failure):

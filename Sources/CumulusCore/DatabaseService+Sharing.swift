@@ -1,0 +1,201 @@
+public import CumulusModel
+public import CumulusStore
+import Foundation
+public import Logging
+
+/// The result of resolving or accepting one short GUID.
+public enum ShareLinkResult: Sendable {
+    case resolved(ShareLinkInfo)
+    case failed(shortGUID: String, CumulusError)
+}
+
+/// What `records/resolve` and `records/accept` tell a caller about a share.
+public struct ShareLinkInfo: Sendable {
+    public var share: ShareState
+    public var scope: DatabaseScope
+    public var rootRecord: StoredRecord?
+    public var rootRecordDesiredKeys: Set<String>?
+    /// The caller's own participation, if they are listed.
+    public var participant: ShareParticipantState?
+    public var owner: UserAccount?
+}
+
+extension DatabaseService {
+    // MARK: - The shared database
+
+    /// The owner's zone a shared-database request names, and what the caller may do in it.
+    ///
+    /// A zone the caller has no accepted share in answers `ZONE_NOT_FOUND`, as a zone that does not exist.
+    func sharedZoneAccess(caller: Caller, zoneID: ZoneID?, logger: Logger) async throws -> (DatabaseRef, String, ParticipantAccess) {
+        guard let user = caller.user else { throw CumulusError(.authenticationRequired, "request needs authorization") }
+        guard let zoneID, let owner = zoneID.ownerRecordName, !AuthorizationPolicy.meansCaller(owner), owner != user.userRecordName else {
+            throw CumulusError(
+                .zoneNotFound, "zone \(zoneID?.zoneName ?? "") does not exist in the shared database; name the owner in zoneID.ownerRecordName")
+        }
+        let ownerDatabase = DatabaseRef(container: caller.container, environment: caller.environment, scope: .private, ownerRecordName: owner)
+        let shares = try await store.shares(listing: user.userRecordName, zoneName: zoneID.zoneName, in: ownerDatabase, logger: logger)
+        guard let access = policy.participantAccess(user: user.userRecordName, shares: shares) else {
+            throw CumulusError(.zoneNotFound, "zone \(zoneID.zoneName) does not exist in the shared database")
+        }
+        return (ownerDatabase, zoneID.zoneName, access)
+    }
+
+    /// The token scope of a shared zone: the participant's own shared database, so tokens are theirs alone.
+    func sharedTokenDatabase(_ caller: Caller, owner: String) -> DatabaseRef {
+        DatabaseRef(
+            container: caller.container, environment: caller.environment, scope: .shared,
+            ownerRecordName: "\(caller.user?.userRecordName ?? "")>\(owner)"
+        )
+    }
+
+    func sharedZoneSummaries(caller: Caller, logger: Logger) async throws -> [ZoneSummary] {
+        guard let user = caller.user else { throw CumulusError(.authenticationRequired, "request needs authorization") }
+        let codec = try await secrets.codec(logger: logger)
+        return try await store.sharedZones(
+            userRecordName: user.userRecordName, container: caller.container, environment: caller.environment, logger: logger
+        )
+        .map { zone in
+            let tokenDatabase = sharedTokenDatabase(caller, owner: zone.zoneID.ownerRecordName ?? "")
+            return ZoneSummary(
+                state: ZoneState(zoneID: zone.zoneID, changeSequence: zone.changeSequence, incarnation: zone.incarnation),
+                syncToken: codec.zoneToken(
+                    tokenDatabase, zoneName: zone.zoneID.zoneName, incarnation: zone.incarnation, sequence: zone.changeSequence)
+            )
+        }
+    }
+
+    func sharedDatabaseChanges(caller: Caller, database: DatabaseRef, request: DatabaseChangesRequest, limit: Int, logger: Logger) async throws
+        -> DatabaseChangesResponse
+    {
+        guard let user = caller.user else { throw CumulusError(.authenticationRequired, "request needs authorization") }
+        let codec = try await secrets.codec(logger: logger)
+        let after =
+            try request.syncToken.map { (token) throws(CumulusError) in try codec.decodeDatabaseToken(token, database: database).sequence } ?? 0
+        let page = try await store.sharedDatabaseChanges(
+            userRecordName: user.userRecordName, container: caller.container, environment: caller.environment, after: after, limit: limit,
+            logger: logger
+        )
+        let zones: [DatabaseChangesResponse.Zone] = page.zones.map { zone in
+            if zone.deleted { return .deleted(zone.zoneID) }
+            let tokenDatabase = sharedTokenDatabase(caller, owner: zone.zoneID.ownerRecordName ?? "")
+            return .changed(
+                ZoneSummary(
+                    state: ZoneState(zoneID: zone.zoneID, changeSequence: zone.changeSequence, incarnation: zone.incarnation),
+                    syncToken: codec.zoneToken(
+                        tokenDatabase, zoneName: zone.zoneID.zoneName, incarnation: zone.incarnation, sequence: zone.changeSequence)
+                )
+            )
+        }
+        return DatabaseChangesResponse(zones: zones, syncToken: codec.databaseToken(database, sequence: page.sequence), moreComing: page.moreComing)
+    }
+
+    // MARK: - Shares in records/modify
+
+    /// Turns the owner's `cloudkit.share` operations into share changes, resolving participants to users.
+    func shareChanges(for request: RecordsModifyRequest, modifications: [RecordModification], caller: Caller, logger: Logger) async throws
+        -> [ShareChange]
+    {
+        var changes: [ShareChange] = []
+        for (index, operation) in request.operations.enumerated() {
+            let modification = modifications[index]
+            let isShare = ShareRecord.isShareType(operation.record.recordType) || modification.recordName == ShareRecord.zoneWideRecordName
+            guard isShare else { continue }
+            let path = "operations[\(index)].record"
+            if operation.operationType.isDelete {
+                changes.append(ShareChange(recordName: modification.recordName, kind: .delete))
+                continue
+            }
+            let draft = try ShareDraft(otherKeys: operation.record.otherKeys, path: path)
+            if modification.recordName == ShareRecord.zoneWideRecordName, draft.rootRecordName != nil {
+                throw CumulusError(.badRequest, "\(path).forRecord: a zone-wide share (cloudkit.zoneshare) has no root record")
+            }
+            if modification.recordName != ShareRecord.zoneWideRecordName, draft.rootRecordName == nil, operation.operationType == .create {
+                throw CumulusError(
+                    .badRequest, "\(path).forRecord: a share needs forRecord (its root), or the record name cloudkit.zoneshare to share the zone")
+            }
+            var resolved: [ResolvedParticipant]?
+            if let participants = draft.participants {
+                if participants.count > 100 { throw CumulusError(.badRequest, "\(path).participants: a share has at most 100 participants") }
+                let emails = participants.compactMap { if case .emailAddress(let email) = $0.lookup { email } else { nil } }
+                let names = participants.compactMap { if case .userRecordName(let name) = $0.lookup { name } else { nil } }
+                let users = try await store.users(container: caller.container, emails: emails, userRecordNames: names, logger: logger)
+                resolved = []
+                for (position, participant) in participants.enumerated() {
+                    let user: UserAccount?
+                    switch participant.lookup {
+                    case .emailAddress(let email): user = users.first { $0.email?.lowercased() == email.lowercased() }
+                    case .userRecordName(let name): user = users.first { $0.userRecordName == name }
+                    }
+                    guard let user else {
+                        throw CumulusError(
+                            .badRequest, "\(path).participants[\(position)].userIdentity: no user of this container has that lookup key")
+                    }
+                    resolved?.append(
+                        ResolvedParticipant(
+                            userRecordName: user.userRecordName, email: user.email, permission: participant.permission,
+                            removed: participant.status == .removed)
+                    )
+                }
+            }
+            changes.append(
+                ShareChange(
+                    recordName: modification.recordName,
+                    kind: .save(rootRecordName: draft.rootRecordName, publicPermission: draft.publicPermission, participants: resolved)
+                )
+            )
+        }
+        return changes
+    }
+
+    /// The shares behind share records in a list of results, by record name, for answers that show share keys.
+    public func shareStates(for records: [StoredRecord], database: DatabaseRef, zoneName: String, logger: Logger) async throws -> [String: ShareState]
+    {
+        let names = records.filter { ShareRecord.isShareType($0.header.recordType) }.map(\.header.recordName)
+        guard !names.isEmpty else { return [:] }
+        let shares = try await store.shares(named: names, zoneName: zoneName, in: database, logger: logger)
+        return Dictionary(shares.map { ($0.shareRecordName, $0) }, uniquingKeysWith: { first, _ in first })
+    }
+
+    // MARK: - Resolve and accept
+
+    /// `records/resolve`: what a share link leads to, for someone entitled to know.
+    public func resolveShares(caller: Caller, request: ShortGUIDRequest, accept: Bool, logger: Logger) async throws -> [ShareLinkResult] {
+        guard let user = caller.user else {
+            throw CumulusError(.authenticationRequired, "request needs authorization: resolving and accepting shares needs ckWebAuthToken")
+        }
+        try checkCount(request.entries.count, path: "shortGUIDs")
+        var results: [ShareLinkResult] = []
+        for entry in request.entries {
+            guard var share = try await store.share(shortGUID: entry.value, logger: logger),
+                share.database.container == caller.container, share.database.environment == caller.environment
+            else {
+                results.append(.failed(shortGUID: entry.value, CumulusError(.notFound, "no share has this link")))
+                continue
+            }
+            let standing = policy.standing(of: user.userRecordName, in: share)
+            if standing == .denied {
+                results.append(.failed(shortGUID: entry.value, CumulusError(.accessDenied, "you are not a participant of this share")))
+                continue
+            }
+            if accept, standing != .owner {
+                share = try await mapStoreErrors {
+                    try await store.acceptShare(shortGUID: entry.value, userRecordName: user.userRecordName, logger: logger)
+                }
+            }
+            var root: StoredRecord?
+            if entry.shouldFetchRootRecord, let rootName = share.rootRecordName {
+                root = try await store.records(named: [rootName], zoneName: share.zoneName, in: share.database, access: nil, logger: logger)[rootName]
+            }
+            results.append(
+                .resolved(
+                    ShareLinkInfo(
+                        share: share, scope: standing == .owner ? .private : .shared, rootRecord: root,
+                        rootRecordDesiredKeys: entry.rootRecordDesiredKeys.map(Set.init), participant: share.participant(user.userRecordName),
+                        owner: try await store.user(userRecordName: share.database.ownerRecordName, logger: logger)
+                    )
+                )
+            )
+        }
+        return results
+    }
+}

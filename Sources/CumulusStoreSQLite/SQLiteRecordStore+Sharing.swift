@@ -1,0 +1,321 @@
+public import CumulusModel
+public import CumulusStore
+import Foundation
+import GRDB
+public import Logging
+
+// MARK: - Hierarchy membership
+
+extension SQLiteRecordStore {
+    /// For each name, its nearest ancestor (or itself) among `roots`, following `parent` links; tombstones keep their
+    /// parent, so a deleted record is still placed in its hierarchy.
+    static func roots(of names: [String], zoneRowID: Int64, among roots: Set<String>, _ db: Database) throws -> [String: String] {
+        guard !names.isEmpty, !roots.isEmpty else { return [:] }
+        let rows = try Row.fetchAll(
+            db,
+            sql: """
+                WITH RECURSIVE up(start, name, parent, depth) AS (
+                    SELECT record_name, record_name, parent_name, 0 FROM records
+                    WHERE zone_id = ?1 AND record_name IN (SELECT value FROM json_each(?2))
+                    UNION ALL
+                    SELECT up.start, r.record_name, r.parent_name, up.depth + 1 FROM up
+                    JOIN records r ON r.zone_id = ?1 AND r.record_name = up.parent
+                    WHERE up.depth < 1000 AND up.name NOT IN (SELECT value FROM json_each(?3))
+                )
+                SELECT start, name FROM up WHERE name IN (SELECT value FROM json_each(?3))
+                """,
+            arguments: [zoneRowID, names.jsonArray, Array(roots).jsonArray]
+        )
+        var result: [String: String] = [:]
+        for row in rows { result[row[0]] = row[1] }
+        return result
+    }
+
+    /// A common table expression `tree(name)`: the roots and every record below them (tombstones included).
+    static func treeCTE(zoneRowID: Int64, roots: Set<String>) -> (String, [DatabaseValue]) {
+        (
+            """
+            WITH RECURSIVE tree(name) AS (
+                SELECT value FROM json_each(?)
+                UNION
+                SELECT r.record_name FROM records r JOIN tree ON r.zone_id = ? AND r.parent_name = tree.name
+            )
+            """,
+            [Array(roots).jsonArray.databaseValue, zoneRowID.databaseValue]
+        )
+    }
+
+    /// Names among `names` that a participant may see.
+    static func visibleNames(_ names: [String], zoneRowID: Int64, access: ParticipantAccess, _ db: Database) throws -> Set<String> {
+        if access.zoneWide { return Set(names) }
+        var visible = Set(try roots(of: names, zoneRowID: zoneRowID, among: access.roots, db).keys)
+        visible.formUnion(access.shareRecordNames.intersection(names))
+        return visible
+    }
+}
+
+// MARK: - Reading shares
+
+extension SQLiteRecordStore {
+    static let shareColumns = """
+        s.id, s.share_record_name, s.root_record_name, s.short_guid, s.public_permission, s.zone_id,
+        z.zone_name, d.container_id, d.environment, d.owner_record_name
+        """
+
+    /// Loads shares selected by a condition on `s` (shares), `z` (zones) and `d` (databases).
+    static func loadShares(_ db: Database, where condition: String, arguments: StatementArguments) throws -> [ShareState] {
+        let rows = try Row.fetchAll(
+            db,
+            sql: """
+                SELECT \(shareColumns) FROM shares s JOIN zones z ON z.id = s.zone_id JOIN databases d ON d.id = z.database_id
+                WHERE z.deleted = 0 AND \(condition) ORDER BY s.id
+                """,
+            arguments: arguments
+        )
+        return try rows.map { row in
+            let shareID: Int64 = row[0]
+            let zoneRowID: Int64 = row[5]
+            guard let environment = ContainerEnvironment(rawValue: row[8]) else { throw StoreError(.corrupt, "unknown environment") }
+            let database = DatabaseRef(container: row[7], environment: environment, scope: .private, ownerRecordName: row[9])
+            let zoneName: String = row[6]
+            let participants = try Row.fetchAll(
+                db, sql: "SELECT user_record_name, type, permission, status, email FROM share_participants WHERE share_id = ? ORDER BY position",
+                arguments: [shareID]
+            ).map { participant in
+                ShareParticipantState(
+                    userRecordName: participant[0], type: ParticipantType(rawValue: participant[1]) ?? .user,
+                    permission: SharePermission(rawValue: participant[2]) ?? .readOnly,
+                    status: ParticipantStatus(rawValue: participant[3]) ?? .invited,
+                    email: participant[4]
+                )
+            }
+            let shareRecordName: String = row[1]
+            let record = try liveRecords(db, zoneRowID: zoneRowID, zoneID: database.zoneID(zoneName), names: [shareRecordName])[shareRecordName]
+            return ShareState(
+                database: database, zoneName: zoneName, zoneIncarnation: zoneRowID, shareRecordName: shareRecordName, rootRecordName: row[2],
+                shortGUID: row[3], publicPermission: SharePermission(rawValue: row[4]) ?? .none, participants: participants, shareRecord: record
+            )
+        }
+    }
+
+    public func share(shortGUID: String, logger: Logger) async throws -> ShareState? {
+        try await read { db in try Self.loadShares(db, where: "s.short_guid = ?", arguments: [shortGUID]).first }
+    }
+
+    public func shares(named names: [String], zoneName: String, in database: DatabaseRef, logger: Logger) async throws -> [ShareState] {
+        try await read { db in
+            guard let databaseID = try Self.databaseID(db, database), let zone = try Self.zoneRow(db, databaseID: databaseID, zoneName: zoneName)
+            else {
+                return []
+            }
+            return try Self.loadShares(
+                db, where: "s.zone_id = ? AND s.share_record_name IN (SELECT value FROM json_each(?))", arguments: [zone.id, names.jsonArray])
+        }
+    }
+
+    public func shares(listing userRecordName: String, zoneName: String, in database: DatabaseRef, logger: Logger) async throws -> [ShareState] {
+        try await read { db in
+            guard let databaseID = try Self.databaseID(db, database), let zone = try Self.zoneRow(db, databaseID: databaseID, zoneName: zoneName)
+            else {
+                return []
+            }
+            return try Self.loadShares(
+                db, where: "s.zone_id = ? AND s.id IN (SELECT share_id FROM share_participants WHERE user_record_name = ?)",
+                arguments: [zone.id, userRecordName]
+            )
+        }
+    }
+}
+
+// MARK: - Shared database views
+
+extension SQLiteRecordStore {
+    /// Takes the next position of a user's shared database feed.
+    static func bumpSharedDatabase(_ db: Database, user: String) throws -> Int64 {
+        try Int64.fetchOne(
+            db,
+            sql: """
+                INSERT INTO shared_databases (user_record_name, change_seq) VALUES (?, 1)
+                ON CONFLICT (user_record_name) DO UPDATE SET change_seq = change_seq + 1 RETURNING change_seq
+                """,
+            arguments: [user]
+        )!
+    }
+
+    /// Makes each user's view of a zone match their accepted shares: it appears, or is reported deleted.
+    static func refreshViews(_ db: Database, zoneRowID: Int64, users: Set<String>) throws {
+        for user in users {
+            let accepted =
+                try Bool.fetchOne(
+                    db,
+                    sql: """
+                        SELECT EXISTS (SELECT 1 FROM share_participants p JOIN shares s ON s.id = p.share_id
+                        WHERE s.zone_id = ? AND p.user_record_name = ? AND p.status = 'ACCEPTED' AND p.type <> 'OWNER')
+                        """,
+                    arguments: [zoneRowID, user]
+                ) ?? false
+            let current = try Bool.fetchOne(
+                db, sql: "SELECT deleted FROM shared_zone_views WHERE user_record_name = ? AND zone_id = ?", arguments: [user, zoneRowID]
+            )
+            if accepted, current == nil || current == true {
+                let sequence = try bumpSharedDatabase(db, user: user)
+                try db.execute(
+                    sql: """
+                        INSERT INTO shared_zone_views (user_record_name, zone_id, view_seq, deleted) VALUES (?, ?, ?, 0)
+                        ON CONFLICT (user_record_name, zone_id) DO UPDATE SET view_seq = excluded.view_seq, deleted = 0
+                        """,
+                    arguments: [user, zoneRowID, sequence]
+                )
+            } else if !accepted, current == false {
+                let sequence = try bumpSharedDatabase(db, user: user)
+                try db.execute(
+                    sql: "UPDATE shared_zone_views SET view_seq = ?, deleted = 1 WHERE user_record_name = ? AND zone_id = ?",
+                    arguments: [sequence, user, zoneRowID]
+                )
+            }
+        }
+    }
+
+    /// Moves a zone to the head of every viewer's shared database feed, after a write in it.
+    static func touchSharedViews(_ db: Database, zoneRowID: Int64) throws {
+        let users = try String.fetchAll(
+            db, sql: "SELECT user_record_name FROM shared_zone_views WHERE zone_id = ? AND deleted = 0", arguments: [zoneRowID])
+        for user in users {
+            let sequence = try bumpSharedDatabase(db, user: user)
+            try db.execute(
+                sql: "UPDATE shared_zone_views SET view_seq = ? WHERE user_record_name = ? AND zone_id = ?", arguments: [sequence, user, zoneRowID]
+            )
+        }
+    }
+
+    /// Ends every view of a zone (the zone was deleted).
+    static func endViews(_ db: Database, zoneRowID: Int64) throws {
+        let users = try String.fetchAll(
+            db, sql: "SELECT user_record_name FROM shared_zone_views WHERE zone_id = ? AND deleted = 0", arguments: [zoneRowID])
+        for user in users {
+            let sequence = try bumpSharedDatabase(db, user: user)
+            try db.execute(
+                sql: "UPDATE shared_zone_views SET view_seq = ?, deleted = 1 WHERE user_record_name = ? AND zone_id = ?",
+                arguments: [sequence, user, zoneRowID]
+            )
+        }
+    }
+
+    static let sharedZoneColumns = "v.view_seq, v.deleted, z.id, z.zone_name, z.change_seq, d.owner_record_name"
+
+    static func sharedZone(_ row: Row) -> SharedZone {
+        SharedZone(
+            zoneID: ZoneID(zoneName: row[3], ownerRecordName: row[5]), incarnation: row[2], changeSequence: row[4], deleted: row[1]
+        )
+    }
+
+    public func sharedZones(userRecordName: String, container: String, environment: ContainerEnvironment, logger: Logger) async throws -> [SharedZone]
+    {
+        try await read { db in
+            try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT \(Self.sharedZoneColumns) FROM shared_zone_views v JOIN zones z ON z.id = v.zone_id JOIN databases d ON d.id = z.database_id
+                    WHERE v.user_record_name = ? AND v.deleted = 0 AND z.deleted = 0 AND d.container_id = ? AND d.environment = ?
+                    ORDER BY d.owner_record_name, z.zone_name
+                    """,
+                arguments: [userRecordName, container, environment.rawValue]
+            ).map(Self.sharedZone)
+        }
+    }
+
+    public func sharedDatabaseChanges(
+        userRecordName: String, container: String, environment: ContainerEnvironment, after sequence: Int64, limit: Int, logger: Logger
+    ) async throws -> SharedDatabasePage {
+        try await read { db in
+            let rows = try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT \(Self.sharedZoneColumns) FROM shared_zone_views v JOIN zones z ON z.id = v.zone_id JOIN databases d ON d.id = z.database_id
+                    WHERE v.user_record_name = ? AND v.view_seq > ? AND d.container_id = ? AND d.environment = ?
+                    ORDER BY v.view_seq LIMIT ?
+                    """,
+                arguments: [userRecordName, sequence, container, environment.rawValue, limit + 1]
+            )
+            let moreComing = rows.count > limit
+            let page = rows.prefix(limit)
+            let position: Int64
+            if moreComing, let last = page.last {
+                position = last[0]
+            } else {
+                position =
+                    try Int64.fetchOne(db, sql: "SELECT change_seq FROM shared_databases WHERE user_record_name = ?", arguments: [userRecordName])
+                    ?? 0
+            }
+            return SharedDatabasePage(zones: page.map(Self.sharedZone), sequence: max(position, sequence), moreComing: moreComing)
+        }
+    }
+}
+
+// MARK: - Accepting and leaving
+
+extension SQLiteRecordStore {
+    public func acceptShare(shortGUID: String, userRecordName: String, logger: Logger) async throws -> ShareState {
+        try await write { db in
+            guard let share = try Self.loadShares(db, where: "s.short_guid = ?", arguments: [shortGUID]).first else {
+                throw StoreError(.notFound, "no share with this short GUID")
+            }
+            let zoneRowID = share.zoneIncarnation
+            let shareID = try Int64.fetchOne(db, sql: "SELECT id FROM shares WHERE short_guid = ?", arguments: [shortGUID])!
+            if let participant = share.participant(userRecordName) {
+                if participant.type == .owner { return share }
+                guard participant.status != .removed || share.publicPermission != .none else {
+                    throw StoreError(.invalidState, "the owner removed this participant")
+                }
+                try db.execute(
+                    sql: "UPDATE share_participants SET status = 'ACCEPTED' WHERE share_id = ? AND user_record_name = ?",
+                    arguments: [shareID, userRecordName]
+                )
+            } else {
+                guard share.publicPermission != .none else { throw StoreError(.invalidState, "not a participant of this share") }
+                try db.execute(
+                    sql: """
+                        INSERT INTO share_participants (share_id, user_record_name, type, permission, status, position)
+                        VALUES (?, ?, 'PUBLIC_USER', ?, 'ACCEPTED', (SELECT COALESCE(MAX(position), 0) + 1 FROM share_participants WHERE share_id = ?))
+                        """,
+                    arguments: [shareID, userRecordName, share.publicPermission.rawValue, shareID]
+                )
+            }
+            try Self.touchShareRecord(db, share: share, zoneRowID: zoneRowID)
+            try Self.refreshViews(db, zoneRowID: zoneRowID, users: [userRecordName])
+            return try Self.loadShares(db, where: "s.id = ?", arguments: [shareID]).first!
+        }
+    }
+
+    public func leaveShare(shareRecordName: String, zoneName: String, in database: DatabaseRef, userRecordName: String, logger: Logger) async throws {
+        try await write { db in
+            guard let databaseID = try Self.databaseID(db, database), let zone = try Self.zoneRow(db, databaseID: databaseID, zoneName: zoneName),
+                let share = try Self.loadShares(db, where: "s.zone_id = ? AND s.share_record_name = ?", arguments: [zone.id, shareRecordName]).first,
+                share.participant(userRecordName) != nil
+            else {
+                throw StoreError(.notFound, "share \(shareRecordName) does not exist")
+            }
+            try db.execute(
+                sql: """
+                    UPDATE share_participants SET status = 'REMOVED'
+                    WHERE share_id = (SELECT id FROM shares WHERE zone_id = ? AND share_record_name = ?) AND user_record_name = ? AND type <> 'OWNER'
+                    """,
+                arguments: [zone.id, shareRecordName, userRecordName]
+            )
+            try Self.touchShareRecord(db, share: share, zoneRowID: zone.id)
+            try Self.refreshViews(db, zoneRowID: zone.id, users: [userRecordName])
+        }
+    }
+
+    /// A share's participants changed: its record takes a new change tag, so the owner's feed shows it.
+    static func touchShareRecord(_ db: Database, share: ShareState, zoneRowID: Int64) throws {
+        let sequence = try Int64.fetchOne(
+            db, sql: "UPDATE zones SET change_seq = change_seq + 1 WHERE id = ? RETURNING change_seq", arguments: [zoneRowID])!
+        try db.execute(
+            sql: "UPDATE records SET change_seq = ? WHERE zone_id = ? AND record_name = ? AND deleted = 0",
+            arguments: [sequence, zoneRowID, share.shareRecordName]
+        )
+        let databaseID = try Int64.fetchOne(db, sql: "SELECT database_id FROM zones WHERE id = ?", arguments: [zoneRowID])!
+        try touchZone(db, zoneID: zoneRowID, databaseID: databaseID)
+    }
+}
