@@ -59,6 +59,11 @@ extension SQLiteRecordStore {
                 continue
             }
             if let current {
+                // The share records a participant can read are theirs to see, but only the owner changes them.
+                if access.shareRecordNames.contains(name) {
+                    deny(.accessDenied, "only the owner can change a share")
+                    continue
+                }
                 guard let recordRoot = root(of: name) else { deny(.notFound, "record \(name) does not exist"); continue }
                 if touchesShare || ShareRecord.isShareType(current.header.recordType) {
                     deny(.accessDenied, "only the owner can change a share")
