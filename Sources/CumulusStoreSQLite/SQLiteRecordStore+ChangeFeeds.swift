@@ -74,8 +74,23 @@ extension SQLiteRecordStore {
                 sql += " AND record_type IN (SELECT value FROM json_each(?))"
                 _ = arguments.append(contentsOf: [Array(types).jsonArray])
             }
-            sql += " ORDER BY change_seq LIMIT ?"
-            _ = arguments.append(contentsOf: [request.limit + 1])
+            if let access = request.access, !access.zoneWide {
+                // Records that left a shared hierarchy read as deletions, unless they are back in one.
+                sql = sql.replacingOccurrences(
+                    of: "SELECT deleted, \(Self.recordColumns) FROM records",
+                    with: "SELECT deleted, \(Self.recordColumns), change_seq AS position FROM records")
+                sql += """
+                     UNION ALL SELECT 1, e.record_name, r.record_type, e.change_seq, NULL, NULL, NULL, NULL, 0, '', '', 0, '', '', e.change_seq
+                    FROM share_exits e JOIN records r ON r.zone_id = e.zone_id AND r.record_name = e.record_name
+                    WHERE e.zone_id = ? AND e.change_seq > ? AND e.root_record_name IN (SELECT value FROM json_each(?))
+                    AND e.record_name NOT IN (SELECT name FROM tree)
+                    ORDER BY position LIMIT ?
+                    """
+                _ = arguments.append(contentsOf: [zone.id, request.after, Array(access.roots).jsonArray, request.limit + 1])
+            } else {
+                sql += " ORDER BY change_seq LIMIT ?"
+                _ = arguments.append(contentsOf: [request.limit + 1])
+            }
             let statement = try db.cachedStatement(sql: sql)
             var changes: [ZoneRecordChange] = []
             changes.reserveCapacity(min(request.limit, 1024))

@@ -162,6 +162,15 @@ extension SQLiteRecordStore {
                     );
                     CREATE INDEX shared_zone_views_feed ON shared_zone_views(user_record_name, view_seq);
                     CREATE INDEX shared_zone_views_zone ON shared_zone_views(zone_id) WHERE deleted = 0;
+                    -- Records that left a shared hierarchy (moved elsewhere): participants' feeds report them deleted.
+                    CREATE TABLE share_exits (
+                        zone_id INTEGER NOT NULL REFERENCES zones(id) ON DELETE CASCADE,
+                        root_record_name TEXT NOT NULL,
+                        record_name TEXT NOT NULL,
+                        change_seq INTEGER NOT NULL,
+                        PRIMARY KEY (zone_id, root_record_name, record_name)
+                    );
+                    CREATE INDEX share_exits_feed ON share_exits(zone_id, change_seq);
                     """
             )
         }

@@ -94,12 +94,14 @@ extension SQLiteRecordStore {
             saved.reserveCapacity(plan.writes.count)
             if !plan.isEmpty {
                 saved = try Self.apply(plan, db: db, zoneRowID: zone.id, zoneID: zoneID, batch: batch, sequence: &sequence)
+                try Self.trackHierarchyMoves(db, zoneRowID: zone.id, existing: existing, writes: plan.writes, sequence: &sequence)
                 try db.execute(sql: "UPDATE zones SET change_seq = ? WHERE id = ?", arguments: [sequence, zone.id])
                 try Self.applyShareChanges(shareWork, zoneRowID: zone.id, batch: batch, db)
                 try Self.touchZone(db, zoneID: zone.id, databaseID: databaseID)
                 try Self.touchSharedViews(db, zoneRowID: zone.id)
-                // Share changes may have given roots a new `share` reference: answer with what is stored now.
-                if !shareWork.isEmpty {
+                // Share changes and moves may have given records new change tags: answer with what is stored now.
+                let movedAny = plan.writes.contains { write in existing[write.recordName].map { $0.header.parent != write.parent } ?? false }
+                if !shareWork.isEmpty || movedAny {
                     let names = saved.map(\.header.recordName)
                     let current = try Self.liveRecords(db, zoneRowID: zone.id, zoneID: zoneID, names: names)
                     saved = saved.map { current[$0.header.recordName] ?? $0 }

@@ -337,3 +337,45 @@ extension SQLiteRecordStore {
         }
     }
 }
+
+extension SQLiteRecordStore {
+    /// Records whose parent changed may have left (or joined) a shared hierarchy, with everything below them. Those
+    /// records take new change sequences, so the hierarchy they joined delivers them, and the one they left records an
+    /// exit, so its participants' feeds report them deleted.
+    static func trackHierarchyMoves(
+        _ db: Database, zoneRowID: Int64, existing: [String: StoredRecord], writes: [PlannedWrite], sequence: inout Int64
+    ) throws {
+        let moved = writes.filter { write in
+            guard let previous = existing[write.recordName] else { return false }
+            return previous.header.parent != write.parent
+        }
+        guard !moved.isEmpty else { return }
+        let shareRoots = Set(
+            try String.fetchAll(
+                db, sql: "SELECT root_record_name FROM shares WHERE zone_id = ? AND root_record_name IS NOT NULL", arguments: [zoneRowID])
+        )
+        guard !shareRoots.isEmpty else { return }
+        for write in moved where !shareRoots.contains(write.recordName) {
+            let oldParent = existing[write.recordName]?.header.parent
+            let oldRoot = try oldParent.flatMap { try roots(of: [$0], zoneRowID: zoneRowID, among: shareRoots, db)[$0] }
+            let newRoot = try write.parent.flatMap { try roots(of: [$0], zoneRowID: zoneRowID, among: shareRoots, db)[$0] }
+            guard oldRoot != newRoot else { continue }
+            let (tree, treeArguments) = treeCTE(zoneRowID: zoneRowID, roots: [write.recordName])
+            let subtree = try String.fetchAll(db, sql: "\(tree) SELECT name FROM tree", arguments: StatementArguments(treeArguments))
+            for name in subtree {
+                sequence += 1
+                try db.execute(
+                    sql: "UPDATE records SET change_seq = ? WHERE zone_id = ? AND record_name = ?", arguments: [sequence, zoneRowID, name])
+                if let oldRoot {
+                    try db.execute(
+                        sql: """
+                            INSERT INTO share_exits (zone_id, root_record_name, record_name, change_seq) VALUES (?, ?, ?, ?)
+                            ON CONFLICT (zone_id, root_record_name, record_name) DO UPDATE SET change_seq = excluded.change_seq
+                            """,
+                        arguments: [zoneRowID, oldRoot, name, sequence]
+                    )
+                }
+            }
+        }
+    }
+}

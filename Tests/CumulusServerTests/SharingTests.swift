@@ -245,6 +245,52 @@ struct SharingTests {
         }
     }
 
+    @Test func recordsMovedOutOfASharedHierarchyLeaveParticipantsDevices() async throws {
+        let world = try await TestWorld.make()
+        let (alice, bob) = (world.alice, world.bob)
+        try await world.test { client in
+            try await client.createZone("Lists", as: alice)
+            _ = try await client.modify(
+                [
+                    operation("create", "list", type: "List"), operation("create", "elsewhere", type: "List"),
+                    operation("create", "aisle", type: "Aisle", extra: #","parent":{"recordName":"list"}"#),
+                    operation("create", "milk", type: "Item", extra: #","parent":{"recordName":"aisle"}"#),
+                ],
+                zone: "Lists", as: .user(alice)
+            )
+            let share = try await client.modify([shareOperation(participants: [("bob@example.com", "READ_WRITE")])], zone: "Lists", as: .user(alice))
+            _ = try await client.resolve(try #require(share.records.first?["shortGUID"]?.stringValue), as: .user(bob), accept: true)
+            let first = try await client.sharedChanges(zone: "Lists", owner: alice, as: bob)
+            #expect(Set(Self.zoneRecords(first).compactMap { $0["recordName"]?.stringValue }) == ["list", "aisle", "milk", "share-1"])
+            let token = try #require(first.zones.first?["syncToken"]?.stringValue)
+
+            // The owner moves the aisle, with the milk below it, out of the shared list.
+            let aisleTag = try #require(
+                (try await client.lookup(["aisle"], zone: "Lists", as: .user(alice))).records[0]["recordChangeTag"]?.stringValue)
+            _ = try await client.modify(
+                [operation("update", "aisle", type: "Aisle", tag: aisleTag, extra: #","parent":{"recordName":"elsewhere"}"#)], zone: "Lists",
+                as: .user(alice)
+            )
+            let moved = try await client.sharedChanges(zone: "Lists", owner: alice, as: bob, token: token)
+            let deletions = Self.zoneRecords(moved).filter { $0["deleted"] == .bool(true) }.compactMap { $0["recordName"]?.stringValue }
+            #expect(Set(deletions) == ["aisle", "milk"], "\(moved.json)")
+            #expect(!"\(moved.json)".contains("elsewhere"))
+            #expect(Self.names(try await client.sharedLookup(["aisle", "milk"], zone: "Lists", owner: alice, as: bob)).isEmpty)
+            let movedToken = try #require(moved.zones.first?["syncToken"]?.stringValue)
+
+            // Moved back under the shared root, they come back.
+            let newTag = try #require(
+                (try await client.lookup(["aisle"], zone: "Lists", as: .user(alice))).records[0]["recordChangeTag"]?.stringValue)
+            _ = try await client.modify(
+                [operation("update", "aisle", type: "Aisle", tag: newTag, extra: #","parent":{"recordName":"list"}"#)], zone: "Lists",
+                as: .user(alice)
+            )
+            let back = try await client.sharedChanges(zone: "Lists", owner: alice, as: bob, token: movedToken)
+            let returned = Self.zoneRecords(back).filter { $0["deleted"] != .bool(true) }.compactMap { $0["recordName"]?.stringValue }
+            #expect(Set(returned) == ["aisle", "milk"], "\(back.json)")
+        }
+    }
+
     @Test func sharingRulesAreEnforced() async throws {
         let world = try await TestWorld.make()
         let alice = world.alice
