@@ -17,6 +17,7 @@ let package = Package(
         .library(name: "CumulusStoreSQLite", targets: ["CumulusStoreSQLite"]),
         .library(name: "CumulusCore", targets: ["CumulusCore"]),
         .library(name: "CumulusServer", targets: ["CumulusServer"]),
+        .library(name: "CumulusClient", targets: ["CumulusClient"]),
         .executable(name: "cumulus", targets: ["cumulus"]),
     ],
     dependencies: [
@@ -75,12 +76,15 @@ let package = Package(
                 "CumulusCore",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
         ),
+        // The client: HTTP API over a transport protocol; no server or storage dependency.
+        .target(name: "CumulusClient", dependencies: ["CumulusModel"], swiftSettings: swiftSettings),
         .executableTarget(
             name: "cumulus",
             dependencies: [
@@ -124,6 +128,7 @@ let package = Package(
         .testTarget(
             name: "CumulusServerTests",
             dependencies: [
+                "CumulusClient",
                 "CumulusModel",
                 "CumulusStore",
                 "CumulusStoreSQLite",

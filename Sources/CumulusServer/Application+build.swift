@@ -23,9 +23,13 @@ public func buildApplication(
 ) -> Application<RouterResponder<CumulusRequestContext>> {
     let router = buildRouter(configuration: configuration, store: store, clock: clock)
     let host = configuration.host
+    let cleanup = LinkCleanupService(
+        links: LinkService(store: store, clock: clock, limits: configuration.linkLimits), interval: configuration.linkCleanupInterval, logger: logger
+    )
     return Application(
         router: router,
         configuration: .init(address: .hostname(host, port: configuration.port), serverName: "Cumulus"),
+        services: [cleanup],
         onServerRunning: { channel in
             let port = channel.localAddress?.port ?? configuration.port
             let urlHost = host.contains(":") ? "[\(host)]" : host
@@ -53,5 +57,10 @@ public func buildRouter(configuration: ServerConfiguration, store: any RecordSto
         )
     DatabaseRoutes(database: database, accounts: accounts, limits: limits, publicBaseURL: configuration.publicBaseURL).register(on: databaseGroup)
     AuthRoutes(accounts: accounts, limits: limits).register(on: router.group("auth/1/:container/:environment"))
+    LinkRoutes(
+        links: LinkService(store: store, clock: clock, limits: configuration.linkLimits), accounts: accounts,
+        publicBaseURL: configuration.publicBaseURL,
+        appStoreID: configuration.appStoreID, appleAppSiteAssociation: configuration.appleAppSiteAssociation
+    ).register(on: router)
     return router
 }

@@ -7,10 +7,13 @@ public struct CumulusRequestContext: RequestContext {
     public var coreContext: CoreRequestContextStorage
     /// Set by ``AuthenticationMiddleware`` on `/database` routes.
     public var caller: Caller?
+    /// The client's IP address, for per-address limits.
+    public var remoteAddress: String
 
     public init(source: ApplicationRequestContextSource) {
         self.coreContext = .init(source: source)
         self.caller = nil
+        self.remoteAddress = source.channel.remoteAddress?.ipAddress ?? "unknown"
     }
 
     /// The authenticated caller; routes behind ``AuthenticationMiddleware`` always have one.

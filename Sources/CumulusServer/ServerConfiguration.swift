@@ -16,10 +16,19 @@ public struct ServerConfiguration: Sendable {
     public var signatureDateTolerance: TimeInterval
     /// Lifetime of web auth tokens issued by sign-in.
     public var webAuthTokenLifetime: Duration
+    /// Limits of the share-a-copy links.
+    public var linkLimits: LinkLimits
+    /// How often expired link snapshots are deleted.
+    public var linkCleanupInterval: Duration
+    /// The apple-app-site-association JSON served at `/.well-known/`, so the app opens share links.
+    public var appleAppSiteAssociation: String?
+    /// The App Store ID for the smart banner on link pages.
+    public var appStoreID: String?
 
     public init(
         host: String = "127.0.0.1", port: Int = 8080, publicBaseURL: String? = nil, limits: Limits = .init(),
-        signatureDateTolerance: TimeInterval = 600, webAuthTokenLifetime: Duration = .seconds(14 * 24 * 3600)
+        signatureDateTolerance: TimeInterval = 600, webAuthTokenLifetime: Duration = .seconds(14 * 24 * 3600), linkLimits: LinkLimits = .init(),
+        linkCleanupInterval: Duration = .seconds(3600), appleAppSiteAssociation: String? = nil, appStoreID: String? = nil
     ) {
         self.host = host
         self.port = port
@@ -27,5 +36,9 @@ public struct ServerConfiguration: Sendable {
         self.limits = limits
         self.signatureDateTolerance = signatureDateTolerance
         self.webAuthTokenLifetime = webAuthTokenLifetime
+        self.linkLimits = linkLimits
+        self.linkCleanupInterval = linkCleanupInterval
+        self.appleAppSiteAssociation = appleAppSiteAssociation
+        self.appStoreID = appStoreID
     }
 }

@@ -107,4 +107,14 @@ public protocol RecordStore: Sendable {
     func sharedDatabaseChanges(
         userRecordName: String, container: String, environment: ContainerEnvironment, after sequence: Int64, limit: Int, logger: Logger
     ) async throws -> SharedDatabasePage
+
+    // MARK: - Share-a-copy links
+
+    /// Counts an upload against the quota and, if it fits, stores its snapshots, in one transaction.
+    func createLinkSnapshots(_ snapshots: [LinkSnapshot], uploader: LinkUploader, quota: LinkQuota, now: Int64, logger: Logger) async throws
+        -> LinkQuotaDecision
+    /// The snapshot behind a link, unless it has expired.
+    func linkSnapshot(id: String, now: Int64, logger: Logger) async throws -> LinkSnapshot?
+    /// Deletes expired snapshots for good, and upload counts older than a day; returns how many snapshots went.
+    func deleteExpiredLinkSnapshots(now: Int64, logger: Logger) async throws -> Int
 }

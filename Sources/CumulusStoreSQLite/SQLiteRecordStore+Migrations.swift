@@ -174,6 +174,31 @@ extension SQLiteRecordStore {
                     """
             )
         }
+        migrator.registerMigration("v4: share-a-copy link snapshots and upload counts") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE link_snapshots (
+                        id TEXT PRIMARY KEY NOT NULL,
+                        container_id TEXT NOT NULL REFERENCES containers(id) ON DELETE CASCADE,
+                        environment TEXT NOT NULL CHECK (environment IN ('development', 'production')),
+                        kind TEXT NOT NULL CHECK (kind IN ('drive', 'records')),
+                        payload TEXT NOT NULL,
+                        created_at INTEGER NOT NULL,
+                        expires_at INTEGER NOT NULL
+                    );
+                    CREATE INDEX link_snapshots_expiry ON link_snapshots(expires_at);
+                    CREATE TABLE link_uploads (
+                        id INTEGER PRIMARY KEY,
+                        container_id TEXT NOT NULL,
+                        device_id TEXT NOT NULL,
+                        ip_address TEXT NOT NULL,
+                        created_at INTEGER NOT NULL
+                    );
+                    CREATE INDEX link_uploads_device ON link_uploads(container_id, device_id, created_at);
+                    CREATE INDEX link_uploads_address ON link_uploads(ip_address, created_at);
+                    """
+            )
+        }
         return migrator
     }
 }

@@ -68,6 +68,9 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Address to bind (default: $CUMULUS_HOST or 127.0.0.1).") var host: String?
     @Option(help: "Port to bind; 0 picks a free one (default: $CUMULUS_PORT or 8080).") var port: Int?
     @Option(name: .customLong("public-url"), help: "URL clients reach the server at (default: http://HOST:PORT).") var publicURL: String?
+    @Option(name: .customLong("apple-app-site-association"), help: "JSON file served at /.well-known/apple-app-site-association.")
+    var appSiteAssociation: String?
+    @Option(name: .customLong("app-store-id"), help: "App Store ID for the smart banner on share-a-copy pages.") var appStoreID: String?
     @OptionGroup var options: DataOptions
 
     func run() async throws {
@@ -78,8 +81,18 @@ struct Serve: AsyncParsableCommand {
         }
         let store = try options.openStore()
         let logger = Logger(label: "cumulus")
+        var association: String?
+        if let path = appSiteAssociation {
+            guard let text = try? String(contentsOfFile: path, encoding: .utf8), (try? JSONValue(parsing: text)) != nil else {
+                throw ValidationError("--apple-app-site-association: \(path) is not a readable JSON file")
+            }
+            association = text
+        }
         let app = buildApplication(
-            configuration: ServerConfiguration(host: host, port: port, publicBaseURL: publicURL ?? environment["CUMULUS_PUBLIC_URL"]),
+            configuration: ServerConfiguration(
+                host: host, port: port, publicBaseURL: publicURL ?? environment["CUMULUS_PUBLIC_URL"], appleAppSiteAssociation: association,
+                appStoreID: appStoreID
+            ),
             store: store, logger: logger,
             onServerRunning: { url in printResult(url) }
         )

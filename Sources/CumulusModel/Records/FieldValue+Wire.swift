@@ -81,7 +81,7 @@ extension FieldValue {
         WireFormatError(path: path, message: "expected a value of type \(type.rawValue), found \(value.kindDescription)")
     }
 
-    static func readInt64(_ value: JSONValue, type: FieldType, path: String) throws(WireFormatError) -> Int64 {
+    public static func readInt64(_ value: JSONValue, type: FieldType, path: String) throws(WireFormatError) -> Int64 {
         switch value {
         case .number(let text), .string(let text):
             if let int = Int64(text) { return int }
@@ -94,7 +94,7 @@ extension FieldValue {
         }
     }
 
-    static func readDouble(_ value: JSONValue, type: FieldType, path: String) throws(WireFormatError) -> Double {
+    public static func readDouble(_ value: JSONValue, type: FieldType, path: String) throws(WireFormatError) -> Double {
         switch value {
         case .number(let text), .string(let text):
             guard let double = Double(text) else {

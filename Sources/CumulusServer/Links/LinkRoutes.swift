@@ -1,0 +1,141 @@
+import CumulusCore
+import CumulusModel
+import CumulusStore
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+
+/// Share a copy by link: uploads under `/links/1/{container}/{environment}/`, downloads at `/s/{id}`.
+struct LinkRoutes {
+    let links: LinkService
+    let accounts: AccountService
+    let publicBaseURL: String?
+    let appStoreID: String?
+    let appleAppSiteAssociation: String?
+
+    func register(on router: Router<CumulusRequestContext>) {
+        let uploads = router.group("links/1/:container/:environment")
+        uploads.post("drives", use: uploadDrives)
+        uploads.post("records", use: uploadRecords)
+        router.get("s/:id", use: download)
+        router.get(".well-known/apple-app-site-association", use: appSiteAssociation)
+    }
+
+    private func baseURL(_ request: Request) -> String {
+        publicBaseURL ?? "http://\(request.head.authority ?? "localhost")"
+    }
+
+    // MARK: - Uploads
+
+    @Sendable func uploadDrives(_ request: Request, context: CumulusRequestContext) async throws -> Response {
+        try await upload(request, context: context) { container, environment, uploader, body in
+            try await links.uploadDrives(container: container, environment: environment, uploader: uploader, body: body, logger: context.logger)
+        }
+    }
+
+    @Sendable func uploadRecords(_ request: Request, context: CumulusRequestContext) async throws -> Response {
+        try await upload(request, context: context) { container, environment, uploader, body in
+            try await links.uploadRecords(container: container, environment: environment, uploader: uploader, body: body, logger: context.logger)
+        }
+    }
+
+    /// The container's API token is the API key; the device identifier comes in `X-Cumulus-Device`.
+    private func upload(
+        _ request: Request, context: CumulusRequestContext,
+        _ store: (String, ContainerEnvironment, LinkUploader, WireObject) async throws -> [CreatedLink]
+    ) async throws -> Response {
+        guard let container = context.parameters.get("container"),
+            let environment = context.parameters.get("environment").flatMap(ContainerEnvironment.init(rawValue:))
+        else {
+            throw CumulusError(.badRequest, "path: expected /links/1/{container}/{development|production}/…")
+        }
+        guard let apiKey = request.uri.queryParameters["ckAPIToken"].map(String.init), !apiKey.isEmpty else {
+            throw CumulusError(.authenticationFailed, "ckAPIToken (the API key) is required")
+        }
+        let token = try await accounts.authenticate(apiToken: apiKey, logger: context.logger)
+        guard token.container == container, token.environment == environment else {
+            throw CumulusError(.authenticationFailed, "ckAPIToken is not valid for \(container) \(environment.rawValue)")
+        }
+        guard let device = request.headers[.cumulusDevice], !device.isEmpty, device.utf8.count <= 128 else {
+            throw CumulusError(.badRequest, "X-Cumulus-Device: header with the app's device identifier is required")
+        }
+        let body = try await RequestBody.object(request, limits: Limits(maximumRequestBodySize: links.limits.maximumBodySize))
+        let created = try await store(
+            container, environment, LinkUploader(container: container, deviceID: device, ipAddress: context.remoteAddress), body)
+        var writer = JSONWriter()
+        writer.beginObject()
+        writer.key("links")
+        writer.beginArray()
+        for link in created {
+            writer.beginObject()
+            writer.key("id")
+            writer.string(link.id)
+            writer.key("url")
+            writer.string("\(baseURL(request))/s/\(link.id)")
+            writer.key("expiresAt")
+            writer.string(LinkService.iso8601(link.expiresAt))
+            writer.endObject()
+        }
+        writer.endArray()
+        writer.endObject()
+        return .json(writer, status: .ok)
+    }
+
+    // MARK: - Downloads
+
+    /// JSON for the app (`Accept: application/json`, or always at `/s/{id}.json`), an HTML page for a browser.
+    @Sendable func download(_ request: Request, context: CumulusRequestContext) async throws -> Response {
+        var id = context.parameters.get("id") ?? ""
+        var wantsJSON = request.headers[.accept]?.contains("application/json") ?? false
+        if id.hasSuffix(".json") {
+            id = String(id.dropLast(5))
+            wantsJSON = true
+        }
+        let url = "\(baseURL(request))/s/\(id)"
+        guard let snapshot = try await links.snapshot(id: id, logger: context.logger) else {
+            if wantsJSON { throw CumulusError(.notFound, "This link has expired") }
+            return html(LinkPage.expired(), status: .notFound)
+        }
+        if wantsJSON {
+            var writer = JSONWriter(reservingCapacity: snapshot.payload.count + 256)
+            writer.beginObject()
+            writer.key("id")
+            writer.string(snapshot.id)
+            writer.key("kind")
+            writer.string(snapshot.kind)
+            writer.key("expiresAt")
+            writer.string(LinkService.iso8601(snapshot.expiresAt))
+            writer.key(snapshot.kind == "drive" ? "drive" : "records")
+            writer.raw(snapshot.payload)
+            writer.endObject()
+            return .json(writer)
+        }
+        if snapshot.kind == "drive" {
+            return html(LinkPage.drive(try LinkService.readStoredDrive(snapshot.payload), url: url, appStoreID: appStoreID), status: .ok)
+        }
+        let records = (try? JSONValue(parsing: snapshot.payload))?.arrayValue ?? []
+        return html(LinkPage.records(records, url: url, appStoreID: appStoreID), status: .ok)
+    }
+
+    private func html(_ page: String, status: HTTPResponse.Status) -> Response {
+        Response(
+            status: status,
+            headers: [
+                .contentType: "text/html; charset=utf-8",
+                // Nothing but the page itself: no scripts, no external resources.
+                .contentSecurityPolicy: "default-src 'none'; style-src 'unsafe-inline'; img-src data:",
+                .init("X-Content-Type-Options")!: "nosniff",
+                .cacheControl: "no-store",
+            ],
+            body: .init(byteBuffer: ByteBuffer(string: page))
+        )
+    }
+
+    /// Serves the configured apple-app-site-association, so the installed app opens share links itself.
+    @Sendable func appSiteAssociation(_ request: Request, context: CumulusRequestContext) async throws -> Response {
+        guard let appleAppSiteAssociation else { throw CumulusError(.notFound, "no apple-app-site-association is configured") }
+        return Response(
+            status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: appleAppSiteAssociation)))
+    }
+}
