@@ -1,0 +1,101 @@
+public import CumulusModel
+public import Foundation
+
+/// A Cumulus container, shaped like CKContainer: where the server is, which container and environment, and who the user
+/// is.
+///
+/// ```swift
+/// let container = try await CloudContainer(serverURL: url, containerIdentifier: "iCloud.com.example.ghost", apiToken: key)
+///     .signIn(name: "alice", password: password)
+/// let drives = try await container.privateCloudDatabase.records(named: ["drive-1"], in: ZoneID(zoneName: "Drives"))
+/// ```
+public struct CloudContainer: Sendable {
+    public var serverURL: URL
+    public var containerIdentifier: String
+    public var environment: ContainerEnvironment
+    public var apiToken: String
+    /// The user's web auth token; `nil` for anonymous use of the public database.
+    public var webAuthToken: String?
+    public var transport: any Transport
+
+    public init(
+        serverURL: URL, containerIdentifier: String, environment: ContainerEnvironment = .development, apiToken: String, webAuthToken: String? = nil,
+        transport: any Transport = URLSessionTransport()
+    ) {
+        self.serverURL = serverURL
+        self.containerIdentifier = containerIdentifier
+        self.environment = environment
+        self.apiToken = apiToken
+        self.webAuthToken = webAuthToken
+        self.transport = transport
+    }
+
+    public var privateCloudDatabase: CloudDatabase { CloudDatabase(container: self, scope: .private) }
+    public var sharedCloudDatabase: CloudDatabase { CloudDatabase(container: self, scope: .shared) }
+    public var publicCloudDatabase: CloudDatabase { CloudDatabase(container: self, scope: .public) }
+
+    public func database(with scope: DatabaseScope) -> CloudDatabase { CloudDatabase(container: self, scope: scope) }
+
+    // MARK: - Signing in
+
+    /// Signs in with a name and password; the returned container carries the user's token.
+    public func signIn(name: String, password: String) async throws(CloudError) -> CloudContainer {
+        try await authenticate("signin", name: name, password: password, email: nil)
+    }
+
+    /// Creates an account and signs in.
+    public func signUp(name: String, password: String, email: String? = nil) async throws(CloudError) -> CloudContainer {
+        try await authenticate("signup", name: name, password: password, email: email)
+    }
+
+    private func authenticate(_ action: String, name: String, password: String, email: String?) async throws(CloudError) -> CloudContainer {
+        var writer = JSONWriter()
+        writer.beginObject()
+        writer.key("name")
+        writer.string(name)
+        writer.key("password")
+        writer.string(password)
+        if let email {
+            writer.key("email")
+            writer.string(email)
+        }
+        writer.endObject()
+        let json = try await post(path: "auth/1/\(containerIdentifier)/\(environment.rawValue)/\(action)", body: writer.bytes, includeUser: false)
+        guard let token = json["ckWebAuthToken"]?.stringValue else { throw CloudError(code: .invalidResponse, reason: "no ckWebAuthToken") }
+        var signedIn = self
+        signedIn.webAuthToken = token
+        return signedIn
+    }
+
+    // MARK: - Requests
+
+    func url(path: String, includeUser: Bool) -> URL {
+        var components = URLComponents(url: serverURL.appendingPathComponent(path), resolvingAgainstBaseURL: false)!
+        var items = [URLQueryItem(name: "ckAPIToken", value: apiToken)]
+        if includeUser, let webAuthToken { items.append(URLQueryItem(name: "ckWebAuthToken", value: webAuthToken)) }
+        components.queryItems = items
+        return components.url!
+    }
+
+    /// POSTs JSON and returns the parsed answer, or throws the error envelope as ``CloudError``.
+    func post(path: String, body: [UInt8], includeUser: Bool = true) async throws(CloudError) -> JSONValue {
+        let request = TransportRequest(
+            method: "POST", url: url(path: path, includeUser: includeUser), headers: ["Content-Type": "application/json"], body: Data(body)
+        )
+        let response: TransportResponse
+        do {
+            response = try await transport.send(request)
+        } catch {
+            throw CloudError(code: .networkFailure, reason: "\(error)")
+        }
+        guard let json = try? JSONValue(parsing: Array(response.body)) else {
+            throw CloudError(code: .invalidResponse, reason: "HTTP \(response.status) without a JSON body")
+        }
+        guard (200..<300).contains(response.status) else {
+            var error = CloudError.read(json, status: response.status)
+            if error.retryAfter == nil, let header = response.headers["retry-after"] { error.retryAfter = Int(header) }
+            throw error
+        }
+        return json
+    }
+}

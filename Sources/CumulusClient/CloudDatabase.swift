@@ -1,0 +1,333 @@
+public import CumulusModel
+import Foundation
+
+/// The outcome of `records/modify`, split like CKSyncEngine's sent-changes event.
+public struct ModifyRecordsResult: Sendable {
+    public struct FailedSave: Sendable {
+        public var record: CloudRecord
+        public var error: CloudError
+    }
+
+    public var saved: [CloudRecord] = []
+    public var deleted: [RecordID] = []
+    public var failedSaves: [FailedSave] = []
+    public var failedDeletes: [RecordID: CloudError] = [:]
+}
+
+/// Zones changed or deleted in a database since a token.
+public struct DatabaseChanges: Sendable {
+    public var changed: [ZoneID]
+    public var deleted: [ZoneID]
+    public var syncToken: String
+    public var moreComing: Bool
+}
+
+/// Records changed or deleted in a zone since a token.
+public struct ZoneChanges: Sendable {
+    public struct Deletion: Sendable, Hashable {
+        public var recordID: RecordID
+        public var recordType: String?
+    }
+
+    public var zoneID: ZoneID
+    public var records: [CloudRecord]
+    public var deletions: [Deletion]
+    public var syncToken: String
+    public var moreComing: Bool
+}
+
+/// What a share link leads to.
+public struct ShareMetadata: Sendable, Hashable {
+    public var shortGUID: String
+    /// The owner's zone, as the recipient's shared database names it.
+    public var zoneID: ZoneID
+    public var rootRecordName: String?
+    public var participantStatus: ParticipantStatus?
+    public var participantPermission: SharePermission?
+}
+
+/// A database of a container, shaped like CKDatabase, over CloudKit Web Services.
+public struct CloudDatabase: Sendable {
+    public let container: CloudContainer
+    public let scope: DatabaseScope
+
+    private func path(_ operation: String) -> String {
+        "database/1/\(container.containerIdentifier)/\(container.environment.rawValue)/\(scope.rawValue)/\(operation)"
+    }
+
+    private func post(_ operation: String, _ build: (inout JSONWriter) -> Void) async throws(CloudError) -> JSONValue {
+        var writer = JSONWriter()
+        writer.beginObject()
+        build(&writer)
+        writer.endObject()
+        return try await container.post(path: path(operation), body: writer.bytes)
+    }
+
+    // MARK: - Zones
+
+    /// All zones of the database.
+    public func allZones() async throws(CloudError) -> [ZoneID] {
+        let json = try await post("zones/list") { _ in }
+        return (json["zones"]?.arrayValue ?? []).compactMap { zone in zone["zoneID"].flatMap { try? ZoneID(wire: WireObject($0, path: "zoneID")) } }
+    }
+
+    /// Creates zones (creating an existing zone succeeds).
+    public func save(zones: [ZoneID]) async throws(CloudError) {
+        try await modifyZones(zones.map { ("create", $0) })
+    }
+
+    /// Deletes zones with their records.
+    public func delete(zones: [ZoneID]) async throws(CloudError) {
+        try await modifyZones(zones.map { ("delete", $0) })
+    }
+
+    private func modifyZones(_ operations: [(String, ZoneID)]) async throws(CloudError) {
+        let json = try await post("zones/modify") { writer in
+            writer.key("operations")
+            writer.beginArray()
+            for (type, zoneID) in operations {
+                writer.beginObject()
+                writer.key("operationType")
+                writer.string(type)
+                writer.key("zone")
+                writer.beginObject()
+                writer.key("zoneID")
+                writer.zoneID(zoneID)
+                writer.endObject()
+                writer.endObject()
+            }
+            writer.endArray()
+        }
+        if let failure = json["zones"]?.arrayValue?.first(where: { $0["serverErrorCode"] != nil }) {
+            throw CloudError.read(failure, status: 200)
+        }
+    }
+
+    // MARK: - Records
+
+    /// Saves and deletes records of one zone. Saves check the change tag (`update` with the record's tag, `create`
+    /// without one), as CKSyncEngine's `.ifServerRecordUnchanged`; a stale tag fails that save with `CONFLICT` and the
+    /// server's record.
+    public func modifyRecords(saving: [CloudRecord], deleting: [RecordID], zoneID: ZoneID, atomic: Bool = false) async throws(CloudError)
+        -> ModifyRecordsResult
+    {
+        let json = try await post("records/modify") { writer in
+            writer.key("zoneID")
+            writer.zoneID(zoneID)
+            writer.key("atomic")
+            writer.bool(atomic)
+            writer.key("operations")
+            writer.beginArray()
+            for record in saving {
+                writer.beginObject()
+                writer.key("operationType")
+                writer.string(record.recordChangeTag == nil ? "create" : "update")
+                writer.key("record")
+                record.write(to: &writer)
+                writer.endObject()
+            }
+            for recordID in deleting {
+                writer.beginObject()
+                writer.key("operationType")
+                writer.string("forceDelete")
+                writer.key("record")
+                writer.beginObject()
+                writer.key("recordName")
+                writer.string(recordID.recordName)
+                writer.endObject()
+                writer.endObject()
+            }
+            writer.endArray()
+        }
+        let items = json["records"]?.arrayValue ?? []
+        guard items.count == saving.count + deleting.count else {
+            throw CloudError(code: .invalidResponse, reason: "records/modify answered \(items.count) items")
+        }
+        var result = ModifyRecordsResult()
+        for (index, item) in items.enumerated() {
+            if index < saving.count {
+                if item["serverErrorCode"] != nil {
+                    result.failedSaves.append(.init(record: saving[index], error: CloudError.read(item, status: 200)))
+                } else if let record = try? CloudRecord(wire: item) {
+                    result.saved.append(record)
+                }
+            } else {
+                let recordID = deleting[index - saving.count]
+                if item["serverErrorCode"] != nil {
+                    result.failedDeletes[recordID] = CloudError.read(item, status: 200)
+                } else {
+                    result.deleted.append(recordID)
+                }
+            }
+        }
+        return result
+    }
+
+    /// Fetches records by name; missing ones are absent.
+    public func records(named names: [String], in zoneID: ZoneID) async throws(CloudError) -> [String: CloudRecord] {
+        let json = try await post("records/lookup") { writer in
+            writer.key("zoneID")
+            writer.zoneID(zoneID)
+            writer.key("records")
+            writer.beginArray()
+            for name in names {
+                writer.beginObject()
+                writer.key("recordName")
+                writer.string(name)
+                writer.endObject()
+            }
+            writer.endArray()
+        }
+        var records: [String: CloudRecord] = [:]
+        for item in json["records"]?.arrayValue ?? [] where item["serverErrorCode"] == nil {
+            if let record = try? CloudRecord(wire: item) { records[record.recordID.recordName] = record }
+        }
+        return records
+    }
+
+    // MARK: - Change feeds
+
+    /// `changes/database`: zones changed or deleted since a token (`nil`: since the beginning).
+    public func databaseChanges(since token: String?) async throws(CloudError) -> DatabaseChanges {
+        let json = try await post("changes/database") { writer in
+            if let token {
+                writer.key("syncToken")
+                writer.string(token)
+            }
+        }
+        var changed: [ZoneID] = []
+        var deleted: [ZoneID] = []
+        for zone in json["zones"]?.arrayValue ?? [] {
+            guard let zoneID = zone["zoneID"].flatMap({ try? ZoneID(wire: WireObject($0, path: "zoneID")) }) else { continue }
+            if zone["deleted"] == .bool(true) { deleted.append(zoneID) } else { changed.append(zoneID) }
+        }
+        guard let syncToken = json["syncToken"]?.stringValue else { throw CloudError(code: .invalidResponse, reason: "no syncToken") }
+        return DatabaseChanges(changed: changed, deleted: deleted, syncToken: syncToken, moreComing: json["moreComing"] == .bool(true))
+    }
+
+    /// `changes/zone` for one zone: a page of records changed or deleted since a token.
+    public func zoneChanges(_ zoneID: ZoneID, since token: String?, resultsLimit: Int? = nil) async throws(CloudError) -> ZoneChanges {
+        let json = try await post("changes/zone") { writer in
+            writer.key("zones")
+            writer.beginArray()
+            writer.beginObject()
+            writer.key("zoneID")
+            writer.zoneID(zoneID)
+            if let token {
+                writer.key("syncToken")
+                writer.string(token)
+            }
+            if let resultsLimit {
+                writer.key("resultsLimit")
+                writer.int(resultsLimit)
+            }
+            writer.endObject()
+            writer.endArray()
+        }
+        guard let zone = json["zones"]?[0] else { throw CloudError(code: .invalidResponse, reason: "no zone in changes/zone") }
+        if zone["serverErrorCode"] != nil { throw CloudError.read(zone, status: 200) }
+        var records: [CloudRecord] = []
+        var deletions: [ZoneChanges.Deletion] = []
+        for item in zone["records"]?.arrayValue ?? [] {
+            if item["deleted"] == .bool(true), let name = item["recordName"]?.stringValue {
+                deletions.append(.init(recordID: RecordID(recordName: name, zoneID: zoneID), recordType: item["recordType"]?.stringValue))
+            } else if let record = try? CloudRecord(wire: item) {
+                records.append(record)
+            }
+        }
+        guard let syncToken = zone["syncToken"]?.stringValue else { throw CloudError(code: .invalidResponse, reason: "no syncToken") }
+        return ZoneChanges(
+            zoneID: zoneID, records: records, deletions: deletions, syncToken: syncToken, moreComing: zone["moreComing"] == .bool(true))
+    }
+
+    // MARK: - Sharing
+
+    /// Shares a root record (or, with `root: nil`, the whole zone) with users named by email.
+    @discardableResult
+    public func saveShare(
+        named recordName: String, root: String?, zoneID: ZoneID, participants: [(email: String, permission: SharePermission)],
+        publicPermission: SharePermission = .none, recordChangeTag: String? = nil
+    ) async throws(CloudError) -> CloudRecord {
+        let json = try await post("records/modify") { writer in
+            writer.key("zoneID")
+            writer.zoneID(zoneID)
+            writer.key("operations")
+            writer.beginArray()
+            writer.beginObject()
+            writer.key("operationType")
+            writer.string(recordChangeTag == nil ? "create" : "update")
+            writer.key("record")
+            writer.beginObject()
+            writer.key("recordName")
+            writer.string(recordName)
+            writer.key("recordType")
+            writer.string(ShareRecord.recordType)
+            if let recordChangeTag {
+                writer.key("recordChangeTag")
+                writer.string(recordChangeTag)
+            }
+            if let root {
+                writer.key("forRecord")
+                writer.beginObject()
+                writer.key("recordName")
+                writer.string(root)
+                writer.endObject()
+            }
+            writer.key("publicPermission")
+            writer.string(publicPermission.rawValue)
+            writer.key("participants")
+            writer.beginArray()
+            for participant in participants {
+                writer.beginObject()
+                writer.key("permission")
+                writer.string(participant.permission.rawValue)
+                writer.key("userIdentity")
+                writer.beginObject()
+                writer.key("lookupInfo")
+                writer.beginObject()
+                writer.key("emailAddress")
+                writer.string(participant.email)
+                writer.endObject()
+                writer.endObject()
+                writer.endObject()
+            }
+            writer.endArray()
+            writer.endObject()
+            writer.endObject()
+            writer.endArray()
+        }
+        guard let item = json["records"]?[0] else { throw CloudError(code: .invalidResponse, reason: "no share in the answer") }
+        if item["serverErrorCode"] != nil { throw CloudError.read(item, status: 200) }
+        do {
+            var record = try CloudRecord(wire: item)
+            if let guid = item["shortGUID"]?.stringValue { record.fields["cumulus.shortGUID"] = .string(guid) }
+            return record
+        } catch {
+            throw CloudError(code: .invalidResponse, reason: "\(error)")
+        }
+    }
+
+    /// `records/resolve`, or `records/accept` with `accept`.
+    public func shareMetadata(_ shortGUID: String, accept: Bool = false) async throws(CloudError) -> ShareMetadata {
+        let publicDatabase = container.publicCloudDatabase
+        let json = try await publicDatabase.post(accept ? "records/accept" : "records/resolve") { writer in
+            writer.key("shortGUIDs")
+            writer.beginArray()
+            writer.beginObject()
+            writer.key("value")
+            writer.string(shortGUID)
+            writer.endObject()
+            writer.endArray()
+        }
+        guard let result = json["results"]?[0] else { throw CloudError(code: .invalidResponse, reason: "no result") }
+        if result["serverErrorCode"] != nil { throw CloudError.read(result, status: 200) }
+        guard let zoneID = result["zoneID"].flatMap({ try? ZoneID(wire: WireObject($0, path: "zoneID")) }) else {
+            throw CloudError(code: .invalidResponse, reason: "no zoneID")
+        }
+        return ShareMetadata(
+            shortGUID: shortGUID, zoneID: zoneID, rootRecordName: result["rootRecordName"]?.stringValue,
+            participantStatus: result["participantStatus"]?.stringValue.flatMap(ParticipantStatus.init(wire:)),
+            participantPermission: result["participantPermission"]?.stringValue.flatMap(SharePermission.init(rawValue:))
+        )
+    }
+}

@@ -1,0 +1,52 @@
+public import CumulusModel
+import Foundation
+
+/// An error from a Cumulus (or CloudKit Web Services) call, with CloudKit's code, `retryAfter`, and the server's record
+/// on conflicts.
+public struct CloudError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// What went wrong: a server code, or a client-side failure.
+    public enum Code: Sendable, Hashable {
+        case server(ServerErrorCode)
+        /// No answer: the network or the server is down.
+        case networkFailure
+        /// An answer that could not be read.
+        case invalidResponse
+    }
+
+    public var code: Code
+    public var reason: String
+    /// Seconds after which a retry may succeed.
+    public var retryAfter: Int?
+    /// The server's current record, on `CONFLICT`.
+    public var serverRecord: CloudRecord?
+
+    public init(code: Code, reason: String, retryAfter: Int? = nil, serverRecord: CloudRecord? = nil) {
+        self.code = code
+        self.reason = reason
+        self.retryAfter = retryAfter
+        self.serverRecord = serverRecord
+    }
+
+    /// Whether retrying later, unchanged, may succeed: throttling, transient server errors, no network.
+    public var isTransient: Bool {
+        switch code {
+        case .networkFailure: true
+        case .server(let code): code == .throttled || code == .tryAgainLater || code == .internalError
+        case .invalidResponse: false
+        }
+    }
+
+    public var description: String { "\(code): \(reason)" }
+
+    /// Reads an error dictionary (top level or per item).
+    static func read(_ json: JSONValue, status: Int) -> CloudError {
+        let code = json["serverErrorCode"]?.stringValue.flatMap(ServerErrorCode.init(rawValue:))
+        let retryAfter = json["retryAfter"].flatMap { value -> Int? in if case .number(let text) = value { Int(text) } else { nil } }
+        var serverRecord: CloudRecord?
+        if let record = json["serverRecord"] { serverRecord = try? CloudRecord(wire: record) }
+        return CloudError(
+            code: code.map(Code.server) ?? .invalidResponse, reason: json["reason"]?.stringValue ?? "HTTP \(status)", retryAfter: retryAfter,
+            serverRecord: serverRecord
+        )
+    }
+}
