@@ -1,0 +1,274 @@
+public import CumulusModel
+import Foundation
+
+/// Receives a sync engine's events and supplies the records it sends, as CKSyncEngineDelegate does.
+public protocol SyncEngineDelegate: AnyObject, Sendable {
+    /// Handles an event. Events come one at a time, in order; the engine saves a zone's change token only after the
+    /// event carrying its changes was handled.
+    func handleEvent(_ event: SyncEngine.Event, syncEngine: SyncEngine) async throws
+    /// The next batch to send, built from pending changes (usually with ``RecordZoneChangeBatch/init(pendingChanges:recordProvider:)``);
+    /// `nil` when there is nothing more.
+    func nextRecordZoneChangeBatch(_ pending: [PendingRecordZoneChange], syncEngine: SyncEngine) async throws -> RecordZoneChangeBatch?
+}
+
+/// Keeps a local store in step with one database (private or shared), shaped like CKSyncEngine.
+///
+/// ```swift
+/// let engine = SyncEngine(SyncEngine.Configuration(database: container.privateCloudDatabase, stateStore: store, delegate: adapter))
+/// try await engine.sendChanges()
+/// try await engine.fetchChanges()
+/// ```
+///
+/// What it does better than CKSyncEngine: pending changes live in a ``SyncStateStore`` that can share the app's
+/// transaction; batches are split to the server's limits (and halved again if the server still refuses them);
+/// parents go before children; `THROTTLED`, `TRY_AGAIN_LATER` and network failures are retried with backoff that
+/// honours `retryAfter`, keeping the pending change; a zone deleted on the server (or a lost share) is reported; an
+/// unusable change token leads to a full re-fetch that also reports local records the server no longer has; and
+/// ``status`` says what it is doing.
+public actor SyncEngine {
+    /// Settings.
+    public struct Configuration: Sendable {
+        public var database: CloudDatabase
+        public var stateStore: any SyncStateStore
+        public var delegate: any SyncEngineDelegate
+        public var planner: SendPlanner
+        public var retryPolicy: RetryPolicy
+        /// Waits between retries; tests inject a faster one.
+        public var sleep: @Sendable (Duration) async throws -> Void
+
+        public init(
+            database: CloudDatabase, stateStore: any SyncStateStore, delegate: any SyncEngineDelegate, planner: SendPlanner = .init(),
+            retryPolicy: RetryPolicy = .init(), sleep: @escaping @Sendable (Duration) async throws -> Void = { try await Task.sleep(for: $0) }
+        ) {
+            self.database = database
+            self.stateStore = stateStore
+            self.delegate = delegate
+            self.planner = planner
+            self.retryPolicy = retryPolicy
+            self.sleep = sleep
+        }
+    }
+
+    /// Events, as CKSyncEngine.Event.
+    public enum Event: Sendable {
+        case willFetchChanges
+        /// Zones changed or deleted on the server (a lost share reads as a deleted zone).
+        case fetchedDatabaseChanges(modified: [ZoneID], deleted: [ZoneID])
+        /// A page of a zone's changes: apply it; its token is saved after this event.
+        case fetchedRecordZoneChanges(zoneID: ZoneID, modified: [CloudRecord], deleted: [RecordID])
+        /// After a full re-fetch of a zone (its token was unusable): records not in `present` are gone from the server.
+        case reconciledZone(zoneID: ZoneID, present: Set<String>)
+        case didFetchChanges
+        case willSendChanges
+        case sentDatabaseChanges(savedZones: [ZoneID], deletedZones: [ZoneID])
+        case sentRecordZoneChanges(ModifyRecordsResult)
+        case didSendChanges
+    }
+
+    public let configuration: Configuration
+    public private(set) var status = SyncStatus(phase: .idle, pendingCount: 0)
+    private let statusContinuation: AsyncStream<SyncStatus>.Continuation
+    /// Status changes, for a UI.
+    public nonisolated let statusUpdates: AsyncStream<SyncStatus>
+
+    public init(_ configuration: Configuration) {
+        self.configuration = configuration
+        (statusUpdates, statusContinuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(16))
+    }
+
+    deinit { statusContinuation.finish() }
+
+    private var database: CloudDatabase { configuration.database }
+    private var store: any SyncStateStore { configuration.stateStore }
+    private var delegate: any SyncEngineDelegate { configuration.delegate }
+
+    private func setPhase(_ phase: SyncStatus.Phase) async {
+        let pending = (try? await store.pendingRecordZoneChanges().count) ?? status.pendingCount
+        status = SyncStatus(phase: phase, pendingCount: pending)
+        statusContinuation.yield(status)
+    }
+
+    /// Adds pending changes outside an app transaction (a GRDB app enqueues in its own transaction instead).
+    public func add(pendingRecordZoneChanges changes: [PendingRecordZoneChange]) async throws {
+        try await store.add(changes)
+        await setPhase(status.phase)
+    }
+
+    public func add(pendingDatabaseChanges changes: [PendingDatabaseChange]) async throws {
+        try await store.add(changes)
+    }
+
+    // MARK: - Fetching
+
+    /// Fetches everything that changed since the last fetch and hands it to the delegate.
+    public func fetchChanges() async throws {
+        await setPhase(.fetching)
+        do {
+            try await delegate.handleEvent(.willFetchChanges, syncEngine: self)
+            var zones = Set<ZoneID>()
+            var token = try await store.databaseToken()
+            var more = true
+            while more {
+                let since = token
+                let changes = try await withRetries { try await self.database.databaseChanges(since: since) }
+                if !changes.changed.isEmpty || !changes.deleted.isEmpty {
+                    try await delegate.handleEvent(.fetchedDatabaseChanges(modified: changes.changed, deleted: changes.deleted), syncEngine: self)
+                }
+                for zoneID in changes.deleted {
+                    zones.remove(zoneID)
+                    try await store.setZoneToken(nil, for: zoneID)
+                }
+                zones.formUnion(changes.changed)
+                token = changes.syncToken
+                more = changes.moreComing
+            }
+            for zoneID in zones.sorted(by: { $0.description < $1.description }) {
+                try await fetchZone(zoneID)
+            }
+            try await store.setDatabaseToken(token)
+            try await delegate.handleEvent(.didFetchChanges, syncEngine: self)
+            await setPhase(.idle)
+        } catch {
+            await setPhase(.error("\(error)"))
+            throw error
+        }
+    }
+
+    private func fetchZone(_ zoneID: ZoneID) async throws {
+        var token = try await store.zoneToken(for: zoneID)
+        var reconciling = false
+        var present = Set<String>()
+        var more = true
+        while more {
+            let changes: ZoneChanges
+            do {
+                let since = token
+                changes = try await withRetries { try await self.database.zoneChanges(zoneID, since: since) }
+            } catch let error as CloudError where error.code == .server(.badRequest) && error.reason.contains("syncToken") && token != nil {
+                // The token is unusable (the zone was recreated): start over and reconcile.
+                token = nil
+                reconciling = true
+                present = []
+                try await store.setZoneToken(nil, for: zoneID)
+                continue
+            } catch let error as CloudError where error.code == .server(.zoneNotFound) {
+                try await delegate.handleEvent(.fetchedDatabaseChanges(modified: [], deleted: [zoneID]), syncEngine: self)
+                try await store.setZoneToken(nil, for: zoneID)
+                return
+            }
+            if reconciling { present.formUnion(changes.records.map(\.recordID.recordName)) }
+            try await delegate.handleEvent(
+                .fetchedRecordZoneChanges(zoneID: zoneID, modified: changes.records, deleted: changes.deletions.map(\.recordID)), syncEngine: self
+            )
+            try await store.setZoneToken(changes.syncToken, for: zoneID)
+            token = changes.syncToken
+            more = changes.moreComing
+        }
+        if reconciling {
+            try await delegate.handleEvent(.reconciledZone(zoneID: zoneID, present: present), syncEngine: self)
+        }
+    }
+
+    // MARK: - Sending
+
+    /// Sends pending changes, batch after batch, until none is left (or only failures the app must resolve).
+    public func sendChanges() async throws {
+        await setPhase(.sending)
+        do {
+            try await delegate.handleEvent(.willSendChanges, syncEngine: self)
+            try await sendDatabaseChanges()
+            var attemptsWithoutProgress = 0
+            while attemptsWithoutProgress < 2 {
+                let pending = try await store.pendingRecordZoneChanges()
+                guard !pending.isEmpty else { break }
+                guard let batch = try await delegate.nextRecordZoneChangeBatch(pending.map(\.change), syncEngine: self) else { break }
+                let progressed = try await send(batch, pending: pending)
+                attemptsWithoutProgress = progressed ? 0 : attemptsWithoutProgress + 1
+            }
+            try await delegate.handleEvent(.didSendChanges, syncEngine: self)
+            await setPhase(.idle)
+        } catch {
+            await setPhase(.error("\(error)"))
+            throw error
+        }
+    }
+
+    private func sendDatabaseChanges() async throws {
+        let pending = try await store.pendingDatabaseChanges()
+        guard !pending.isEmpty else { return }
+        var saves: [ZoneID] = []
+        var deletes: [ZoneID] = []
+        for entry in pending {
+            switch entry.change {
+            case .saveZone(let zoneID): saves.append(zoneID)
+            case .deleteZone(let zoneID): deletes.append(zoneID)
+            }
+        }
+        let (zonesToSave, zonesToDelete) = (saves, deletes)
+        if !zonesToSave.isEmpty { try await withRetries { try await self.database.save(zones: zonesToSave) } }
+        if !zonesToDelete.isEmpty { try await withRetries { try await self.database.delete(zones: zonesToDelete) } }
+        try await store.removeDatabaseChanges(pending)
+        try await delegate.handleEvent(.sentDatabaseChanges(savedZones: saves, deletedZones: deletes), syncEngine: self)
+    }
+
+    /// Sends one batch, zone by zone; returns whether any pending change was settled.
+    private func send(_ batch: RecordZoneChangeBatch, pending: [PendingEntry<PendingRecordZoneChange>]) async throws -> Bool {
+        var settled: [PendingEntry<PendingRecordZoneChange>] = []
+        let entries = Dictionary(pending.map { ($0.change.recordID, $0) }, uniquingKeysWith: { $0.sequence > $1.sequence ? $0 : $1 })
+        settled += batch.skipped.compactMap { entries[$0] }
+        let zones = Set(batch.recordsToSave.map(\.recordID.zoneID) + batch.recordIDsToDelete.map(\.zoneID))
+        for zoneID in zones.sorted(by: { $0.description < $1.description }) {
+            let saves = batch.recordsToSave.filter { $0.recordID.zoneID == zoneID }
+            let deletes = batch.recordIDsToDelete.filter { $0.zoneID == zoneID }
+            for request in configuration.planner.requests(saving: saves, deleting: deletes) {
+                let result = try await modify(saving: request.saves, deleting: request.deletes, zoneID: zoneID)
+                // Saved, deleted, and failed for a reason retrying will not fix: settled. The delegate decides what to
+                // do with failures (merge a conflict and add the save again, for example).
+                var done = result.saved.map(\.recordID) + result.deleted
+                done += result.failedSaves.filter { !$0.error.isTransient }.map(\.record.recordID)
+                done += result.failedDeletes.filter { !$0.value.isTransient }.map(\.key)
+                settled += done.compactMap { entries[$0] }
+                try await store.removeRecordZoneChanges(done.compactMap { entries[$0] })
+                try await delegate.handleEvent(.sentRecordZoneChanges(result), syncEngine: self)
+            }
+        }
+        if !batch.skipped.isEmpty { try await store.removeRecordZoneChanges(batch.skipped.compactMap { entries[$0] }) }
+        return !settled.isEmpty
+    }
+
+    /// One `records/modify`, retried on transient failures, and split in half if the server finds it too large.
+    private func modify(saving: [CloudRecord], deleting: [RecordID], zoneID: ZoneID) async throws -> ModifyRecordsResult {
+        do {
+            return try await withRetries { try await self.database.modifyRecords(saving: saving, deleting: deleting, zoneID: zoneID) }
+        } catch let error as CloudError where (error.code == .server(.quotaExceeded) || error.code == .server(.badRequest)) && saving.count + deleting.count > 1
+            && (error.reason.contains("limit") || error.reason.contains("larger"))
+        {
+            let half = (saving.count + deleting.count) / 2
+            let firstSaves = Array(saving.prefix(half))
+            let firstDeletes = Array(deleting.prefix(max(0, half - saving.count)))
+            var first = try await modify(saving: firstSaves, deleting: firstDeletes, zoneID: zoneID)
+            let second = try await modify(
+                saving: Array(saving.dropFirst(firstSaves.count)), deleting: Array(deleting.dropFirst(firstDeletes.count)), zoneID: zoneID
+            )
+            first.saved += second.saved
+            first.deleted += second.deleted
+            first.failedSaves += second.failedSaves
+            first.failedDeletes.merge(second.failedDeletes) { $1 }
+            return first
+        }
+    }
+
+    /// Retries transient failures (throttling, unavailable, network) with backoff honouring `retryAfter`.
+    private func withRetries<T: Sendable>(_ operation: @Sendable () async throws -> T) async throws -> T {
+        var attempt = 1
+        while true {
+            do {
+                return try await operation()
+            } catch let error as CloudError where error.isTransient {
+                guard let delay = configuration.retryPolicy.delay(afterAttempt: attempt, retryAfter: error.retryAfter) else { throw error }
+                try await configuration.sleep(delay)
+                attempt += 1
+            }
+        }
+    }
+}

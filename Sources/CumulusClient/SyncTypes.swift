@@ -1,0 +1,169 @@
+public import CumulusModel
+
+/// A record change waiting to be sent.
+public enum PendingRecordZoneChange: Sendable, Hashable {
+    case saveRecord(RecordID)
+    case deleteRecord(RecordID)
+
+    public var recordID: RecordID {
+        switch self {
+        case .saveRecord(let id), .deleteRecord(let id): id
+        }
+    }
+}
+
+/// A zone change waiting to be sent.
+public enum PendingDatabaseChange: Sendable, Hashable {
+    case saveZone(ZoneID)
+    case deleteZone(ZoneID)
+}
+
+/// A pending change as the state store keeps it: with an increasing sequence number, so the engine removes only the
+/// entries a send actually covered, never one added while the batch was in flight.
+public struct PendingEntry<Change: Sendable & Hashable>: Sendable, Hashable {
+    public var sequence: Int64
+    public var change: Change
+
+    public init(sequence: Int64, change: Change) {
+        self.sequence = sequence
+        self.change = change
+    }
+}
+
+/// Where a sync engine keeps its state: change tokens and pending changes.
+///
+/// Implementations persist it; `GRDBSyncStore` (module `CumulusSyncGRDB`) keeps it in the app's own SQLite database,
+/// so an app can enqueue a pending change in the same transaction as the edit that causes it.
+public protocol SyncStateStore: Sendable {
+    func pendingRecordZoneChanges() async throws -> [PendingEntry<PendingRecordZoneChange>]
+    func pendingDatabaseChanges() async throws -> [PendingEntry<PendingDatabaseChange>]
+    /// Adds changes; a later change to the same record replaces an earlier one (save then delete keeps the delete).
+    func add(_ changes: [PendingRecordZoneChange]) async throws
+    func add(_ changes: [PendingDatabaseChange]) async throws
+    /// Removes pending record changes up to these sequence numbers.
+    func removeRecordZoneChanges(_ entries: [PendingEntry<PendingRecordZoneChange>]) async throws
+    func removeDatabaseChanges(_ entries: [PendingEntry<PendingDatabaseChange>]) async throws
+    func databaseToken() async throws -> String?
+    func setDatabaseToken(_ token: String?) async throws
+    func zoneToken(for zoneID: ZoneID) async throws -> String?
+    func setZoneToken(_ token: String?, for zoneID: ZoneID) async throws
+}
+
+/// A batch of record changes to send, as the delegate supplies it.
+public struct RecordZoneChangeBatch: Sendable {
+    public var recordsToSave: [CloudRecord]
+    public var recordIDsToDelete: [RecordID]
+    /// Pending saves whose record no longer exists locally: dropped without sending.
+    public var skipped: [RecordID]
+
+    public init(recordsToSave: [CloudRecord] = [], recordIDsToDelete: [RecordID] = []) {
+        self.recordsToSave = recordsToSave
+        self.recordIDsToDelete = recordIDsToDelete
+        self.skipped = []
+    }
+
+    /// Builds a batch from pending changes, asking `recordProvider` for each record to save.
+    public init(pendingChanges: [PendingRecordZoneChange], recordProvider: (RecordID) async throws -> CloudRecord?) async rethrows {
+        self.init()
+        for change in pendingChanges {
+            switch change {
+            case .saveRecord(let id):
+                if let record = try await recordProvider(id) { recordsToSave.append(record) } else { skipped.append(id) }
+            case .deleteRecord(let id):
+                recordIDsToDelete.append(id)
+            }
+        }
+    }
+}
+
+/// What the engine is doing, for an app to show.
+public struct SyncStatus: Sendable, Hashable {
+    public enum Phase: Sendable, Hashable {
+        case idle
+        case fetching
+        case sending
+        /// The last run failed; it keeps the reason.
+        case error(String)
+    }
+
+    public var phase: Phase
+    /// Changes waiting to be sent.
+    public var pendingCount: Int
+
+    public init(phase: Phase, pendingCount: Int) {
+        self.phase = phase
+        self.pendingCount = pendingCount
+    }
+}
+
+/// Orders and splits a batch for the server: parents before children, at most `maximumCount` operations and about
+/// `maximumBytes` of fields per request. Pure, so it is tested without a server.
+public struct SendPlanner: Sendable {
+    public var maximumCount: Int
+    public var maximumBytes: Int
+
+    public init(maximumCount: Int = 200, maximumBytes: Int = 1_500_000) {
+        self.maximumCount = maximumCount
+        self.maximumBytes = maximumBytes
+    }
+
+    /// Saves sorted so every parent in the batch comes before its children; unrelated order is kept.
+    public func parentsFirst(_ records: [CloudRecord]) -> [CloudRecord] {
+        let byName = Dictionary(records.map { ($0.recordID, $0) }, uniquingKeysWith: { first, _ in first })
+        var placed = Set<RecordID>()
+        var ordered: [CloudRecord] = []
+        ordered.reserveCapacity(records.count)
+        func place(_ record: CloudRecord, depth: Int) {
+            guard !placed.contains(record.recordID) else { return }
+            if depth < 1000, let parent = record.parent, let parentRecord = byName[RecordID(recordName: parent, zoneID: record.recordID.zoneID)] {
+                place(parentRecord, depth: depth + 1)
+            }
+            if placed.insert(record.recordID).inserted { ordered.append(record) }
+        }
+        for record in records { place(record, depth: 0) }
+        return ordered
+    }
+
+    /// Requests for one zone: saves (parents first) then deletions, split by count and size.
+    public func requests(saving: [CloudRecord], deleting: [RecordID]) -> [(saves: [CloudRecord], deletes: [RecordID])] {
+        var requests: [(saves: [CloudRecord], deletes: [RecordID])] = []
+        var saves: [CloudRecord] = []
+        var bytes = 0
+        for record in parentsFirst(saving) {
+            let size = RecordFieldsCoding.canonical(record.fields).count
+            if !saves.isEmpty, saves.count >= maximumCount || bytes + size > maximumBytes {
+                requests.append((saves, []))
+                saves = []
+                bytes = 0
+            }
+            saves.append(record)
+            bytes += size
+        }
+        if !saves.isEmpty { requests.append((saves, [])) }
+        for start in stride(from: 0, to: deleting.count, by: maximumCount) {
+            requests.append(([], Array(deleting[start..<min(start + maximumCount, deleting.count)])))
+        }
+        return requests
+    }
+}
+
+/// Backoff between retries of transient failures: the server's `retryAfter` when it gives one, else exponential.
+public struct RetryPolicy: Sendable, Hashable {
+    public var maximumAttempts: Int
+    public var initialDelay: Duration
+    public var maximumDelay: Duration
+
+    public init(maximumAttempts: Int = 5, initialDelay: Duration = .milliseconds(200), maximumDelay: Duration = .seconds(60)) {
+        self.maximumAttempts = maximumAttempts
+        self.initialDelay = initialDelay
+        self.maximumDelay = maximumDelay
+    }
+
+    /// The delay before attempt `attempt` (1-based, after a failure), or `nil` when attempts are exhausted.
+    public func delay(afterAttempt attempt: Int, retryAfter: Int?) -> Duration? {
+        guard attempt < maximumAttempts else { return nil }
+        if let retryAfter { return min(.seconds(retryAfter), maximumDelay) }
+        let exponential = initialDelay * (1 << min(attempt - 1, 20))
+        return min(exponential, maximumDelay)
+    }
+}
