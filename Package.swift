@@ -18,6 +18,7 @@ let package = Package(
         .library(name: "CumulusCore", targets: ["CumulusCore"]),
         .library(name: "CumulusServer", targets: ["CumulusServer"]),
         .library(name: "CumulusClient", targets: ["CumulusClient"]),
+        .library(name: "CumulusSyncGRDB", targets: ["CumulusSyncGRDB"]),
         .executable(name: "cumulus", targets: ["cumulus"]),
     ],
     dependencies: [
@@ -85,6 +86,12 @@ let package = Package(
         ),
         // The client: HTTP API over a transport protocol; no server or storage dependency.
         .target(name: "CumulusClient", dependencies: ["CumulusModel"], swiftSettings: swiftSettings),
+        // The easy path for GRDB apps: sync state in the app's database, tables mapped to record types.
+        .target(
+            name: "CumulusSyncGRDB",
+            dependencies: ["CumulusClient", "CumulusModel", .product(name: "GRDB", package: "GRDB.swift")],
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "cumulus",
             dependencies: [
@@ -129,6 +136,8 @@ let package = Package(
             name: "CumulusServerTests",
             dependencies: [
                 "CumulusClient",
+                "CumulusSyncGRDB",
+                .product(name: "GRDB", package: "GRDB.swift"),
                 "CumulusModel",
                 "CumulusStore",
                 "CumulusStoreSQLite",

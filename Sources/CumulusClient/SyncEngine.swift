@@ -214,8 +214,11 @@ public actor SyncEngine {
     /// Sends one batch, zone by zone; returns whether any pending change was settled.
     private func send(_ batch: RecordZoneChangeBatch, pending: [PendingEntry<PendingRecordZoneChange>]) async throws -> Bool {
         var settled: [PendingEntry<PendingRecordZoneChange>] = []
-        let entries = Dictionary(pending.map { ($0.change.recordID, $0) }, uniquingKeysWith: { $0.sequence > $1.sequence ? $0 : $1 })
-        settled += batch.skipped.compactMap { entries[$0] }
+        // Results name zones with their owner where pending changes may say "the current user": match by names.
+        func key(_ id: RecordID) -> String { id.zoneID.zoneName + "\u{0}" + id.recordName }
+        let byKey = Dictionary(pending.map { (key($0.change.recordID), $0) }, uniquingKeysWith: { $0.sequence > $1.sequence ? $0 : $1 })
+        let entries = { (id: RecordID) in byKey[key(id)] }
+        settled += batch.skipped.compactMap { entries($0) }
         let zones = Set(batch.recordsToSave.map(\.recordID.zoneID) + batch.recordIDsToDelete.map(\.zoneID))
         for zoneID in zones.sorted(by: { $0.description < $1.description }) {
             let saves = batch.recordsToSave.filter { $0.recordID.zoneID == zoneID }
@@ -227,12 +230,12 @@ public actor SyncEngine {
                 var done = result.saved.map(\.recordID) + result.deleted
                 done += result.failedSaves.filter { !$0.error.isTransient }.map(\.record.recordID)
                 done += result.failedDeletes.filter { !$0.value.isTransient }.map(\.key)
-                settled += done.compactMap { entries[$0] }
-                try await store.removeRecordZoneChanges(done.compactMap { entries[$0] })
+                settled += done.compactMap { entries($0) }
+                try await store.removeRecordZoneChanges(done.compactMap { entries($0) })
                 try await delegate.handleEvent(.sentRecordZoneChanges(result), syncEngine: self)
             }
         }
-        if !batch.skipped.isEmpty { try await store.removeRecordZoneChanges(batch.skipped.compactMap { entries[$0] }) }
+        if !batch.skipped.isEmpty { try await store.removeRecordZoneChanges(batch.skipped.compactMap { entries($0) }) }
         return !settled.isEmpty
     }
 
@@ -240,7 +243,8 @@ public actor SyncEngine {
     private func modify(saving: [CloudRecord], deleting: [RecordID], zoneID: ZoneID) async throws -> ModifyRecordsResult {
         do {
             return try await withRetries { try await self.database.modifyRecords(saving: saving, deleting: deleting, zoneID: zoneID) }
-        } catch let error as CloudError where (error.code == .server(.quotaExceeded) || error.code == .server(.badRequest)) && saving.count + deleting.count > 1
+        } catch let error as CloudError
+            where (error.code == .server(.quotaExceeded) || error.code == .server(.badRequest)) && saving.count + deleting.count > 1
             && (error.reason.contains("limit") || error.reason.contains("larger"))
         {
             let half = (saving.count + deleting.count) / 2

@@ -1,0 +1,142 @@
+public import CumulusClient
+public import CumulusModel
+import Foundation
+public import GRDB
+
+/// A column of a synced table and the record field it maps to.
+public struct SyncedColumn: Sendable, Hashable {
+    public var column: String
+    public var field: String
+    /// `STRING` (TEXT), `INT64` (INTEGER), `DOUBLE` (REAL), `TIMESTAMP` (INTEGER milliseconds), or `BYTES` (BLOB).
+    public var type: FieldType
+
+    public init(_ column: String, field: String? = nil, type: FieldType) {
+        self.column = column
+        self.field = field ?? column
+        self.type = type
+    }
+}
+
+/// How a GRDB table maps to a record type: each row is a record named by its primary key (a UUID string).
+///
+/// ```swift
+/// let drives = SyncedTable(
+///     tableName: "drives", recordType: "Drive", zoneID: ZoneID(zoneName: "Drives"),
+///     columns: [SyncedColumn("distance", type: .double), SyncedColumn("coordinatesData", type: .bytes)],
+///     modificationColumn: "modifiedAt"
+/// )
+/// ```
+public struct SyncedTable: Sendable, Hashable {
+    public var tableName: String
+    public var recordType: String
+    public var zoneID: ZoneID
+    public var primaryKey: String
+    public var columns: [SyncedColumn]
+    /// A column holding the parent's primary key: it becomes the record's `parent` (shares follow it).
+    public var parentColumn: String?
+    /// An INTEGER column of milliseconds set on every local edit: conflicts keep the later edit.
+    public var modificationColumn: String?
+
+    public init(
+        tableName: String, recordType: String, zoneID: ZoneID, primaryKey: String = "id", columns: [SyncedColumn], parentColumn: String? = nil,
+        modificationColumn: String? = nil
+    ) {
+        self.tableName = tableName
+        self.recordType = recordType
+        self.zoneID = zoneID
+        self.primaryKey = primaryKey
+        self.columns = columns
+        self.parentColumn = parentColumn
+        self.modificationColumn = modificationColumn
+    }
+
+    /// The record ID of a row.
+    public func recordID(_ primaryKey: String) -> RecordID { RecordID(recordName: primaryKey, zoneID: zoneID) }
+
+    private static func quoted(_ name: String) -> String { "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\"" }
+
+    /// All mapped columns, the modification column included as an INT64 field of the same name.
+    var allColumns: [SyncedColumn] {
+        var all = columns
+        if let modificationColumn, !columns.contains(where: { $0.column == modificationColumn }) {
+            all.append(SyncedColumn(modificationColumn, type: .int64))
+        }
+        return all
+    }
+
+    /// Reads a row into a record.
+    func record(primaryKey: String, in db: Database) throws -> CloudRecord? {
+        var selected = allColumns.map { Self.quoted($0.column) }
+        if let parentColumn { selected.append(Self.quoted(parentColumn)) }
+        guard
+            let row = try Row.fetchOne(
+                db, sql: "SELECT \(selected.joined(separator: ", ")) FROM \(Self.quoted(tableName)) WHERE \(Self.quoted(self.primaryKey)) = ?",
+                arguments: [primaryKey]
+            )
+        else { return nil }
+        var record = CloudRecord(recordType: recordType, recordID: recordID(primaryKey))
+        for (index, column) in allColumns.enumerated() {
+            let value: DatabaseValue = row[index]
+            if let field = Self.fieldValue(value, type: column.type) { record.fields[column.field] = field }
+        }
+        if let parentColumn { record.parent = row[parentColumn] }
+        return record
+    }
+
+    /// Writes a fetched record into its row (fields the record lacks keep the row's value or the column default).
+    func upsert(_ record: CloudRecord, in db: Database) throws {
+        var names = [Self.quoted(primaryKey)]
+        var values: [DatabaseValue] = [record.recordID.recordName.databaseValue]
+        for column in allColumns {
+            guard let field = record.fields[column.field] else { continue }
+            names.append(Self.quoted(column.column))
+            values.append(Self.databaseValue(field))
+        }
+        if let parentColumn {
+            names.append(Self.quoted(parentColumn))
+            values.append(record.parent?.databaseValue ?? .null)
+        }
+        let updates = names.dropFirst().map { "\($0) = excluded.\($0)" }
+        let sql =
+            "INSERT INTO \(Self.quoted(tableName)) (\(names.joined(separator: ", "))) VALUES (\(Array(repeating: "?", count: names.count).joined(separator: ", ")))"
+            + (updates.isEmpty
+                ? " ON CONFLICT DO NOTHING" : " ON CONFLICT (\(Self.quoted(primaryKey))) DO UPDATE SET \(updates.joined(separator: ", "))")
+        try db.execute(sql: sql, arguments: StatementArguments(values))
+    }
+
+    func delete(primaryKey: String, in db: Database) throws {
+        try db.execute(sql: "DELETE FROM \(Self.quoted(tableName)) WHERE \(Self.quoted(self.primaryKey)) = ?", arguments: [primaryKey])
+    }
+
+    func primaryKeys(in db: Database) throws -> [String] {
+        try String.fetchAll(db, sql: "SELECT \(Self.quoted(primaryKey)) FROM \(Self.quoted(tableName))")
+    }
+
+    static func fieldValue(_ value: DatabaseValue, type: FieldType) -> FieldValue? {
+        switch (value.storage, type) {
+        case (.null, _): nil
+        case (.string(let text), .string): .string(text)
+        case (.int64(let int), .int64): .int64(int)
+        case (.double(let double), .int64): .int64(Int64(double))
+        case (.int64(let int), .double): .double(Double(int))
+        case (.double(let double), .double): .double(double)
+        case (.int64(let int), .timestamp): .timestamp(int)
+        case (.double(let double), .timestamp): .timestamp(Int64(double))
+        case (.blob(let data), .bytes): .bytes(data)
+        case (.string(let text), .bytes): .bytes(Data(text.utf8))
+        default: nil
+        }
+    }
+
+    static func databaseValue(_ field: FieldValue) -> DatabaseValue {
+        switch field {
+        case .string(let text): text.databaseValue
+        case .int64(let int): int.databaseValue
+        case .double(let double): double.databaseValue
+        case .timestamp(let milliseconds): milliseconds.databaseValue
+        case .bytes(let data): data.databaseValue
+        case .reference(let reference): reference.recordName.databaseValue
+        default: .null
+        }
+    }
+}

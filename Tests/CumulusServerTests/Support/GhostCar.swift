@@ -1,0 +1,120 @@
+import CumulusClient
+import CumulusModel
+import CumulusSyncGRDB
+import Foundation
+import GRDB
+
+/// The Ghost Car example (seed 000): a flat `drives` table, coordinates as one encoded blob, synced with Cumulus.
+/// docs/SYNC.md walks through this same code.
+enum GhostCar {
+    static let zone = ZoneID(zoneName: "Drives")
+
+    static func drivesTable(zone: ZoneID = zone) -> SyncedTable {
+        SyncedTable(
+            tableName: "drives", recordType: "Drive", zoneID: zone,
+            columns: [
+                SyncedColumn("startTime", type: .timestamp), SyncedColumn("duration", type: .double), SyncedColumn("distance", type: .double),
+                SyncedColumn("averageSpeed", type: .double), SyncedColumn("maxSpeed", type: .double), SyncedColumn("coordinatesData", type: .bytes),
+                SyncedColumn("customName", type: .string),
+            ],
+            modificationColumn: "modifiedAt"
+        )
+    }
+
+    /// The app's own schema: every column has a default or is optional, as CloudKit-synced models need.
+    static func migrate(_ writer: any DatabaseWriter) throws {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("drives") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE drives (
+                        id TEXT PRIMARY KEY NOT NULL,
+                        startTime INTEGER NOT NULL DEFAULT 0,
+                        duration REAL NOT NULL DEFAULT 0,
+                        distance REAL NOT NULL DEFAULT 0,
+                        averageSpeed REAL NOT NULL DEFAULT 0,
+                        maxSpeed REAL NOT NULL DEFAULT 0,
+                        coordinatesData BLOB NOT NULL DEFAULT x'',
+                        customName TEXT,
+                        modifiedAt INTEGER NOT NULL DEFAULT 0
+                    )
+                    """
+            )
+        }
+        try migrator.migrate(writer)
+    }
+}
+
+/// One device: its own SQLite file, sync store, adapter and engine.
+final class Device: @unchecked Sendable {
+    // Mutated only by the test that owns the device, one step at a time.
+    let path: String
+    let queue: DatabaseQueue
+    let store: GRDBSyncStore
+    let adapter: GRDBSyncAdapter
+    var engine: SyncEngine
+    let zone: ZoneID
+
+    init(path: String, database: CloudDatabase, scope: String = "private", zone: ZoneID = GhostCar.zone) throws {
+        self.path = path
+        self.zone = zone
+        queue = try DatabaseQueue(path: path)
+        try GhostCar.migrate(queue)
+        store = try GRDBSyncStore(writer: queue, scope: scope)
+        adapter = GRDBSyncAdapter(writer: queue, store: store, tables: [GhostCar.drivesTable(zone: zone)])
+        engine = SyncEngine(Self.configuration(database: database, store: store, adapter: adapter))
+    }
+
+    static func configuration(database: CloudDatabase, store: GRDBSyncStore, adapter: GRDBSyncAdapter) -> SyncEngine.Configuration {
+        // Retries back off in milliseconds here, so offline tests stay fast.
+        SyncEngine.Configuration(
+            database: database, stateStore: store, delegate: adapter, retryPolicy: RetryPolicy(maximumAttempts: 3, initialDelay: .milliseconds(10)),
+            sleep: { try await Task.sleep(for: min($0, .milliseconds(50))) }
+        )
+    }
+
+    /// Points the engine at another server address (a restarted server), keeping all local state.
+    func reconnect(_ database: CloudDatabase) {
+        engine = SyncEngine(Self.configuration(database: database, store: store, adapter: adapter))
+    }
+
+    /// Records a drive: the row and its pending change in one transaction.
+    @discardableResult
+    func recordDrive(id: String = UUID().uuidString, name: String?, distance: Double, at time: Int64) throws -> String {
+        try queue.write { db in
+            let coordinates = try JSONEncoder().encode([["lat": 51.5, "lon": -0.12], ["lat": 51.51, "lon": -0.13]])
+            try db.execute(
+                sql: """
+                    INSERT INTO drives (id, startTime, duration, distance, averageSpeed, maxSpeed, coordinatesData, customName, modifiedAt)
+                    VALUES (?, ?, 600, ?, 10, 20, ?, ?, ?)
+                    """,
+                arguments: [id, time, distance, coordinates, name, time]
+            )
+            try store.enqueue([.saveRecord(RecordID(recordName: id, zoneID: zone))], in: db)
+        }
+        return id
+    }
+
+    func rename(_ id: String, to name: String, at time: Int64) throws {
+        try queue.write { db in
+            try db.execute(sql: "UPDATE drives SET customName = ?, modifiedAt = ? WHERE id = ?", arguments: [name, time, id])
+            try store.enqueue([.saveRecord(RecordID(recordName: id, zoneID: zone))], in: db)
+        }
+    }
+
+    func delete(_ id: String) throws {
+        try queue.write { db in
+            try db.execute(sql: "DELETE FROM drives WHERE id = ?", arguments: [id])
+            try store.enqueue([.deleteRecord(RecordID(recordName: id, zoneID: zone))], in: db)
+        }
+    }
+
+    func names() throws -> [String: String?] {
+        try queue.read { db in
+            Dictionary(
+                uniqueKeysWithValues: try Row.fetchAll(db, sql: "SELECT id, customName FROM drives").map { ($0[0] as String, $0[1] as String?) })
+        }
+    }
+
+    func count() throws -> Int { try queue.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM drives") ?? 0 } }
+}

@@ -1,0 +1,203 @@
+import CumulusClient
+import CumulusCore
+import CumulusModel
+import CumulusServer
+import CumulusStoreSQLite
+import CumulusSyncGRDB
+import Foundation
+import GRDB
+import Hummingbird
+import HummingbirdTesting
+import Logging
+import Testing
+
+/// Devices syncing through a real server on a loopback port, each with its own SQLite file.
+@Suite("Sync engine: devices through a real server")
+struct SyncEngineTests {
+    static func temporaryPath(_ name: String) throws -> String {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cumulus-sync-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        return directory.appendingPathComponent("\(name).sqlite").path
+    }
+
+    /// Runs a live server over the world's store and gives a container for a user.
+    static func live<T: Sendable>(_ world: TestWorld, _ body: @Sendable (@Sendable (TestUser) -> CloudContainer) async throws -> T) async throws -> T
+    {
+        try await world.application().test(.live) { client in
+            let url = URL(string: "http://127.0.0.1:\(client.port!)")!
+            return try await body { user in
+                CloudContainer(serverURL: url, containerIdentifier: TestWorld.container, apiToken: world.apiToken, webAuthToken: user.webAuthToken)
+            }
+        }
+    }
+
+    @Test func aDriveRecordedOnOneDeviceAppearsOnTheOtherAndEditsAndDeletesFollow() async throws {
+        let world = try await TestWorld.make()
+        try await Self.live(world) { container in
+            let database = container(world.alice).privateCloudDatabase
+            try await database.save(zones: [GhostCar.zone])
+            let phone = try Device(path: try Self.temporaryPath("phone"), database: database)
+            let tablet = try Device(path: try Self.temporaryPath("tablet"), database: database)
+
+            let id = try phone.recordDrive(name: "Morning commute", distance: 12_400, at: 1000)
+            try await phone.engine.sendChanges()
+            #expect(try await phone.store.pendingRecordZoneChanges().isEmpty)
+            try await tablet.engine.fetchChanges()
+            #expect(try tablet.names() == [id: "Morning commute"])
+
+            try tablet.rename(id, to: "Commute (fast)", at: 2000)
+            try await tablet.engine.sendChanges()
+            try await phone.engine.fetchChanges()
+            #expect(try phone.names() == [id: "Commute (fast)"])
+
+            try phone.delete(id)
+            try await phone.engine.sendChanges()
+            try await tablet.engine.fetchChanges()
+            #expect(try tablet.count() == 0)
+            let status = await tablet.engine.status
+            #expect(status == SyncStatus(phase: .idle, pendingCount: 0))
+        }
+    }
+
+    @Test func concurrentEditsConvergeOnTheLaterEdit() async throws {
+        let world = try await TestWorld.make()
+        try await Self.live(world) { container in
+            let database = container(world.alice).privateCloudDatabase
+            try await database.save(zones: [GhostCar.zone])
+            let phone = try Device(path: try Self.temporaryPath("phone"), database: database)
+            let tablet = try Device(path: try Self.temporaryPath("tablet"), database: database)
+            let id = try phone.recordDrive(name: "Original", distance: 1000, at: 1000)
+            try await phone.engine.sendChanges()
+            try await tablet.engine.fetchChanges()
+
+            // Apart: the phone edits first, the tablet later; the phone's edit reaches the server first.
+            try phone.rename(id, to: "Phone edit", at: 2000)
+            try tablet.rename(id, to: "Tablet edit", at: 3000)
+            try await phone.engine.sendChanges()
+            // The tablet's save conflicts; its later edit wins and is sent on top of the server's record.
+            try await tablet.engine.sendChanges()
+            #expect(try await tablet.store.pendingRecordZoneChanges().isEmpty)
+            try await phone.engine.fetchChanges()
+            try await tablet.engine.fetchChanges()
+            #expect(try phone.names() == [id: "Tablet edit"])
+            #expect(try tablet.names() == [id: "Tablet edit"])
+            let server = try await database.records(named: [id], in: GhostCar.zone)[id]
+            #expect(server?.fields["customName"] == .string("Tablet edit"))
+
+            // The other way round: an older edit sent last loses, and takes the newer one.
+            try tablet.rename(id, to: "Tablet again", at: 5000)
+            try phone.rename(id, to: "Phone stale", at: 4000)
+            try await tablet.engine.sendChanges()
+            try await phone.engine.sendChanges()
+            try await phone.engine.fetchChanges()
+            #expect(try phone.names() == [id: "Tablet again"])
+        }
+    }
+
+    @Test func offlineEditsWaitForTheServerAndACrashLosesNothing() async throws {
+        let world = try await TestWorld.make()
+        let phonePath = try Self.temporaryPath("phone")
+        let tabletPath = try Self.temporaryPath("tablet")
+        let ids: [String] = try await Self.live(world) { container in
+            let database = container(world.alice).privateCloudDatabase
+            try await database.save(zones: [GhostCar.zone])
+            let phone = try Device(path: phonePath, database: database)
+            let id = try phone.recordDrive(name: "Before", distance: 1, at: 1)
+            try await phone.engine.sendChanges()
+            return [id]
+        }
+        // The server is stopped: edits are kept, sending fails after its retries, nothing is lost.
+        let offline = CloudContainer(
+            serverURL: URL(string: "http://127.0.0.1:9")!, containerIdentifier: TestWorld.container, apiToken: world.apiToken)
+        let phone = try Device(path: phonePath, database: offline.privateCloudDatabase)
+        let offlineID = try phone.recordDrive(name: "Recorded offline", distance: 2, at: 2)
+        await #expect(throws: CloudError.self) { try await phone.engine.sendChanges() }
+        #expect(try await phone.store.pendingRecordZoneChanges().count == 1)
+        let failed = await phone.engine.status
+        guard case .error = failed.phase else { Issue.record("status should show the error"); return }
+        #expect(failed.pendingCount == 1)
+
+        // A crash between the local write and the send: the edit and its pending change were one transaction.
+        let crashID = try phone.recordDrive(name: "Before the crash", distance: 3, at: 3)
+        let reopenedPhone = try Device(path: phonePath, database: offline.privateCloudDatabase)
+        #expect(try await reopenedPhone.store.pendingRecordZoneChanges().map(\.change.recordID.recordName).sorted() == [offlineID, crashID].sorted())
+
+        // The server is back (on a new port, over the same data).
+        try await Self.live(world) { container in
+            let database = container(world.alice).privateCloudDatabase
+            reopenedPhone.reconnect(database)
+            try await reopenedPhone.engine.sendChanges()
+            try await reopenedPhone.engine.sendChanges()
+            #expect(try await reopenedPhone.store.pendingRecordZoneChanges().isEmpty)
+            let tablet = try Device(path: tabletPath, database: database)
+            try await tablet.engine.fetchChanges()
+            #expect(try tablet.names() == [ids[0]: "Before", offlineID: "Recorded offline", crashID: "Before the crash"])
+            // Exactly once: each record was created once on the server.
+            let feed = try await database.zoneChanges(GhostCar.zone, since: nil)
+            #expect(feed.records.count == 3)
+            #expect(feed.records.allSatisfy { $0.recordChangeTag != nil })
+        }
+    }
+
+    @Test func tenThousandRecordsSyncIntoAnEmptyDevice() async throws {
+        let world = try await TestWorld.make()
+        try await Self.live(world) { container in
+            let database = container(world.alice).privateCloudDatabase
+            try await database.save(zones: [GhostCar.zone])
+            let phone = try Device(path: try Self.temporaryPath("phone"), database: database)
+            try await phone.queue.write { db in
+                for index in 0..<10_000 {
+                    let id = String(format: "drive-%05d", index)
+                    try db.execute(
+                        sql: "INSERT INTO drives (id, distance, customName, modifiedAt) VALUES (?, ?, ?, 1)",
+                        arguments: [id, Double(index), "Drive \(index)"])
+                    try phone.store.enqueue([.saveRecord(RecordID(recordName: id, zoneID: GhostCar.zone))], in: db)
+                }
+            }
+            try await phone.engine.sendChanges()
+            #expect(try await phone.store.pendingRecordZoneChanges().isEmpty)
+
+            let fresh = try Device(path: try Self.temporaryPath("fresh"), database: database)
+            try await fresh.engine.fetchChanges()
+            #expect(try fresh.count() == 10_000)
+            let mismatches = try await fresh.queue.read { db in
+                try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM drives WHERE customName <> 'Drive ' || CAST(distance AS INTEGER)") ?? -1
+            }
+            #expect(mismatches == 0)
+        }
+    }
+
+    @Test func aSharedZoneAppearsOnTheParticipantsDeviceAndLeavesWithAccess() async throws {
+        let world = try await TestWorld.make()
+        try await Self.live(world) { container in
+            let alice = container(world.alice)
+            let bob = container(world.bob)
+            try await alice.privateCloudDatabase.save(zones: [GhostCar.zone])
+            let aliceDevice = try Device(path: try Self.temporaryPath("alice"), database: alice.privateCloudDatabase)
+            let id = try aliceDevice.recordDrive(name: "Shared run", distance: 5000, at: 1)
+            try await aliceDevice.engine.sendChanges()
+
+            let share = try await alice.privateCloudDatabase.saveShare(
+                named: ShareRecord.zoneWideRecordName, root: nil, zoneID: GhostCar.zone, participants: [("bob@example.com", .readOnly)]
+            )
+            guard case .string(let guid)? = share.fields["cumulus.shortGUID"] else { Issue.record("no short GUID"); return }
+            let metadata = try await bob.sharedCloudDatabase.shareMetadata(guid, accept: true)
+            #expect(metadata.participantStatus == .accepted)
+
+            // Bob's engine on his shared database: the owner's zone, named with its owner.
+            let sharedZone = ZoneID(zoneName: GhostCar.zone.zoneName, ownerRecordName: world.alice.userRecordName)
+            let bobDevice = try Device(path: try Self.temporaryPath("bob"), database: bob.sharedCloudDatabase, scope: "shared", zone: sharedZone)
+            try await bobDevice.engine.fetchChanges()
+            #expect(try bobDevice.names() == [id: "Shared run"])
+
+            // The owner removes him: his next fetch drops the zone's rows.
+            let current = try await alice.privateCloudDatabase.records(named: [ShareRecord.zoneWideRecordName], in: GhostCar.zone)
+            try await alice.privateCloudDatabase.saveShare(
+                named: ShareRecord.zoneWideRecordName, root: nil, zoneID: GhostCar.zone, participants: [],
+                recordChangeTag: current[ShareRecord.zoneWideRecordName]?.recordChangeTag
+            )
+            try await bobDevice.engine.fetchChanges()
+            #expect(try bobDevice.count() == 0)
+        }
+    }
+}
