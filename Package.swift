@@ -92,6 +92,12 @@ let package = Package(
             dependencies: ["CumulusClient", "CumulusModel", .product(name: "GRDB", package: "GRDB.swift")],
             swiftSettings: swiftSettings
         ),
+        // The Ghost Car example (seed 000): a drives table synced with Cumulus; docs/SYNC.md walks through it.
+        .target(
+            name: "GhostCarExample",
+            dependencies: ["CumulusClient", "CumulusModel", "CumulusSyncGRDB", .product(name: "GRDB", package: "GRDB.swift")],
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "cumulus",
             dependencies: [
@@ -108,6 +114,9 @@ let package = Package(
         .executableTarget(
             name: "CumulusBenchmarks",
             dependencies: [
+                "CumulusClient",
+                "CumulusSyncGRDB",
+                "GhostCarExample",
                 "CumulusModel",
                 "CumulusCore",
                 "CumulusServer",
@@ -137,6 +146,7 @@ let package = Package(
             dependencies: [
                 "CumulusClient",
                 "CumulusSyncGRDB",
+                "GhostCarExample",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 "CumulusModel",
                 "CumulusStore",

@@ -1,11 +1,14 @@
 import AsyncHTTPClient
+import CumulusClient
 import CumulusCore
 import CumulusModel
 import CumulusServer
 import CumulusStore
 import CumulusStoreSQLite
+import CumulusSyncGRDB
 import Foundation
 import GRDB
+import GhostCarExample
 import Hummingbird
 import HummingbirdTesting
 import Logging
@@ -40,6 +43,7 @@ struct Benchmarks {
         try directSQLiteInserts(records: records)
         try await writePathParts(records: records)
         try await feedAndQuery(records: feedRecords)
+        try await initialSyncAndLatency(records: feedRecords)
     }
 
     static let batchSize = 200
@@ -301,6 +305,106 @@ struct Benchmarks {
         print(
             "| records/modify store only | \(records) | \(format(storeSeconds)) | \(Int(Double(records) / storeSeconds)) | plan and apply 200-record batches, no HTTP |"
         )
+    }
+
+    /// Peak resident memory of the process, in MiB (the server runs in the same process).
+    static func peakMemoryMiB() -> Double {
+        var usage = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &usage)
+        return Double(usage.ru_maxrss) / 1024
+    }
+
+    /// The sync engine: a `records` initial sync into an empty device's SQLite file, and how long an edit on one device
+    /// takes to reach another that polls.
+    static func initialSyncAndLatency(records: Int) async throws {
+        let (store, directory) = try temporaryStore()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let logger = Logger(label: "bench")
+        let accounts = AccountService(store: store)
+        let container = "iCloud.com.example.bench"
+        try await accounts.createContainer(container, logger: logger)
+        let apiToken = try await accounts.createAPIToken(container: container, environment: .development, logger: logger)
+        let user = try await accounts.createUser(container: container, name: "bench", password: nil, email: nil, logger: logger)
+        let webToken = try await accounts.issueWebAuthToken(for: user, logger: logger)
+        let database = DatabaseRef(container: container, environment: .development, scope: .private, ownerRecordName: user.userRecordName)
+        _ = try await store.modifyZones([ZoneOperation(operationType: .create, zoneID: GhostCar.zone)], in: database, timestamp: 0, logger: logger)
+        let route = Data((0..<675).map { UInt8(truncatingIfNeeded: $0 &* 31) })
+        for batch in stride(from: 0, to: records, by: batchSize) {
+            let operations = (batch..<min(batch + batchSize, records)).map { index in
+                RecordModification(
+                    operationType: .create, recordName: "drive-\(index)", recordType: "Drive",
+                    fields: [
+                        "startTime": .timestamp(1_700_000_000_000 + Int64(index)), "duration": .double(600), "distance": .double(Double(index)),
+                        "averageSpeed": .double(14.2), "maxSpeed": .double(31.7), "coordinatesData": .bytes(route),
+                        "customName": .string("Drive \(index)"), "modifiedAt": .int64(1),
+                    ]
+                )
+            }
+            _ = try await store.modifyRecords(
+                RecordBatch(
+                    database: database, zoneName: GhostCar.zone.zoneName, atomic: true, operations: operations, author: user.userRecordName,
+                    deviceID: "d", timestamp: 0),
+                logger: logger
+            )
+        }
+        var silent = Logger(label: "bench-server")
+        silent.logLevel = .warning
+        let app = buildApplication(configuration: ServerConfiguration(port: 0), store: store, logger: silent)
+        try await app.test(.live) { client in
+            let cloud = CloudContainer(
+                serverURL: URL(string: "http://127.0.0.1:\(client.port!)")!, containerIdentifier: container, apiToken: apiToken,
+                webAuthToken: webToken
+            )
+            func device(_ name: String) throws -> (DatabaseQueue, GRDBSyncStore, SyncEngine) {
+                let queue = try DatabaseQueue(path: directory.appendingPathComponent("\(name).sqlite").path)
+                try GhostCar.migrate(queue)
+                let syncStore = try GRDBSyncStore(writer: queue, scope: "private")
+                let adapter = GRDBSyncAdapter(writer: queue, store: syncStore, tables: [GhostCar.drivesTable()])
+                let engine = SyncEngine(.init(database: cloud.privateCloudDatabase, stateStore: syncStore, delegate: adapter))
+                return (queue, syncStore, engine)
+            }
+            let memoryBefore = peakMemoryMiB()
+            let (fresh, _, freshEngine) = try device("fresh")
+            let start = ContinuousClock.now
+            try await freshEngine.fetchChanges()
+            let seconds = (ContinuousClock.now - start).seconds
+            let count = try await fresh.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM drives") ?? 0 }
+            precondition(count == records, "synced \(count) of \(records)")
+            print(
+                "| initial sync into an empty device (SyncEngine + GRDB) | \(count) | \(format(seconds)) | \(Int(Double(count) / seconds)) | "
+                    + "peak memory \(Int(peakMemoryMiB())) MiB for the whole process (\(Int(memoryBefore)) MiB before), server included |"
+            )
+
+            // Edit-to-other-device latency: the phone records and sends; the tablet polls every 20 ms.
+            let (phone, phoneStore, phoneEngine) = try device("phone")
+            let (tablet, _, tabletEngine) = try device("tablet")
+            try await phoneEngine.fetchChanges()
+            try await tabletEngine.fetchChanges()
+            var latencies: [Double] = []
+            for round in 0..<20 {
+                let id = "latency-\(round)"
+                let edit = ContinuousClock.now
+                try await phone.write { db in
+                    try db.execute(sql: "INSERT INTO drives (id, customName, modifiedAt) VALUES (?, 'x', 2)", arguments: [id])
+                    try phoneStore.enqueue([.saveRecord(RecordID(recordName: id, zoneID: GhostCar.zone))], in: db)
+                }
+                try await phoneEngine.sendChanges()
+                while true {
+                    try await tabletEngine.fetchChanges()
+                    let seen = try await tablet.read { db in
+                        try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM drives WHERE id = ?)", arguments: [id]) ?? false
+                    }
+                    if seen { break }
+                    try await Task.sleep(for: .milliseconds(20))
+                }
+                latencies.append((ContinuousClock.now - edit).seconds * 1000)
+            }
+            latencies.sort()
+            print(
+                "| edit on one device to the other, polling every 20 ms | 20 edits | \(String(format: "%.1f", latencies[10])) ms median | — | "
+                    + "p90 \(String(format: "%.1f", latencies[18])) ms; one send, then fetches until seen |"
+            )
+        }
     }
 
     /// The ceiling: the same rows inserted straight into SQLite with GRDB, 200 per transaction.

@@ -86,13 +86,12 @@ public final class GRDBSyncStore: SyncStateStore {
 
     /// Remembers a record's system fields after a save or fetch.
     public func setChangeTag(_ tag: String?, recordType: String, for recordID: RecordID, in db: Database) throws {
-        try db.execute(
+        try db.cachedStatement(
             sql: """
                 INSERT INTO cumulus_sync_metadata (scope, zone_name, owner, record_name, record_type, change_tag) VALUES (?, ?, ?, ?, ?, ?)
                 ON CONFLICT (scope, zone_name, owner, record_name) DO UPDATE SET change_tag = excluded.change_tag, record_type = excluded.record_type
-                """,
-            arguments: [scope, recordID.zoneID.zoneName, Self.owner(recordID.zoneID), recordID.recordName, recordType, tag]
-        )
+                """
+        ).execute(arguments: [scope, recordID.zoneID.zoneName, Self.owner(recordID.zoneID), recordID.recordName, recordType, tag])
     }
 
     /// Forgets a record's system fields (it was deleted).

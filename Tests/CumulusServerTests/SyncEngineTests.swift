@@ -6,6 +6,7 @@ import CumulusStoreSQLite
 import CumulusSyncGRDB
 import Foundation
 import GRDB
+import GhostCarExample
 import Hummingbird
 import HummingbirdTesting
 import Logging
