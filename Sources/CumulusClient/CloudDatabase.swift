@@ -185,6 +185,69 @@ public struct CloudDatabase: Sendable {
         return records
     }
 
+    /// `records/query`: one page of records of a type matching filters, sorted; pass the returned marker for the next.
+    public func query(
+        recordType: String, filters: [QueryFilter] = [], sorts: [QuerySort] = [], zoneID: ZoneID, resultsLimit: Int? = nil,
+        continuationMarker: String? = nil
+    ) async throws(CloudError) -> (records: [CloudRecord], continuationMarker: String?) {
+        let json = try await post("records/query") { writer in
+            writer.key("zoneID")
+            writer.zoneID(zoneID)
+            if let resultsLimit {
+                writer.key("resultsLimit")
+                writer.int(resultsLimit)
+            }
+            if let continuationMarker {
+                writer.key("continuationMarker")
+                writer.string(continuationMarker)
+            }
+            writer.key("query")
+            writer.beginObject()
+            writer.key("recordType")
+            writer.string(recordType)
+            writer.key("filterBy")
+            writer.beginArray()
+            for filter in filters {
+                writer.beginObject()
+                writer.key("comparator")
+                writer.string(filter.comparator.rawValue)
+                Self.writeField(filter.field, to: &writer)
+                writer.key("fieldValue")
+                writer.field(filter.value)
+                if let distance = filter.distance {
+                    writer.key("distance")
+                    writer.double(distance)
+                }
+                writer.endObject()
+            }
+            writer.endArray()
+            writer.key("sortBy")
+            writer.beginArray()
+            for sort in sorts {
+                writer.beginObject()
+                Self.writeField(sort.field, to: &writer)
+                writer.key("ascending")
+                writer.bool(sort.ascending)
+                writer.endObject()
+            }
+            writer.endArray()
+            writer.endObject()
+        }
+        let records = (json["records"]?.arrayValue ?? []).compactMap { try? CloudRecord(wire: $0) }
+        return (records, json["continuationMarker"]?.stringValue)
+    }
+
+    private static func writeField(_ field: QueryField, to writer: inout JSONWriter) {
+        switch field {
+        case .field(let name):
+            writer.key("fieldName")
+            writer.string(name)
+        case .system(let system):
+            writer.key("systemFieldName")
+            writer.string(system.rawValue)
+        }
+    }
+
     // MARK: - Change feeds
 
     /// `changes/database`: zones changed or deleted since a token (`nil`: since the beginning).

@@ -99,14 +99,17 @@ public final class GRDBSyncAdapter: SyncEngineDelegate {
         }
     }
 
-    /// A zone was deleted on the server, or a share was lost: its rows go.
+    /// A zone was deleted on the server, or a share was lost: all its rows go, as CloudKit's guidance for a deleted zone
+    /// says, with their pending changes.
     private func dropZone(_ zoneID: ZoneID) async throws {
         let store = self.store
+        let normalizedZone = normalized(RecordID(recordName: "", zoneID: zoneID)).zoneID
         try await writer.write { db in
-            for (name, type) in try store.syncedRecordNames(in: zoneID, db: db) {
-                try self.table(recordType: type)?.delete(primaryKey: name, in: db)
+            for table in self.tables
+            where table.zoneID.zoneName == normalizedZone.zoneName && table.zoneID.ownerRecordName == normalizedZone.ownerRecordName {
+                try db.execute(sql: "DELETE FROM \"\(table.tableName)\"")
             }
-            try store.forgetZone(zoneID, in: db)
+            try store.forgetZone(normalizedZone, in: db)
         }
     }
 
@@ -116,7 +119,7 @@ public final class GRDBSyncAdapter: SyncEngineDelegate {
         try await writer.write { db in
             for table in self.tables where table.zoneID.zoneName == zoneID.zoneName {
                 for key in try table.primaryKeys(in: db) where !present.contains(key) {
-                    let id = RecordID(recordName: key, zoneID: zoneID)
+                    let id = table.recordID(key)
                     if try store.hasPendingSave(id, in: db) { continue }
                     try table.delete(primaryKey: key, in: db)
                     try store.forget(id, in: db)

@@ -140,6 +140,48 @@ struct SyncEngineTests {
         }
     }
 
+    @Test func aDeletedZoneDropsItsRowsAndAnUnusableTokenLeadsToAFullFetch() async throws {
+        let world = try await TestWorld.make()
+        try await Self.live(world) { container in
+            let database = container(world.alice).privateCloudDatabase
+            try await database.save(zones: [GhostCar.zone])
+            let phone = try Device(path: try Self.temporaryPath("phone"), database: database)
+            let tablet = try Device(path: try Self.temporaryPath("tablet"), database: database)
+            let restored = try Device(path: try Self.temporaryPath("restored"), database: database)
+            let kept = try phone.recordDrive(name: "Kept", distance: 1, at: 1)
+            _ = try phone.recordDrive(name: "Lost", distance: 2, at: 1)
+            try await phone.engine.sendChanges()
+            try await tablet.engine.fetchChanges()
+            try await restored.engine.fetchChanges()
+            let oldDatabaseToken = try #require(try await restored.store.databaseToken())
+
+            // The zone is deleted and created again elsewhere, holding one of the drives.
+            try await database.delete(zones: [GhostCar.zone])
+            try await database.save(zones: [GhostCar.zone])
+            var keptRecord = CloudRecord(recordType: "Drive", recordID: RecordID(recordName: kept, zoneID: GhostCar.zone))
+            keptRecord.fields = ["customName": .string("Kept"), "modifiedAt": .int64(1)]
+            _ = try await database.modifyRecords(saving: [keptRecord], deleting: [], zoneID: GhostCar.zone)
+
+            // The tablet learns the zone was deleted: it drops the zone's rows, then fetches the new zone.
+            _ = try tablet.recordDrive(name: "Unsent", distance: 3, at: 5)
+            try await tablet.engine.fetchChanges()
+            #expect(try tablet.names() == [kept: "Kept"])
+
+            // A device whose database position is newer than its zone position (restored from a backup, say) meets an
+            // unusable zone token: it fetches the zone from the start and drops what the server no longer has, keeping
+            // an edit that waits to be sent.
+            let newDatabaseToken = try await database.databaseChanges(since: oldDatabaseToken).syncToken
+            try await restored.store.setDatabaseToken(newDatabaseToken)
+            let unsent = try restored.recordDrive(name: "Unsent", distance: 3, at: 5)
+            keptRecord.recordChangeTag = try await database.records(named: [kept], in: GhostCar.zone)[kept]?.recordChangeTag
+            keptRecord.fields["distance"] = .double(10)
+            _ = try await database.modifyRecords(saving: [keptRecord], deleting: [], zoneID: GhostCar.zone)
+            try await restored.engine.fetchChanges()
+            let restoredNames = try restored.names()
+            #expect(restoredNames == [kept: "Kept", unsent: "Unsent"], "\(restoredNames)")
+        }
+    }
+
     @Test func tenThousandRecordsSyncIntoAnEmptyDevice() async throws {
         let world = try await TestWorld.make()
         try await Self.live(world) { container in
