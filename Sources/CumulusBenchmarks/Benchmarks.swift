@@ -66,15 +66,10 @@ struct Benchmarks {
 
     /// `records/modify` over HTTP on loopback, against the embedded SQLite store on disk.
     static func modifyOverHTTP(records: Int, concurrency: Int) async throws {
-        let (store, directory) = try temporaryStore()
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let logger = Logger(label: "bench")
-        let accounts = AccountService(store: store)
-        let container = "iCloud.com.example.bench"
-        try await accounts.createContainer(container, logger: logger)
-        let apiToken = try await accounts.createAPIToken(container: container, environment: .development, logger: logger)
-        let user = try await accounts.createUser(container: container, name: "bench", password: nil, email: nil, logger: logger)
-        let webToken = try await accounts.issueWebAuthToken(for: user, logger: logger)
+        let world = try await BenchWorld.make()
+        defer { try? FileManager.default.removeItem(at: world.directory) }
+        let (store, _, _, container, apiToken, _, webToken) =
+            (world.store, world.directory, world.logger, world.container, world.apiToken, world.user, world.webToken)
 
         var silent = Logger(label: "bench-server")
         silent.logLevel = .warning
@@ -137,15 +132,10 @@ struct Benchmarks {
     /// A zone of `records` drives read through `changes/zone` from a zero token, and a filtered, sorted query paged
     /// through with continuation markers, both over HTTP.
     static func feedAndQuery(records: Int) async throws {
-        let (store, directory) = try temporaryStore()
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let logger = Logger(label: "bench")
-        let accounts = AccountService(store: store)
-        let container = "iCloud.com.example.bench"
-        try await accounts.createContainer(container, logger: logger)
-        let apiToken = try await accounts.createAPIToken(container: container, environment: .development, logger: logger)
-        let user = try await accounts.createUser(container: container, name: "bench", password: nil, email: nil, logger: logger)
-        let webToken = try await accounts.issueWebAuthToken(for: user, logger: logger)
+        let world = try await BenchWorld.make()
+        defer { try? FileManager.default.removeItem(at: world.directory) }
+        let (store, _, logger, container, apiToken, user, webToken) =
+            (world.store, world.directory, world.logger, world.container, world.apiToken, world.user, world.webToken)
         let database = DatabaseRef(container: container, environment: .development, scope: .private, ownerRecordName: user.userRecordName)
         _ = try await store.modifyZones(
             [ZoneOperation(operationType: .create, zoneID: ZoneID(zoneName: "Drives"))], in: database, timestamp: 0, logger: logger)
@@ -317,15 +307,10 @@ struct Benchmarks {
     /// The sync engine: a `records` initial sync into an empty device's SQLite file, and how long an edit on one device
     /// takes to reach another that polls.
     static func initialSyncAndLatency(records: Int) async throws {
-        let (store, directory) = try temporaryStore()
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let logger = Logger(label: "bench")
-        let accounts = AccountService(store: store)
-        let container = "iCloud.com.example.bench"
-        try await accounts.createContainer(container, logger: logger)
-        let apiToken = try await accounts.createAPIToken(container: container, environment: .development, logger: logger)
-        let user = try await accounts.createUser(container: container, name: "bench", password: nil, email: nil, logger: logger)
-        let webToken = try await accounts.issueWebAuthToken(for: user, logger: logger)
+        let world = try await BenchWorld.make()
+        defer { try? FileManager.default.removeItem(at: world.directory) }
+        let (store, directory, logger, container, apiToken, user, webToken) =
+            (world.store, world.directory, world.logger, world.container, world.apiToken, world.user, world.webToken)
         let database = DatabaseRef(container: container, environment: .development, scope: .private, ownerRecordName: user.userRecordName)
         _ = try await store.modifyZones([ZoneOperation(operationType: .create, zoneID: GhostCar.zone)], in: database, timestamp: 0, logger: logger)
         let route = Data((0..<675).map { UInt8(truncatingIfNeeded: $0 &* 31) })
@@ -444,6 +429,31 @@ struct Benchmarks {
     }
 
     static func format(_ seconds: Double) -> String { String(format: "%.2f", seconds) }
+}
+
+/// A fresh on-disk store with a container, an API token and a signed-in user.
+struct BenchWorld {
+    let store: SQLiteRecordStore
+    let directory: URL
+    let logger = Logger(label: "bench")
+    let container = "iCloud.com.example.bench"
+    let apiToken: String
+    let user: UserAccount
+    let webToken: String
+
+    static func make() async throws -> BenchWorld {
+        let (store, directory) = try Benchmarks.temporaryStore()
+        let logger = Logger(label: "bench")
+        let accounts = AccountService(store: store)
+        let container = "iCloud.com.example.bench"
+        try await accounts.createContainer(container, logger: logger)
+        let apiToken = try await accounts.createAPIToken(container: container, environment: .development, logger: logger)
+        let user = try await accounts.createUser(container: container, name: "bench", password: nil, email: nil, logger: logger)
+        return BenchWorld(
+            store: store, directory: directory, apiToken: apiToken, user: user,
+            webToken: try await accounts.issueWebAuthToken(for: user, logger: logger)
+        )
+    }
 }
 
 extension Duration {

@@ -172,33 +172,7 @@ public struct LinkClient: Sendable {
         writer.beginObject()
         writer.key("drives")
         writer.beginArray()
-        for drive in drives {
-            writer.beginObject()
-            writer.key("startTime")
-            writer.int(Int64((drive.startTime.timeIntervalSince1970 * 1000).rounded()))
-            for (key, value) in [
-                ("duration", drive.duration), ("distance", drive.distance), ("averageSpeed", drive.averageSpeed), ("maxSpeed", drive.maxSpeed),
-            ] {
-                writer.key(key)
-                writer.double(value)
-            }
-            writer.key("points")
-            writer.beginArray()
-            for point in drive.points {
-                writer.beginObject()
-                writer.key("lat")
-                writer.double(point.lat)
-                writer.key("lon")
-                writer.double(point.lon)
-                writer.endObject()
-            }
-            writer.endArray()
-            if let name = drive.customName {
-                writer.key("customName")
-                writer.string(name)
-            }
-            writer.endObject()
-        }
+        for drive in drives { drive.wire.write(to: &writer) }
         writer.endArray()
         writer.endObject()
         return try await upload(path: "drives", body: Data(writer.bytes))
@@ -245,13 +219,11 @@ public struct LinkClient: Sendable {
         )
         let json = try check(response)
         guard let links = json["links"]?.arrayValue else { throw .server(status: response.status, reason: "no links in the answer") }
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
         return links.compactMap { link in
             guard let id = link["id"]?.stringValue, let url = link["url"]?.stringValue.flatMap(URL.init(string:)),
-                let expiresAt = link["expiresAt"]?.stringValue.flatMap(formatter.date(from:))
+                let expiresAt = link["expiresAt"]?.stringValue.flatMap(ISO8601Milliseconds.milliseconds)
             else { return nil }
-            return SharedLink(id: id, url: url, expiresAt: expiresAt)
+            return SharedLink(id: id, url: url, expiresAt: Date(timeIntervalSince1970: Double(expiresAt) / 1000))
         }
     }
 
@@ -315,30 +287,31 @@ public struct LinkClient: Sendable {
     }
 
     static func readDrive(_ json: JSONValue) throws(LinkError) -> DriveSnapshot {
-        func number(_ key: String) throws(LinkError) -> Double {
-            guard case .number(let text)? = json[key], let value = Double(text) else { throw .invalid("drive.\(key)") }
-            return value
+        do {
+            return DriveSnapshot(try SharedDrive(wire: json, path: "drive"))
+        } catch {
+            throw .invalid(error.description)
         }
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        guard let start = json["startTime"]?.stringValue.flatMap(formatter.date(from:)) else { throw .invalid("drive.startTime") }
-        var points: [DriveSnapshot.Point] = []
-        for point in json["points"]?.arrayValue ?? [] {
-            guard case .number(let lat)? = point["lat"], case .number(let lon)? = point["lon"], let latitude = Double(lat),
-                let longitude = Double(lon)
-            else {
-                throw .invalid("drive.points")
-            }
-            points.append(.init(lat: latitude, lon: longitude))
-        }
-        return DriveSnapshot(
-            startTime: start, duration: try number("duration"), distance: try number("distance"), averageSpeed: try number("averageSpeed"),
-            maxSpeed: try number("maxSpeed"), points: points, customName: json["customName"]?.stringValue
-        )
     }
 }
 
 extension DriveSnapshot {
+    /// The drive in its wire shape.
+    var wire: SharedDrive {
+        SharedDrive(
+            startTime: Int64((startTime.timeIntervalSince1970 * 1000).rounded()), duration: duration, distance: distance, averageSpeed: averageSpeed,
+            maxSpeed: maxSpeed, points: points.map { DrivePoint(lat: $0.lat, lon: $0.lon) }, customName: customName
+        )
+    }
+
+    init(_ wire: SharedDrive) {
+        self.init(
+            startTime: Date(timeIntervalSince1970: Double(wire.startTime) / 1000), duration: wire.duration, distance: wire.distance,
+            averageSpeed: wire.averageSpeed, maxSpeed: wire.maxSpeed, points: wire.points.map { Point(lat: $0.lat, lon: $0.lon) },
+            customName: wire.customName
+        )
+    }
+
     /// An independent copy: a new identifier and the honest "(Shared)" name.
     public func importedCopy() -> ImportedDrive {
         ImportedDrive(id: UUID(), name: sharedCopyName, drive: self)

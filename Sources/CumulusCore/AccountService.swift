@@ -61,6 +61,15 @@ public struct AccountService: Sendable {
         }
     }
 
+    /// Checks that an API token was sent and opens this container environment, or throws `AUTHENTICATION_FAILED`.
+    public func authenticate(apiToken: String?, container: String, environment: ContainerEnvironment, logger: Logger) async throws {
+        guard let apiToken, !apiToken.isEmpty else { throw CumulusError(.authenticationFailed, "ckAPIToken is required") }
+        let token = try await authenticate(apiToken: apiToken, logger: logger)
+        guard token.container == container, token.environment == environment else {
+            throw CumulusError(.authenticationFailed, "ckAPIToken is not valid for \(container) \(environment.rawValue)")
+        }
+    }
+
     /// The container environment an API token opens, or `AUTHENTICATION_FAILED`.
     public func authenticate(apiToken: String, logger: Logger) async throws -> APITokenRecord {
         guard let record = try await store.apiToken(hash: TokenCodec.hash(apiToken), logger: logger), !record.revoked else {

@@ -110,16 +110,8 @@ public struct DatabaseService: Sendable {
     public func lookupRecords(caller: Caller, scope: DatabaseScope, request: RecordsLookupRequest, logger: Logger) async throws
         -> [RecordLookupResult]
     {
-        var database = try policy.database(for: caller, scope: scope, access: .read)
         try checkCount(request.records.count, path: "records")
-        var zoneName: String
-        var access: ParticipantAccess?
-        if scope == .shared {
-            (database, zoneName, access) = try await sharedZoneAccess(caller: caller, zoneID: request.zoneID, logger: logger)
-        } else {
-            zoneName = try policy.zoneName(request.zoneID, in: database)
-            try checkZone(zoneName, scope: scope)
-        }
+        let (database, zoneName, access) = try await zone(request.zoneID, caller: caller, scope: scope, access: .read, logger: logger)
         let found = try await mapStoreErrors {
             try await store.records(named: request.records.map(\.recordName), zoneName: zoneName, in: database, access: access, logger: logger)
         }
@@ -133,16 +125,8 @@ public struct DatabaseService: Sendable {
     public func modifyRecords(caller: Caller, scope: DatabaseScope, request: RecordsModifyRequest, logger: Logger) async throws
         -> RecordsModifyResponse
     {
-        var database = try policy.database(for: caller, scope: scope, access: .write)
         try checkCount(request.operations.count, path: "operations")
-        var zoneName: String
-        var access: ParticipantAccess?
-        if scope == .shared {
-            (database, zoneName, access) = try await sharedZoneAccess(caller: caller, zoneID: request.zoneID, logger: logger)
-        } else {
-            zoneName = try policy.zoneName(request.zoneID, in: database)
-            try checkZone(zoneName, scope: scope)
-        }
+        let (database, zoneName, access) = try await zone(request.zoneID, caller: caller, scope: scope, access: .write, logger: logger)
         guard let author = caller.authorName else {
             throw CumulusError(.authenticationRequired, "request needs authorization")
         }
@@ -195,6 +179,18 @@ public struct DatabaseService: Sendable {
             numbersAsStrings: request.numbersAsStrings,
             shares: try await shareStates(for: saved, database: database, zoneName: zoneName, logger: logger)
         )
+    }
+
+    /// The database and zone a record request acts on: the caller's own, or, in the shared database, the owner's zone
+    /// with what the caller's shares allow there.
+    func zone(_ zoneID: ZoneID?, caller: Caller, scope: DatabaseScope, access: DatabaseAccess, logger: Logger) async throws
+        -> (DatabaseRef, String, ParticipantAccess?)
+    {
+        let database = try policy.database(for: caller, scope: scope, access: access)
+        if scope == .shared { return try await sharedZoneAccess(caller: caller, zoneID: zoneID, logger: logger) }
+        let zoneName = try policy.zoneName(zoneID, in: database)
+        try checkZone(zoneName, scope: scope)
+        return (database, zoneName, nil)
     }
 
     // MARK: - Validation

@@ -35,31 +35,6 @@ public struct CreatedLink: Sendable, Hashable {
     public var expiresAt: Int64
 }
 
-/// A drive in the flat shape Ghost Car shares, validated and cleaned.
-public struct SharedDrive: Sendable, Hashable {
-    /// Milliseconds since the epoch.
-    public var startTime: Int64
-    /// Seconds.
-    public var duration: Double
-    /// Metres.
-    public var distance: Double
-    /// Metres per second.
-    public var averageSpeed: Double
-    public var maxSpeed: Double
-    public var points: [(lat: Double, lon: Double)]
-    public var customName: String?
-
-    public static func == (lhs: SharedDrive, rhs: SharedDrive) -> Bool {
-        lhs.startTime == rhs.startTime && lhs.duration == rhs.duration && lhs.distance == rhs.distance && lhs.averageSpeed == rhs.averageSpeed
-            && lhs.maxSpeed == rhs.maxSpeed && lhs.customName == rhs.customName && lhs.points.elementsEqual(rhs.points, by: { $0 == $1 })
-    }
-
-    public func hash(into hasher: inout Hasher) {
-        hasher.combine(startTime)
-        hasher.combine(customName)
-    }
-}
-
 /// The share-a-copy service: snapshots behind links that expire, with an abuse ceiling. It keeps as little as
 /// possible: the cleaned payload, its expiry, and upload counts for a day.
 public struct LinkService: Sendable {
@@ -84,11 +59,19 @@ public struct LinkService: Sendable {
         guard values.count <= limits.maximumDrivesPerRequest else {
             throw CumulusError(.badRequest, "drives: \(values.count) drives; at most \(limits.maximumDrivesPerRequest) per request")
         }
-        let drives = try values.enumerated().map { index, value in try Self.readDrive(value, path: "drives[\(index)]", limits: limits) }
-        let payloads = drives.map { drive in
+        var payloads: [[UInt8]] = []
+        for (index, value) in values.enumerated() {
+            var drive: SharedDrive
+            do {
+                drive = try SharedDrive(wire: value, path: "drives[\(index)]", maximumPoints: limits.maximumPointsPerDrive)
+            } catch {
+                throw CumulusError(.badRequest, error.description)
+            }
+            // Names are shown on a web page: cleaned before they are stored.
+            drive.customName = drive.customName.flatMap { Self.cleanName($0, maximumLength: limits.maximumNameLength) }
             var writer = JSONWriter()
-            Self.write(drive, to: &writer)
-            return writer.bytes
+            drive.write(to: &writer)
+            payloads.append(writer.bytes)
         }
         return try await store(payloads, kind: "drive", container: container, environment: environment, uploader: uploader, logger: logger)
     }
@@ -186,108 +169,11 @@ public struct LinkService: Sendable {
         return String(cleaned.prefix(maximumLength))
     }
 
-    /// Reads and checks a drive: numbers finite and not negative, coordinates in range, the name cleaned.
-    static func readDrive(_ value: JSONValue, path: String, limits: LinkLimits) throws -> SharedDrive {
-        let object = try WireObject(value, path: path)
-        func number(_ key: String, minimum: Double? = 0) throws -> Double {
-            guard let member = object[key] else { throw CumulusError(.badRequest, "\(object.path(key)): is required") }
-            let value: Double
-            do {
-                value = try FieldValue.readDouble(member, type: .double, path: object.path(key))
-            } catch let error as WireFormatError {
-                throw CumulusError(.badRequest, error.description)
-            }
-            if let minimum, value < minimum { throw CumulusError(.badRequest, "\(object.path(key)): must not be negative") }
-            return value
-        }
-        let startTime: Int64
-        switch object["startTime"] {
-        case .string(let text):
-            let formatter = ISO8601DateFormatter()
-            formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-            guard let date = formatter.date(from: text) ?? ISO8601DateFormatter().date(from: text) else {
-                throw CumulusError(.badRequest, "\(object.path("startTime")): not an ISO 8601 date or milliseconds since the epoch")
-            }
-            startTime = Int64((date.timeIntervalSince1970 * 1000).rounded())
-        case .number(let text):
-            guard let milliseconds = Double(text), milliseconds.isFinite, milliseconds >= 0 else {
-                throw CumulusError(.badRequest, "\(object.path("startTime")): not a valid time")
-            }
-            startTime = Int64(milliseconds.rounded())
-        case nil:
-            throw CumulusError(.badRequest, "\(object.path("startTime")): is required")
-        default:
-            throw CumulusError(.badRequest, "\(object.path("startTime")): not an ISO 8601 date or milliseconds since the epoch")
-        }
-        guard let pointValues = object["points"]?.arrayValue else { throw CumulusError(.badRequest, "\(object.path("points")): is required") }
-        guard pointValues.count <= limits.maximumPointsPerDrive else {
-            throw CumulusError(
-                .badRequest, "\(object.path("points")): \(pointValues.count) coordinates; at most \(limits.maximumPointsPerDrive) per drive")
-        }
-        var points: [(lat: Double, lon: Double)] = []
-        points.reserveCapacity(pointValues.count)
-        for (index, pointValue) in pointValues.enumerated() {
-            let pointPath = "\(object.path("points"))[\(index)]"
-            guard let point = pointValue.objectValue else { throw CumulusError(.badRequest, "\(pointPath): expected {\"lat\", \"lon\"}") }
-            func coordinate(_ keys: [String], range: ClosedRange<Double>) throws -> Double {
-                guard let key = keys.first(where: { point[$0] != nil }), case .number(let text) = point[key]!, let value = Double(text) else {
-                    throw CumulusError(.badRequest, "\(pointPath).\(keys[0]): expected a number")
-                }
-                guard value.isFinite, range.contains(value) else {
-                    throw CumulusError(.badRequest, "\(pointPath).\(keys[0]): must be between \(Int(range.lowerBound)) and \(Int(range.upperBound))")
-                }
-                return value
-            }
-            points.append((try coordinate(["lat", "latitude"], range: -90...90), try coordinate(["lon", "longitude", "lng"], range: -180...180)))
-        }
-        var customName: String?
-        if let name = try object.string("customName") { customName = cleanName(name, maximumLength: limits.maximumNameLength) }
-        return SharedDrive(
-            startTime: startTime, duration: try number("duration"), distance: try number("distance"), averageSpeed: try number("averageSpeed"),
-            maxSpeed: try number("maxSpeed"), points: points, customName: customName
-        )
-    }
-
-    /// Writes a drive in its flat JSON shape, `startTime` as ISO 8601.
-    public static func write(_ drive: SharedDrive, to writer: inout JSONWriter) {
-        writer.beginObject()
-        writer.key("startTime")
-        writer.string(iso8601(drive.startTime))
-        writer.key("duration")
-        writer.double(drive.duration)
-        writer.key("distance")
-        writer.double(drive.distance)
-        writer.key("averageSpeed")
-        writer.double(drive.averageSpeed)
-        writer.key("maxSpeed")
-        writer.double(drive.maxSpeed)
-        writer.key("points")
-        writer.beginArray()
-        for point in drive.points {
-            writer.beginObject()
-            writer.key("lat")
-            writer.double(point.lat)
-            writer.key("lon")
-            writer.double(point.lon)
-            writer.endObject()
-        }
-        writer.endArray()
-        if let name = drive.customName {
-            writer.key("customName")
-            writer.string(name)
-        }
-        writer.endObject()
-    }
-
     /// Reads a stored drive payload back.
     public static func readStoredDrive(_ payload: [UInt8]) throws -> SharedDrive {
-        try readDrive(JSONValue(parsing: payload), path: "drive", limits: LinkLimits(maximumPointsPerDrive: .max))
+        try SharedDrive(wire: JSONValue(parsing: payload), path: "drive")
     }
 
     /// Milliseconds since the epoch as ISO 8601 with milliseconds.
-    public static func iso8601(_ milliseconds: Int64) -> String {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return formatter.string(from: Date(timeIntervalSince1970: Double(milliseconds) / 1000))
-    }
+    public static func iso8601(_ milliseconds: Int64) -> String { ISO8601Milliseconds.string(milliseconds) }
 }

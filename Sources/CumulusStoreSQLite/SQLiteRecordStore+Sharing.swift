@@ -178,25 +178,22 @@ extension SQLiteRecordStore {
 
     /// Moves a zone to the head of every viewer's shared database feed, after a write in it.
     static func touchSharedViews(_ db: Database, zoneRowID: Int64) throws {
-        let users = try String.fetchAll(
-            db, sql: "SELECT user_record_name FROM shared_zone_views WHERE zone_id = ? AND deleted = 0", arguments: [zoneRowID])
-        for user in users {
-            let sequence = try bumpSharedDatabase(db, user: user)
-            try db.execute(
-                sql: "UPDATE shared_zone_views SET view_seq = ? WHERE user_record_name = ? AND zone_id = ?", arguments: [sequence, user, zoneRowID]
-            )
-        }
+        try advanceViews(db, zoneRowID: zoneRowID, ending: false)
     }
 
-    /// Ends every view of a zone (the zone was deleted).
+    /// Ends every view of a zone (the zone was deleted): viewers' feeds report it deleted.
     static func endViews(_ db: Database, zoneRowID: Int64) throws {
+        try advanceViews(db, zoneRowID: zoneRowID, ending: true)
+    }
+
+    private static func advanceViews(_ db: Database, zoneRowID: Int64, ending: Bool) throws {
         let users = try String.fetchAll(
             db, sql: "SELECT user_record_name FROM shared_zone_views WHERE zone_id = ? AND deleted = 0", arguments: [zoneRowID])
         for user in users {
             let sequence = try bumpSharedDatabase(db, user: user)
             try db.execute(
-                sql: "UPDATE shared_zone_views SET view_seq = ?, deleted = 1 WHERE user_record_name = ? AND zone_id = ?",
-                arguments: [sequence, user, zoneRowID]
+                sql: "UPDATE shared_zone_views SET view_seq = ?, deleted = ? WHERE user_record_name = ? AND zone_id = ?",
+                arguments: [sequence, ending, user, zoneRowID]
             )
         }
     }

@@ -62,13 +62,9 @@ struct AuthenticationMiddleware: RouterMiddleware {
         }
 
         let query = request.uri.queryParameters
-        guard let apiToken = query["ckAPIToken"].map(String.init), !apiToken.isEmpty else {
-            throw CumulusError(.authenticationFailed, "ckAPIToken is required")
-        }
-        let token = try await accounts.authenticate(apiToken: apiToken, logger: context.logger)
-        guard token.container == container, token.environment == environment else {
-            throw CumulusError(.authenticationFailed, "ckAPIToken is not valid for \(container) \(environment.rawValue)")
-        }
+        try await accounts.authenticate(
+            apiToken: query["ckAPIToken"].map(String.init), container: container, environment: environment, logger: context.logger
+        )
         var user: UserAccount?
         if let webAuthToken = query["ckWebAuthToken"].map(String.init), !webAuthToken.isEmpty {
             user = try await accounts.authenticate(webAuthToken: webAuthToken, container: container, logger: context.logger)

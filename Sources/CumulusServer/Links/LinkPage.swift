@@ -125,7 +125,7 @@ enum LinkPage {
     }
 
     /// The route as an SVG path scaled to its points (equirectangular, corrected for latitude).
-    static func routeSVG(_ points: [(lat: Double, lon: Double)]) -> String {
+    static func routeSVG(_ points: [DrivePoint]) -> String {
         let width = 320.0
         let height = 220.0
         let padding = 12.0

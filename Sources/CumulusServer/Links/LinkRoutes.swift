@@ -50,13 +50,11 @@ struct LinkRoutes {
         else {
             throw CumulusError(.badRequest, "path: expected /links/1/{container}/{development|production}/…")
         }
-        guard let apiKey = request.uri.queryParameters["ckAPIToken"].map(String.init), !apiKey.isEmpty else {
-            throw CumulusError(.authenticationFailed, "ckAPIToken (the API key) is required")
-        }
-        let token = try await accounts.authenticate(apiToken: apiKey, logger: context.logger)
-        guard token.container == container, token.environment == environment else {
-            throw CumulusError(.authenticationFailed, "ckAPIToken is not valid for \(container) \(environment.rawValue)")
-        }
+        // The container's API token is the API key.
+        try await accounts.authenticate(
+            apiToken: request.uri.queryParameters["ckAPIToken"].map(String.init), container: container, environment: environment,
+            logger: context.logger
+        )
         guard let device = request.headers[.cumulusDevice], !device.isEmpty, device.utf8.count <= 128 else {
             throw CumulusError(.badRequest, "X-Cumulus-Device: header with the app's device identifier is required")
         }

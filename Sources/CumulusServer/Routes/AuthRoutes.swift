@@ -83,13 +83,10 @@ struct AuthRoutes {
         else {
             throw CumulusError(.badRequest, "path: expected /auth/1/{container}/{development|production}/…")
         }
-        guard let apiToken = request.uri.queryParameters["ckAPIToken"].map(String.init), !apiToken.isEmpty else {
-            throw CumulusError(.authenticationFailed, "ckAPIToken is required")
-        }
-        let token = try await accounts.authenticate(apiToken: apiToken, logger: context.logger)
-        guard token.container == container, token.environment == environment else {
-            throw CumulusError(.authenticationFailed, "ckAPIToken is not valid for \(container) \(environment.rawValue)")
-        }
+        try await accounts.authenticate(
+            apiToken: request.uri.queryParameters["ckAPIToken"].map(String.init), container: container, environment: environment,
+            logger: context.logger
+        )
         return container
     }
 
