@@ -98,10 +98,35 @@ public actor SyncEngine {
         try await store.add(changes)
     }
 
+    /// Which zones or records a fetch or send covers, as CKSyncEngine's `FetchChangesOptions.Scope` and
+    /// `SendChangesOptions.Scope`.
+    public enum Scope: Sendable, Hashable {
+        case all
+        case zoneIDs(Set<ZoneID>)
+        case allExcluding(Set<ZoneID>)
+        /// Sending only: these records.
+        case recordIDs(Set<RecordID>)
+
+        func contains(_ zoneID: ZoneID) -> Bool {
+            switch self {
+            case .all, .recordIDs: true
+            case .zoneIDs(let zones): zones.contains { $0.zoneName == zoneID.zoneName }
+            case .allExcluding(let zones): !zones.contains { $0.zoneName == zoneID.zoneName }
+            }
+        }
+
+        func contains(_ change: PendingRecordZoneChange) -> Bool {
+            if case .recordIDs(let ids) = self {
+                return ids.contains { $0.recordName == change.recordID.recordName && $0.zoneID.zoneName == change.recordID.zoneID.zoneName }
+            }
+            return contains(change.recordID.zoneID)
+        }
+    }
+
     // MARK: - Fetching
 
-    /// Fetches everything that changed since the last fetch and hands it to the delegate.
-    public func fetchChanges() async throws {
+    /// Fetches everything that changed since the last fetch (in the zones of `scope`) and hands it to the delegate.
+    public func fetchChanges(_ scope: Scope = .all) async throws {
         await setPhase(.fetching)
         do {
             try await delegate.handleEvent(.willFetchChanges, syncEngine: self)
@@ -122,10 +147,11 @@ public actor SyncEngine {
                 token = changes.syncToken
                 more = changes.moreComing
             }
-            for zoneID in zones.sorted(by: { $0.description < $1.description }) {
+            for zoneID in zones.sorted(by: { $0.description < $1.description }) where scope.contains(zoneID) {
                 try await fetchZone(zoneID)
             }
-            try await store.setDatabaseToken(token)
+            // A scoped fetch leaves the database position alone, so the other zones are fetched next time.
+            if scope == .all { try await store.setDatabaseToken(token) }
             try await delegate.handleEvent(.didFetchChanges, syncEngine: self)
             await setPhase(.idle)
         } catch {
@@ -171,15 +197,16 @@ public actor SyncEngine {
 
     // MARK: - Sending
 
-    /// Sends pending changes, batch after batch, until none is left (or only failures the app must resolve).
-    public func sendChanges() async throws {
+    /// Sends pending changes (those in `scope`), batch after batch, until none is left (or only failures the app must
+    /// resolve).
+    public func sendChanges(_ scope: Scope = .all) async throws {
         await setPhase(.sending)
         do {
             try await delegate.handleEvent(.willSendChanges, syncEngine: self)
             try await sendDatabaseChanges()
             var attemptsWithoutProgress = 0
             while attemptsWithoutProgress < 2 {
-                let pending = try await store.pendingRecordZoneChanges()
+                let pending = try await store.pendingRecordZoneChanges().filter { scope.contains($0.change) }
                 guard !pending.isEmpty else { break }
                 guard let batch = try await delegate.nextRecordZoneChangeBatch(pending.map(\.change), syncEngine: self) else { break }
                 let progressed = try await send(batch, pending: pending)

@@ -244,3 +244,77 @@ struct SyncEngineTests {
         }
     }
 }
+
+/// The client API in process (no socket), through ``InProcessTransport``.
+@Suite("Client API in process")
+struct ClientInProcessTests {
+    @Test func theClientAPIWorksAgainstTheServerInProcess() async throws {
+        let world = try await TestWorld.make()
+        try await world.application().test(.router) { client in
+            let container = CloudContainer(
+                serverURL: URL(string: "http://localhost")!, containerIdentifier: TestWorld.container, apiToken: world.apiToken,
+                webAuthToken: world.alice.webAuthToken, transport: InProcessTransport(client: client)
+            )
+            let database = container.privateCloudDatabase
+            try await database.save(zones: [GhostCar.zone])
+            #expect(try await database.allZones().map(\.zoneName) == ["_defaultZone", "Drives"])
+            var drive = CloudRecord(recordType: "Drive", recordID: RecordID(recordName: "d1", zoneID: GhostCar.zone))
+            drive["distance"] = .double(12_400)
+            let saved = try await database.modifyRecords(saving: [drive], deleting: [], zoneID: GhostCar.zone)
+            let tag = try #require(saved.saved.first?.recordChangeTag)
+
+            // A stale save comes back as CONFLICT with the server's record.
+            var stale = drive
+            stale.recordChangeTag = "stale"
+            stale["distance"] = .double(1)
+            let conflict = try await database.modifyRecords(saving: [stale], deleting: [], zoneID: GhostCar.zone)
+            #expect(conflict.failedSaves.first?.error.code == .server(.conflict))
+            #expect(conflict.failedSaves.first?.error.serverRecord?.recordChangeTag == tag)
+
+            let found = try await database.query(
+                recordType: "Drive", filters: [QueryFilter(comparator: .greaterThan, field: .field("distance"), value: .double(100))],
+                zoneID: GhostCar.zone
+            )
+            #expect(found.records.map(\.recordID.recordName) == ["d1"])
+            let changes = try await database.zoneChanges(GhostCar.zone, since: nil)
+            #expect(changes.records.map(\.recordID.recordName) == ["d1"])
+
+            // Errors keep CloudKit's code.
+            let anonymous = CloudContainer(
+                serverURL: URL(string: "http://localhost")!, containerIdentifier: TestWorld.container, apiToken: world.apiToken,
+                transport: InProcessTransport(client: client)
+            )
+            let error = await #expect(throws: CloudError.self) { try await anonymous.privateCloudDatabase.allZones() }
+            #expect(error?.code == .server(.authenticationRequired))
+
+            // Sign-in gives a container that acts as the user.
+            let carol = try await anonymous.signUp(name: "carol", password: "correct horse")
+            #expect(try await carol.privateCloudDatabase.allZones().map(\.zoneName) == ["_defaultZone"])
+        }
+    }
+
+    @Test func scopedSendsAndFetchesCoverOnlyTheirZones() async throws {
+        let world = try await TestWorld.make()
+        try await world.application().test(.live) { client in
+            let container = CloudContainer(
+                serverURL: URL(string: "http://127.0.0.1:\(client.port!)")!, containerIdentifier: TestWorld.container, apiToken: world.apiToken,
+                webAuthToken: world.alice.webAuthToken
+            )
+            let database = container.privateCloudDatabase
+            try await database.save(zones: [GhostCar.zone])
+            let phone = try Device(path: try SyncEngineTests.temporaryPath("phone"), database: database)
+            let first = try phone.recordDrive(name: "One", distance: 1, at: 1)
+            let second = try phone.recordDrive(name: "Two", distance: 2, at: 2)
+            try await phone.engine.sendChanges(.recordIDs([RecordID(recordName: first, zoneID: GhostCar.zone)]))
+            #expect(try await phone.store.pendingRecordZoneChanges().map(\.change.recordID.recordName) == [second])
+            try await phone.engine.sendChanges(.zoneIDs([ZoneID(zoneName: "Elsewhere")]))
+            #expect(try await phone.store.pendingRecordZoneChanges().count == 1)
+            try await phone.engine.sendChanges()
+            let tablet = try Device(path: try SyncEngineTests.temporaryPath("tablet"), database: database)
+            try await tablet.engine.fetchChanges(.allExcluding([GhostCar.zone]))
+            #expect(try tablet.count() == 0)
+            try await tablet.engine.fetchChanges(.zoneIDs([GhostCar.zone]))
+            #expect(try tablet.count() == 2)
+        }
+    }
+}
