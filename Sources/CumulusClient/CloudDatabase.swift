@@ -331,10 +331,7 @@ public struct CloudDatabase: Sendable {
             }
             if let root {
                 writer.key("forRecord")
-                writer.beginObject()
-                writer.key("recordName")
-                writer.string(root)
-                writer.endObject()
+                writer.recordNameObject(root)
             }
             writer.key("publicPermission")
             writer.string(publicPermission.rawValue)

@@ -78,10 +78,7 @@ public struct CloudRecord: Sendable, Hashable {
         writer.fields(fields)
         writer.key("parent")
         if let parent {
-            writer.beginObject()
-            writer.key("recordName")
-            writer.string(parent)
-            writer.endObject()
+            writer.recordNameObject(parent)
         } else {
             writer.null()
         }

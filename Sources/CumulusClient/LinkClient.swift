@@ -185,21 +185,7 @@ public struct LinkClient: Sendable {
         writer.key("records")
         writer.beginArray()
         for record in records {
-            writer.beginObject()
-            writer.key("recordName")
-            writer.string(record.recordName)
-            writer.key("recordType")
-            writer.string(record.recordType)
-            writer.key("fields")
-            writer.fields(record.fields)
-            if let parent = record.parent {
-                writer.key("parent")
-                writer.beginObject()
-                writer.key("recordName")
-                writer.string(parent)
-                writer.endObject()
-            }
-            writer.endObject()
+            writer.snapshotRecord(recordName: record.recordName, recordType: record.recordType, fields: record.fields, parent: record.parent)
         }
         writer.endArray()
         writer.endObject()

@@ -115,7 +115,9 @@ extension DatabaseService {
             }
             var resolved: [ResolvedParticipant]?
             if let participants = draft.participants {
-                if participants.count > 100 { throw CumulusError(.badRequest, "\(path).participants: a share has at most 100 participants") }
+                if participants.count > limits.maximumShareParticipants {
+                    throw CumulusError(.badRequest, "\(path).participants: a share has at most \(limits.maximumShareParticipants) participants")
+                }
                 let emails = participants.compactMap { if case .emailAddress(let email) = $0.lookup { email } else { nil } }
                 let names = participants.compactMap { if case .userRecordName(let name) = $0.lookup { name } else { nil } }
                 let users = try await store.users(container: caller.container, emails: emails, userRecordNames: names, logger: logger)
@@ -175,6 +177,15 @@ extension DatabaseService {
             let standing = policy.standing(of: user.userRecordName, in: share)
             if standing == .denied {
                 results.append(.failed(shortGUID: entry.value, CumulusError(.accessDenied, "you are not a participant of this share")))
+                continue
+            }
+            // Invitations are capped in the request; joining a public share by its link is where the cap can be reached.
+            if accept, standing == .publicCandidate,
+                share.participants.filter({ $0.status != .removed && $0.type != .owner }).count >= limits.maximumShareParticipants
+            {
+                results.append(
+                    .failed(
+                        shortGUID: entry.value, CumulusError(.quotaExceeded, "a share has at most \(limits.maximumShareParticipants) participants")))
                 continue
             }
             if accept, standing != .owner {

@@ -10,15 +10,18 @@ public struct Limits: Sendable, Hashable {
     public var maximumNameLength: Int
     /// Records per page of change feeds and queries (`resultsLimit` is capped here).
     public var maximumResultsLimit: Int
+    /// Participants of a share, the owner aside.
+    public var maximumShareParticipants: Int
 
     public init(
         maximumOperationsPerRequest: Int = 200, maximumRecordSize: Int = 1_000_000, maximumRequestBodySize: Int = 16 * 1024 * 1024,
-        maximumNameLength: Int = 255, maximumResultsLimit: Int = 200
+        maximumNameLength: Int = 255, maximumResultsLimit: Int = 200, maximumShareParticipants: Int = 100
     ) {
         self.maximumOperationsPerRequest = maximumOperationsPerRequest
         self.maximumRecordSize = maximumRecordSize
         self.maximumRequestBodySize = maximumRequestBodySize
         self.maximumNameLength = maximumNameLength
         self.maximumResultsLimit = maximumResultsLimit
+        self.maximumShareParticipants = maximumShareParticipants
     }
 }

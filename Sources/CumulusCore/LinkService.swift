@@ -101,21 +101,9 @@ public struct LinkService: Sendable {
                 try NameRules.checkIdentifier(field, kind: "field name", path: "\(path).fields.\(field)", limits: nameLimits)
                 if let fieldValue { fields[field] = fieldValue }
             }
-            writer.beginObject()
-            writer.key("recordName")
-            writer.string(name)
-            writer.key("recordType")
-            writer.string(type)
-            writer.key("fields")
-            writer.fields(fields)
-            if case .set(let parent) = draft.parent {
-                writer.key("parent")
-                writer.beginObject()
-                writer.key("recordName")
-                writer.string(parent)
-                writer.endObject()
-            }
-            writer.endObject()
+            var parent: String?
+            if case .set(let parentName) = draft.parent { parent = parentName }
+            writer.snapshotRecord(recordName: name, recordType: type, fields: fields, parent: parent)
         }
         writer.endArray()
         return try await store([writer.bytes], kind: "records", container: container, environment: environment, uploader: uploader, logger: logger)

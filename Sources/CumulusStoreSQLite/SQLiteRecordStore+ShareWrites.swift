@@ -282,18 +282,8 @@ extension SQLiteRecordStore {
                     affected.insert(participant.userRecordName)
                 }
             }
-            if participantsLimitExceeded(db, shareID: shareID) {
-                throw StoreError(.invalidState, "a share has at most 100 participants")
-            }
             try refreshViews(db, zoneRowID: zoneRowID, users: affected)
         }
-    }
-
-    static func participantsLimitExceeded(_ db: Database, shareID: Int64) -> Bool {
-        let count =
-            (try? Int.fetchOne(db, sql: "SELECT COUNT(*) FROM share_participants WHERE share_id = ? AND status <> 'REMOVED'", arguments: [shareID]))
-            ?? 0
-        return (count ?? 0) > 101
     }
 
     /// Ends the shares whose record or root was deleted: participants lose access, and the surviving half (the root's

@@ -112,14 +112,6 @@ public final class GRDBSyncStore: SyncStateStore {
         ) ?? false
     }
 
-    /// Record names of a zone the store knows were synced.
-    public func syncedRecordNames(in zoneID: ZoneID, db: Database) throws -> [(name: String, type: String)] {
-        try Row.fetchAll(
-            db, sql: "SELECT record_name, record_type FROM cumulus_sync_metadata WHERE scope = ? AND zone_name = ? AND owner = ?",
-            arguments: [scope, zoneID.zoneName, Self.owner(zoneID)]
-        ).map { ($0[0], $0[1]) }
-    }
-
     /// Forgets everything of a zone (it was deleted, or a share was lost).
     public func forgetZone(_ zoneID: ZoneID, in db: Database) throws {
         let arguments: StatementArguments = [scope, zoneID.zoneName, Self.owner(zoneID)]

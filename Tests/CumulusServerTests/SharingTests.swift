@@ -2,6 +2,7 @@ import CumulusCore
 import CumulusModel
 import Foundation
 import HTTPTypes
+import Logging
 import Testing
 
 /// Helpers for sharing stories.
@@ -288,6 +289,32 @@ struct SharingTests {
             let back = try await client.sharedChanges(zone: "Lists", owner: alice, as: bob, token: movedToken)
             let returned = Self.zoneRecords(back).filter { $0["deleted"] != .bool(true) }.compactMap { $0["recordName"]?.stringValue }
             #expect(Set(returned) == ["aisle", "milk"], "\(back.json)")
+        }
+    }
+
+    @Test func joiningAPublicShareStopsAtTheParticipantLimit() async throws {
+        let world = try await TestWorld.make(limits: Limits(maximumShareParticipants: 2))
+        let logger = Logger(label: "t")
+        try await world.test { client in
+            try await client.createZone("Lists", as: world.alice)
+            _ = try await client.modify([operation("create", "list", type: "List")], zone: "Lists", as: .user(world.alice))
+            let created = try await client.modify([shareOperation(publicPermission: "READ_ONLY")], zone: "Lists", as: .user(world.alice))
+            let guid = try #require(created.records.first?["shortGUID"]?.stringValue)
+            let account = try await world.accounts.createUser(
+                container: TestWorld.container, name: "carol", password: nil, email: nil, logger: logger)
+            let carol = TestUser(account: account, webAuthToken: try await world.accounts.issueWebAuthToken(for: account, logger: logger))
+            for joiner in [world.bob, carol] {
+                #expect(
+                    try await client.resolve(guid, as: .user(joiner), accept: true).json["results"]?[0]?["participantStatus"]?.stringValue
+                        == "ACCEPTED")
+            }
+            let account2 = try await world.accounts.createUser(
+                container: TestWorld.container, name: "dave", password: nil, email: nil, logger: logger)
+            let dave = TestUser(account: account2, webAuthToken: try await world.accounts.issueWebAuthToken(for: account2, logger: logger))
+            let refused = try await client.resolve(guid, as: .user(dave), accept: true)
+            #expect(refused.json["results"]?[0]?["serverErrorCode"]?.stringValue == "QUOTA_EXCEEDED")
+            // Someone already in may accept again.
+            #expect(try await client.resolve(guid, as: .user(world.bob), accept: true).json["results"]?[0]?["serverErrorCode"] == nil)
         }
     }
 

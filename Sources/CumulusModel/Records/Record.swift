@@ -121,10 +121,7 @@ extension JSONWriter {
         zoneID(header.zoneID)
         if let parent = header.parent {
             key("parent")
-            beginObject()
-            key("recordName")
-            string(parent)
-            endObject()
+            recordNameObject(parent)
         }
         if let share = header.share {
             key("share")
@@ -148,6 +145,30 @@ extension JSONWriter {
         if let zoneID {
             key("zoneID")
             self.zoneID(zoneID)
+        }
+        endObject()
+    }
+
+    /// Writes `{"recordName": …}`, the form of `parent` and `forRecord`.
+    public mutating func recordNameObject(_ recordName: String) {
+        beginObject()
+        key("recordName")
+        string(recordName)
+        endObject()
+    }
+
+    /// Writes a record of a share-a-copy snapshot: `{recordName, recordType, fields, parent?}`.
+    public mutating func snapshotRecord(recordName: String, recordType: String, fields: [String: FieldValue], parent: String?) {
+        beginObject()
+        key("recordName")
+        string(recordName)
+        key("recordType")
+        string(recordType)
+        key("fields")
+        self.fields(fields)
+        if let parent {
+            key("parent")
+            recordNameObject(parent)
         }
         endObject()
     }
