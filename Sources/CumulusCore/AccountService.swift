@@ -44,7 +44,7 @@ public struct AccountService: Sendable {
     /// Creates an API token for a container environment and returns it. Only its hash is stored.
     public func createAPIToken(container: String, environment: ContainerEnvironment, logger: Logger) async throws -> String {
         try await requireContainer(container, logger: logger)
-        let token = TokenCodec.makeToken()
+        let token = TokenCodec.makeAPIToken()
         try await store.saveAPIToken(
             APITokenRecord(tokenHash: TokenCodec.hash(token), container: container, environment: environment, createdAt: clock.milliseconds()),
             logger: logger
@@ -166,9 +166,7 @@ public struct AccountService: Sendable {
         } catch {
             throw CumulusError(.badRequest, "public key: not an ECDSA P-256 public key in PEM form (openssl ec -in eckey.pem -pubout)")
         }
-        // Key IDs look like CloudKit's: 64 hex digits.
-        var generator = SystemRandomNumberGenerator()
-        let keyID = (0..<32).map { _ in String(format: "%02x", UInt8.random(in: .min ... .max, using: &generator)) }.joined()
+        let keyID = TokenCodec.makeKeyID()
         try await store.saveServerKey(
             ServerKeyRecord(
                 keyID: keyID, container: container, environment: environment, publicKeyPEM: key.pemRepresentation, createdAt: clock.milliseconds()),

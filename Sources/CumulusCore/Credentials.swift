@@ -8,14 +8,41 @@ import Foundation
 public enum TokenCodec {
     /// A new random token: 43 URL-safe characters, so it needs no escaping in a query string.
     public static func makeToken() -> String {
-        var generator = SystemRandomNumberGenerator()
-        let bytes = (0..<32).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
-        return Data(bytes).base64URLEncoded
+        Data(randomBytes(32)).base64URLEncoded
+    }
+
+    /// A new API token, shaped like Apple's: 64 lowercase hexadecimal digits (256 random bits).
+    ///
+    /// Third-party CloudKit clients check this shape before sending anything; tokens issued before in the older
+    /// base64url shape keep working, since only the hash is looked up.
+    public static func makeAPIToken() -> String {
+        hex(randomBytes(32))
+    }
+
+    /// A new server-to-server key ID, shaped like CloudKit's: 64 lowercase hexadecimal digits.
+    public static func makeKeyID() -> String {
+        hex(randomBytes(32))
     }
 
     /// The stored hash of a token.
     public static func hash(_ token: String) -> [UInt8] {
         Array(SHA256.hash(data: Data(token.utf8)))
+    }
+
+    private static func randomBytes(_ count: Int) -> [UInt8] {
+        var generator = SystemRandomNumberGenerator()
+        return (0..<count).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
+    }
+
+    private static func hex(_ bytes: [UInt8]) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var text: [UInt8] = []
+        text.reserveCapacity(bytes.count * 2)
+        for byte in bytes {
+            text.append(digits[Int(byte >> 4)])
+            text.append(digits[Int(byte & 0x0F)])
+        }
+        return String(decoding: text, as: UTF8.self)
     }
 
     /// A new user record name: `_` and 32 hex digits, as CloudKit's look.

@@ -23,7 +23,8 @@ public struct DatabaseChangesResponse: Sendable {
 
 /// The outcome of one zone of a `changes/zone` request.
 public enum ZoneChangesResult: Sendable {
-    case page(ZoneChangePage, syncToken: String, desiredKeys: Set<String>?)
+    /// A page, with the shares behind its share records by record name.
+    case page(ZoneChangePage, syncToken: String, desiredKeys: Set<String>?, shares: [String: ShareState])
     case failed(ZoneID, CumulusError)
 }
 
@@ -121,7 +122,9 @@ extension DatabaseService {
                     logger: logger
                 )
                 let token = codec.zoneToken(tokenDatabase, zoneName: zoneName, incarnation: page.zone.incarnation, sequence: page.sequence)
-                results.append(.page(page, syncToken: token, desiredKeys: entry.desiredKeys.map(Set.init)))
+                let changed = page.changes.compactMap { if case .changed(let record) = $0 { record } else { nil } }
+                let shares = try await shareStates(for: changed, database: zoneDatabase, zoneName: zoneName, logger: logger)
+                results.append(.page(page, syncToken: token, desiredKeys: entry.desiredKeys.map(Set.init), shares: shares))
             } catch let error as CumulusError {
                 if request.isLegacy { throw error }
                 results.append(.failed(zoneID, error))

@@ -8,6 +8,8 @@ public struct RecordsQueryResponse: Sendable {
     public var continuationMarker: String?
     public var desiredKeys: Set<String>?
     public var numbersAsStrings: Bool
+    /// The shares behind share records in ``records``, by record name.
+    public var shares: [String: ShareState] = [:]
 }
 
 extension DatabaseService {
@@ -24,6 +26,13 @@ extension DatabaseService {
             zoneName = zone
         } else {
             zoneName = request.zoneWide ? nil : try policy.zoneName(request.zoneID, in: database)
+        }
+        if request.filters.count > limits.maximumQueryFilters {
+            throw CumulusError(
+                .badRequest, "query.filterBy: \(request.filters.count) filters; the limit is \(limits.maximumQueryFilters) per query")
+        }
+        if request.sorts.count > limits.maximumQuerySorts {
+            throw CumulusError(.badRequest, "query.sortBy: \(request.sorts.count) sorts; the limit is \(limits.maximumQuerySorts) per query")
         }
         for (index, filter) in request.filters.enumerated() {
             try Self.validate(filter, path: "query.filterBy[\(index)]", limits: limits)
@@ -52,9 +61,17 @@ extension DatabaseService {
                 logger: logger
             )
         }
+        var shares: [String: ShareState] = [:]
+        if let zoneName {
+            shares = try await shareStates(for: page.records, database: database, zoneName: zoneName, logger: logger)
+        } else {
+            for (zoneName, records) in Dictionary(grouping: page.records, by: \.header.zoneID.zoneName) {
+                shares.merge(try await shareStates(for: records, database: database, zoneName: zoneName, logger: logger)) { first, _ in first }
+            }
+        }
         return RecordsQueryResponse(
             records: page.records, continuationMarker: page.cursor.map { codec.continuationMarker($0, fingerprint: fingerprint) },
-            desiredKeys: request.desiredKeys.map(Set.init), numbersAsStrings: request.numbersAsStrings
+            desiredKeys: request.desiredKeys.map(Set.init), numbersAsStrings: request.numbersAsStrings, shares: shares
         )
     }
 

@@ -210,3 +210,34 @@ extension DatabaseService {
         return results
     }
 }
+
+/// What the web page of a share link shows anyone holding the link: never the shared records themselves.
+public struct SharePreview: Sendable {
+    public var share: ShareState
+    /// The share's `cloudkit.title`, if the owner set one.
+    public var title: String?
+    /// The record type of a hierarchy share's root; `nil` for a zone-wide share.
+    public var rootRecordType: String?
+    /// The owner's display name.
+    public var ownerName: String?
+}
+
+extension DatabaseService {
+    /// The preview of a live share for its web page, or `nil` if the link leads to no share (never shared, or stopped).
+    public func sharePreview(shortGUID: String, logger: Logger) async throws -> SharePreview? {
+        guard let share = try await mapStoreErrors({ try await store.share(shortGUID: shortGUID, logger: logger) }) else { return nil }
+        var title: String?
+        if let record = share.shareRecord, case .string(let text)? = try? record.fields()["cloudkit.title"] {
+            title = text
+        }
+        var rootRecordType: String?
+        if let rootName = share.rootRecordName {
+            rootRecordType = try await mapStoreErrors {
+                try await store.records(named: [rootName], zoneName: share.zoneName, in: share.database, access: nil, logger: logger)[rootName]?
+                    .header.recordType
+            }
+        }
+        let owner = try await mapStoreErrors { try await store.user(userRecordName: share.database.ownerRecordName, logger: logger) }
+        return SharePreview(share: share, title: title, rootRecordType: rootRecordType, ownerName: owner?.name)
+    }
+}

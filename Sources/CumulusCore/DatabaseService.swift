@@ -15,6 +15,14 @@ public enum RecordLookupResult: Sendable, Hashable {
     case notFound(recordName: String)
 }
 
+/// The response to `records/lookup`, ready to encode.
+public struct RecordsLookupResponse: Sendable {
+    /// One result per requested record, in request order.
+    public var results: [RecordLookupResult]
+    /// The shares behind found share records, by record name, so they read back whole.
+    public var shares: [String: ShareState]
+}
+
 /// The response to `records/modify`, ready to encode.
 public struct RecordsModifyResponse: Sendable {
     /// One result per operation, in request order, with the `desiredKeys` that apply to it.
@@ -108,17 +116,19 @@ public struct DatabaseService: Sendable {
 
     /// `records/lookup`.
     public func lookupRecords(caller: Caller, scope: DatabaseScope, request: RecordsLookupRequest, logger: Logger) async throws
-        -> [RecordLookupResult]
+        -> RecordsLookupResponse
     {
         try checkCount(request.records.count, path: "records")
         let (database, zoneName, access) = try await zone(request.zoneID, caller: caller, scope: scope, access: .read, logger: logger)
         let found = try await mapStoreErrors {
             try await store.records(named: request.records.map(\.recordName), zoneName: zoneName, in: database, access: access, logger: logger)
         }
-        return request.records.map { entry in
+        let results: [RecordLookupResult] = request.records.map { entry in
             guard let record = found[entry.recordName] else { return .notFound(recordName: entry.recordName) }
             return .found(record, desiredKeys: (entry.desiredKeys ?? request.desiredKeys).map(Set.init))
         }
+        return RecordsLookupResponse(
+            results: results, shares: try await shareStates(for: Array(found.values), database: database, zoneName: zoneName, logger: logger))
     }
 
     /// `records/modify`.

@@ -12,10 +12,15 @@ public struct Limits: Sendable, Hashable {
     public var maximumResultsLimit: Int
     /// Participants of a share, the owner aside.
     public var maximumShareParticipants: Int
+    /// Filters (`filterBy`) in one query.
+    public var maximumQueryFilters: Int
+    /// Sort descriptors (`sortBy`) in one query.
+    public var maximumQuerySorts: Int
 
     public init(
         maximumOperationsPerRequest: Int = 200, maximumRecordSize: Int = 1_000_000, maximumRequestBodySize: Int = 16 * 1024 * 1024,
-        maximumNameLength: Int = 255, maximumResultsLimit: Int = 200, maximumShareParticipants: Int = 100
+        maximumNameLength: Int = 255, maximumResultsLimit: Int = 200, maximumShareParticipants: Int = 100, maximumQueryFilters: Int = 32,
+        maximumQuerySorts: Int = 8
     ) {
         self.maximumOperationsPerRequest = maximumOperationsPerRequest
         self.maximumRecordSize = maximumRecordSize
@@ -23,5 +28,7 @@ public struct Limits: Sendable, Hashable {
         self.maximumNameLength = maximumNameLength
         self.maximumResultsLimit = maximumResultsLimit
         self.maximumShareParticipants = maximumShareParticipants
+        self.maximumQueryFilters = maximumQueryFilters
+        self.maximumQuerySorts = maximumQuerySorts
     }
 }

@@ -5,7 +5,9 @@ import Foundation
 
 /// Opaque, tamper-evident change tokens and continuation markers.
 ///
-/// A token is `base64url(payload ‖ HMAC-SHA256(secret, payload)[0..<16])`. The payload names what the token is for (a
+/// A token is `base64(payload ‖ HMAC-SHA256(secret, payload)[0..<16])`, standard base64 with padding as CloudKit's
+/// own tokens are (third-party clients decode them with a strict standard decoder); the unpadded base64url form that
+/// earlier versions issued is still accepted. The payload names what the token is for (a
 /// database feed, a zone feed, a query) by a digest of the database and zone, so a token of another user or zone is
 /// rejected, never read as a position somewhere else. The secret lives in the store, so tokens survive restarts and
 /// work on every server sharing the store.
@@ -105,14 +107,14 @@ public struct SyncTokenCodec: Sendable {
         }
         payload += extra
         let mac = HMAC<SHA256>.authenticationCode(for: payload, using: key)
-        return Data(payload + Array(mac).prefix(Self.macLength)).base64URLEncoded
+        return Data(payload + Array(mac).prefix(Self.macLength)).base64EncodedString()
     }
 
     private func open(_ token: String, kind: Kind, scope: [UInt8], count: Int, what: String) throws(CumulusError) -> (
         numbers: [Int64], extra: [UInt8]
     ) {
         let minimum = 2 + 8 + 8 * count + Self.macLength
-        guard let data = Data(base64URLEncoded: token), data.count >= minimum else {
+        guard let data = Data(lenientBase64: token), data.count >= minimum else {
             throw CumulusError(.badRequest, "\(what): is not a token issued by this server")
         }
         let bytes = Array(data)
@@ -136,10 +138,13 @@ public struct SyncTokenCodec: Sendable {
 }
 
 extension Data {
-    /// Decodes base64url without padding.
-    init?(base64URLEncoded string: String) {
+    /// Decodes standard base64 or base64url, with or without padding.
+    init?(lenientBase64 string: String) {
         var base64 = string.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while base64.utf8.count % 4 != 0 { base64.append("=") }
+        if base64.utf8.count % 4 != 0 {
+            guard !base64.hasSuffix("=") else { return nil }
+            base64.append(String(repeating: "=", count: 4 - base64.utf8.count % 4))
+        }
         self.init(base64Encoded: base64)
     }
 }

@@ -142,9 +142,19 @@ public struct ShortGUIDRequest: Sendable, Hashable {
         public var value: String
         public var shouldFetchRootRecord: Bool
         public var rootRecordDesiredKeys: [String]?
+
+        public init(value: String, shouldFetchRootRecord: Bool = false, rootRecordDesiredKeys: [String]? = nil) {
+            self.value = value
+            self.shouldFetchRootRecord = shouldFetchRootRecord
+            self.rootRecordDesiredKeys = rootRecordDesiredKeys
+        }
     }
 
     public var entries: [Entry]
+
+    public init(entries: [Entry]) {
+        self.entries = entries
+    }
 
     /// Reads `{shortGUIDs: [{value, shouldFetchRootRecord, rootRecordDesiredKeys}]}`; bare strings are accepted too.
     public init(wire object: WireObject) throws(WireFormatError) {

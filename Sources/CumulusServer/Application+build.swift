@@ -2,6 +2,7 @@ public import CumulusCore
 public import CumulusStore
 public import Hummingbird
 public import Logging
+import NIOCore
 
 /// Builds the Cumulus HTTP application. The `cumulus serve` command and the tests both call this.
 ///
@@ -26,8 +27,10 @@ public func buildApplication(
     let cleanup = LinkCleanupService(
         links: LinkService(store: store, clock: clock, limits: configuration.linkLimits), interval: configuration.linkCleanupInterval, logger: logger
     )
+    let linger = TimeAmount(configuration.refusedBodyLinger)
     return Application(
         router: router,
+        server: .http1(configuration: .init(additionalChannelHandlers: [LingeringCloseHandler(linger: linger)])),
         configuration: .init(address: .hostname(host, port: configuration.port), serverName: "Cumulus"),
         services: [cleanup],
         onServerRunning: { channel in
@@ -56,6 +59,8 @@ public func buildRouter(configuration: ServerConfiguration, store: any RecordSto
             )
         )
     DatabaseRoutes(database: database, accounts: accounts, limits: limits, publicBaseURL: configuration.publicBaseURL).register(on: databaseGroup)
+    ShareRoutes(database: database, accounts: accounts, publicBaseURL: configuration.publicBaseURL, appStoreID: configuration.appStoreID)
+        .register(on: router)
     AuthRoutes(accounts: accounts, limits: limits).register(on: router.group("auth/1/:container/:environment"))
     LinkRoutes(
         links: LinkService(store: store, clock: clock, limits: configuration.linkLimits), accounts: accounts,

@@ -24,11 +24,15 @@ public struct ServerConfiguration: Sendable {
     public var appleAppSiteAssociation: String?
     /// The App Store ID for the smart banner on link pages.
     public var appStoreID: String?
+    /// How long the rest of a refused request body (over a size limit, or malformed) is read and discarded before the
+    /// connection closes, so a client that sends its whole body before reading still reads the `413`.
+    public var refusedBodyLinger: Duration
 
     public init(
         host: String = "127.0.0.1", port: Int = 8080, publicBaseURL: String? = nil, limits: Limits = .init(),
         signatureDateTolerance: TimeInterval = 600, webAuthTokenLifetime: Duration = .seconds(14 * 24 * 3600), linkLimits: LinkLimits = .init(),
-        linkCleanupInterval: Duration = .seconds(3600), appleAppSiteAssociation: String? = nil, appStoreID: String? = nil
+        linkCleanupInterval: Duration = .seconds(3600), appleAppSiteAssociation: String? = nil, appStoreID: String? = nil,
+        refusedBodyLinger: Duration = .seconds(5)
     ) {
         self.host = host
         self.port = port
@@ -40,5 +44,6 @@ public struct ServerConfiguration: Sendable {
         self.linkCleanupInterval = linkCleanupInterval
         self.appleAppSiteAssociation = appleAppSiteAssociation
         self.appStoreID = appStoreID
+        self.refusedBodyLinger = refusedBodyLinger
     }
 }

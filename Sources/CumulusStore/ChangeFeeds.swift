@@ -71,4 +71,14 @@ public struct ZoneChangeRequest: Sendable, Hashable {
         self.recordTypes = recordTypes
         self.access = access
     }
+
+    /// Whether the position belongs to the zone incarnation a store found, or the zone was deleted and created again
+    /// since (every store answers ``StoreError/Code/invalidState`` then).
+    ///
+    /// Incarnation 0 is the default zone before its database's first write: it has no row yet, and a token taken then
+    /// stays valid once the row exists, because the default zone is never deleted.
+    public func matches(incarnation found: Int64) -> Bool {
+        guard let incarnation else { return true }
+        return incarnation == found || (incarnation == 0 && zoneName == ZoneID.defaultZoneName)
+    }
 }

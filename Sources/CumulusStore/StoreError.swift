@@ -12,6 +12,7 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
             case invalidState
             case unavailable
             case corrupt
+            case unexpected
         }
 
         private let base: Base
@@ -29,6 +30,9 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
         public static var unavailable: Self { .init(.unavailable) }
         /// Stored data could not be read.
         public static var corrupt: Self { .init(.corrupt) }
+        /// The database refused a statement for a reason a retry cannot fix (a bug, or a limit that should have been
+        /// checked before): never reported as retryable.
+        public static var unexpected: Self { .init(.unexpected) }
 
         public var description: String { String(describing: base) }
     }

@@ -51,7 +51,7 @@ extension SQLiteRecordStore {
             guard let zone = try Self.zoneRow(db, databaseID: databaseID, zoneName: request.zoneName) else {
                 throw StoreError(.zoneNotFound, "zone \(request.zoneName) does not exist")
             }
-            if let incarnation = request.incarnation, incarnation != zone.id {
+            if !request.matches(incarnation: zone.id) {
                 throw StoreError(.invalidState, "zone \(request.zoneName) was deleted and created again since this change token")
             }
             var sql = ""

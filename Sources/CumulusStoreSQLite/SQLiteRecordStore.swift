@@ -104,10 +104,14 @@ public final class SQLiteRecordStore: RecordStore {
             return StoreError(.invalidState, message, underlying: error)
         case .SQLITE_BUSY, .SQLITE_LOCKED:
             return StoreError(.unavailable, "the database is busy", underlying: error)
+        case .SQLITE_IOERR, .SQLITE_FULL, .SQLITE_CANTOPEN, .SQLITE_NOMEM, .SQLITE_INTERRUPT, .SQLITE_PROTOCOL:
+            // The disk or the host: a retry may succeed later.
+            return StoreError(.unavailable, message, underlying: error)
         case .SQLITE_CORRUPT, .SQLITE_NOTADB:
             return StoreError(.corrupt, message, underlying: error)
         default:
-            return StoreError(.unavailable, message, underlying: error)
+            // A statement SQLite refuses (too large an expression, say): retrying the same request cannot help.
+            return StoreError(.unexpected, message, underlying: error)
         }
     }
 }

@@ -113,7 +113,7 @@ struct LinkTests {
         func server(_ body: @Sendable (CloudKitTestClient) async throws -> Void) async throws {
             let app = buildApplication(
                 configuration: ServerConfiguration(port: 0), store: try SQLiteRecordStore(path: path), logger: logger, clock: WallClock { time.now })
-            try await app.test(.router) { client in try await body(CloudKitTestClient(client: client, apiToken: apiToken)) }
+            try await app.test(.live) { client in try await body(CloudKitTestClient(client: client, apiToken: apiToken)) }
         }
         try await server { client in
             for _ in 0..<5 { #expect(try await Self.upload(client, [driveJSON()]).status == 200) }

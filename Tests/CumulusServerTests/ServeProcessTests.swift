@@ -98,7 +98,8 @@ struct ServeProcessTests {
         let token = try Self.run(["tokens", "create", "--container", "iCloud.com.example.cli", "--environment", "production"], data: data)
         #expect(token.status == 0)
         #expect(token.stdout.split(separator: "\n").count == 1)
-        #expect(token.stdout.count == 44)
+        // Shaped like Apple's API tokens, which third-party clients check before sending anything: 64 lowercase hex digits.
+        #expect(token.stdout.wholeMatch(of: /[0-9a-f]{64}\n/) != nil, "\(token.stdout)")
         let user = try Self.run(["users", "create", "alice", "--container", "iCloud.com.example.cli", "--email", "a@example.com"], data: data)
         #expect(user.stdout.hasPrefix("_"))
         #expect(user.stdout.count == 34)

@@ -5,6 +5,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import Logging
+import NIOHTTP1
 
 /// The CloudKit error envelope: `{uuid, serverErrorCode, reason, retryAfter?, redirectURL?}`.
 struct CloudKitErrorResponse: HTTPResponseError {
@@ -12,6 +13,9 @@ struct CloudKitErrorResponse: HTTPResponseError {
     var reason: String
     var retryAfter: Int?
     var redirectURL: String?
+    /// Set when the request itself was refused (an oversized or malformed body): the answer says `Connection: close`
+    /// and ``LingeringCloseHandler`` closes the connection once the client has stopped sending.
+    var closesConnection = false
 
     var status: HTTPResponse.Status { .init(code: code.httpStatus) }
 
@@ -35,7 +39,15 @@ struct CloudKitErrorResponse: HTTPResponseError {
         writer.endObject()
         var headers: HTTPFields = [.contentType: "application/json; charset=utf-8"]
         if let retryAfter { headers[.retryAfter] = String(retryAfter) }
+        if closesConnection { headers[.connection] = "close" }
         return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: writer.bytes)))
+    }
+}
+
+extension CloudKitErrorResponse {
+    /// A body the HTTP parser refused (a broken chunked encoding, say): the connection cannot be trusted after it.
+    static func malformedMessage(_ error: HTTPParserError) -> CloudKitErrorResponse {
+        CloudKitErrorResponse(code: .badRequest, reason: "body: malformed HTTP message (\(error))", closesConnection: true)
     }
 }
 
@@ -84,11 +96,14 @@ struct CloudKitErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             )
         } catch let error as WireFormatError {
             throw CloudKitErrorResponse(code: .badRequest, reason: error.description)
+        } catch let error as HTTPParserError {
+            throw CloudKitErrorResponse.malformedMessage(error)
         } catch let error as any HTTPResponseError {
             switch error.status.code {
             case 404: throw CloudKitErrorResponse(code: .notFound, reason: "no such endpoint: \(request.method) \(request.uri.path)")
             case 405: throw CloudKitErrorResponse(code: .badRequest, reason: "method \(request.method) not allowed on \(request.uri.path)")
-            case 413: throw CloudKitErrorResponse(code: .quotaExceeded, reason: "request body is larger than the server accepts")
+            case 413:
+                throw CloudKitErrorResponse(code: .quotaExceeded, reason: "request body is larger than the server accepts", closesConnection: true)
             case 400..<500: throw CloudKitErrorResponse(code: .badRequest, reason: "bad request")
             default:
                 context.logger.error("request failed", metadata: ["error": "\(error)"])

@@ -93,7 +93,7 @@ struct LinkRoutes {
         let url = "\(baseURL(request))/s/\(id)"
         guard let snapshot = try await links.snapshot(id: id, logger: context.logger) else {
             if wantsJSON { throw CumulusError(.notFound, "This link has expired") }
-            return html(LinkPage.expired(), status: .notFound)
+            return .html(LinkPage.expired(), status: .notFound)
         }
         if wantsJSON {
             var writer = JSONWriter(reservingCapacity: snapshot.payload.count + 256)
@@ -110,24 +110,10 @@ struct LinkRoutes {
             return .json(writer)
         }
         if snapshot.kind == "drive" {
-            return html(LinkPage.drive(try LinkService.readStoredDrive(snapshot.payload), url: url, appStoreID: appStoreID), status: .ok)
+            return .html(LinkPage.drive(try LinkService.readStoredDrive(snapshot.payload), url: url, appStoreID: appStoreID), status: .ok)
         }
         let records = (try? JSONValue(parsing: snapshot.payload))?.arrayValue ?? []
-        return html(LinkPage.records(records, url: url, appStoreID: appStoreID), status: .ok)
-    }
-
-    private func html(_ page: String, status: HTTPResponse.Status) -> Response {
-        Response(
-            status: status,
-            headers: [
-                .contentType: "text/html; charset=utf-8",
-                // Nothing but the page itself: no scripts, no external resources.
-                .contentSecurityPolicy: "default-src 'none'; style-src 'unsafe-inline'; img-src data:",
-                .init("X-Content-Type-Options")!: "nosniff",
-                .cacheControl: "no-store",
-            ],
-            body: .init(byteBuffer: ByteBuffer(string: page))
-        )
+        return .html(LinkPage.records(records, url: url, appStoreID: appStoreID), status: .ok)
     }
 
     /// Serves the configured apple-app-site-association, so the installed app opens share links itself.

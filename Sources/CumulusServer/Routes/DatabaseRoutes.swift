@@ -4,6 +4,7 @@ import CumulusStore
 import HTTPTypes
 import Hummingbird
 import Logging
+import NIOHTTP1
 
 /// The CloudKit Web Services routes under `/database/1/{container}/{environment}/{database}/`.
 ///
@@ -19,6 +20,14 @@ struct DatabaseRoutes {
     /// The stable link of a share: `{public URL}/share/{shortGUID}`.
     func shareURL(_ shortGUID: String, request: Request) -> String {
         (publicBaseURL ?? "http://\(request.head.authority ?? "localhost")") + "/share/" + shortGUID
+    }
+
+    /// How share records of an answer are shown to its caller: whole, with the caller's own participation.
+    func sharePresentation(_ shares: [String: ShareState], caller: Caller, request: Request) -> (String) -> SharePresentation? {
+        let viewer = caller.authorName
+        return { recordName in
+            shares[recordName].map { SharePresentation(share: $0, viewer: viewer, url: shareURL($0.shortGUID, request: request)) }
+        }
     }
 
     func register(on group: RouterGroup<CumulusRequestContext>) {
@@ -43,6 +52,7 @@ struct DatabaseRoutes {
         group.post("users/discover", use: discoverUsers)
         group.post("users/lookup/email", use: discoverUsers)
         group.post("users/lookup/id", use: discoverUsers)
+        group.post("users/lookup/contacts", use: discoverAll)
     }
 
     // MARK: - Zones
@@ -104,18 +114,18 @@ struct DatabaseRoutes {
     @Sendable func lookupRecords(_ request: Request, context: CumulusRequestContext) async throws -> Response {
         let body = try await RequestBody.object(request, limits: limits)
         let lookup = try RecordsLookupRequest(wire: body)
-        let results = try await database.lookupRecords(
-            caller: try context.requireCaller(), scope: try scope(context), request: lookup, logger: context.logger
-        )
+        let caller = try context.requireCaller()
+        let response = try await database.lookupRecords(caller: caller, scope: try scope(context), request: lookup, logger: context.logger)
         let options = FieldWriteOptions(numbersAsStrings: lookup.numbersAsStrings)
-        var writer = JSONWriter(reservingCapacity: 1024 * results.count)
+        let presentation = sharePresentation(response.shares, caller: caller, request: request)
+        var writer = JSONWriter(reservingCapacity: 1024 * response.results.count)
         writer.beginObject()
         writer.key("records")
         writer.beginArray()
-        for result in results {
+        for result in response.results {
             switch result {
             case .found(let record, let desiredKeys):
-                writer.storedRecord(record, desiredKeys: desiredKeys, options: options)
+                writer.storedRecord(record, desiredKeys: desiredKeys, options: options, share: presentation(record.header.recordName))
             case .notFound(let recordName):
                 writer.itemError(code: .notFound, reason: "record \(recordName) does not exist") { writer in
                     writer.key("recordName")
@@ -138,11 +148,9 @@ struct DatabaseRoutes {
         writer.beginObject()
         writer.key("records")
         writer.beginArray()
-        let viewer = try context.requireCaller().authorName
+        let presentation = sharePresentation(response.shares, caller: try context.requireCaller(), request: request)
         for (result, desiredKeys) in response.results {
-            writer.recordResult(result, desiredKeys: desiredKeys, options: options) { name in
-                response.shares[name].map { SharePresentation(share: $0, viewer: viewer, url: shareURL($0.shortGUID, request: request)) }
-            }
+            writer.recordResult(result, desiredKeys: desiredKeys, options: options, shares: presentation)
         }
         writer.endArray()
         writer.endObject()
@@ -151,15 +159,19 @@ struct DatabaseRoutes {
 
     @Sendable func queryRecords(_ request: Request, context: CumulusRequestContext) async throws -> Response {
         let body = try await RequestBody.object(request, limits: limits)
+        let caller = try context.requireCaller()
         let response = try await database.query(
-            caller: try context.requireCaller(), scope: try scope(context), request: try RecordsQueryRequest(wire: body), logger: context.logger
+            caller: caller, scope: try scope(context), request: try RecordsQueryRequest(wire: body), logger: context.logger
         )
         let options = FieldWriteOptions(numbersAsStrings: response.numbersAsStrings)
+        let presentation = sharePresentation(response.shares, caller: caller, request: request)
         var writer = JSONWriter(reservingCapacity: 1024 * response.records.count)
         writer.beginObject()
         writer.key("records")
         writer.beginArray()
-        for record in response.records { writer.storedRecord(record, desiredKeys: response.desiredKeys, options: options) }
+        for record in response.records {
+            writer.storedRecord(record, desiredKeys: response.desiredKeys, options: options, share: presentation(record.header.recordName))
+        }
         writer.endArray()
         if let marker = response.continuationMarker {
             writer.key("continuationMarker")
@@ -186,69 +198,7 @@ struct DatabaseRoutes {
         let results = try await database.resolveShares(
             caller: caller, request: try ShortGUIDRequest(wire: body), accept: accept, logger: context.logger)
         var writer = JSONWriter()
-        writer.beginObject()
-        writer.key("results")
-        writer.beginArray()
-        for result in results {
-            switch result {
-            case .failed(let shortGUID, let error):
-                writer.itemError(code: error.code.serverErrorCode, reason: error.reason) { writer in
-                    writer.key("shortGUID")
-                    writer.string(shortGUID)
-                }
-            case .resolved(let info):
-                let share = info.share
-                let url = shareURL(share.shortGUID, request: request)
-                writer.beginObject()
-                writer.key("containerIdentifier")
-                writer.string(share.database.container)
-                writer.key("environment")
-                writer.string(share.database.environment.rawValue)
-                writer.key("databaseScope")
-                writer.string(info.scope == .private ? "PRIVATE" : "SHARED")
-                writer.key("zoneID")
-                writer.zoneID(share.database.zoneID(share.zoneName))
-                writer.key("shortGUID")
-                writer.string(share.shortGUID)
-                if let rootName = share.rootRecordName {
-                    writer.key("rootRecordName")
-                    writer.string(rootName)
-                }
-                if let root = info.rootRecord {
-                    writer.key("rootRecord")
-                    writer.storedRecord(root, desiredKeys: info.rootRecordDesiredKeys, options: .init())
-                }
-                if let record = share.shareRecord {
-                    writer.key("share")
-                    writer.storedRecord(
-                        record, desiredKeys: nil, options: .init(), share: SharePresentation(share: share, viewer: caller.authorName, url: url))
-                }
-                writer.key("ownerIdentity")
-                writer.beginObject()
-                writer.key("userRecordName")
-                writer.string(share.database.ownerRecordName)
-                if let owner = info.owner {
-                    writer.key("nameComponents")
-                    writer.beginObject()
-                    writer.key("givenName")
-                    writer.string(owner.name)
-                    writer.endObject()
-                }
-                writer.endObject()
-                let participant = info.participant
-                writer.key("participantPermission")
-                writer.string((participant?.permission ?? share.publicPermission).rawValue)
-                writer.key("participantStatus")
-                writer.string((participant?.status ?? .invited).rawValue)
-                writer.key("participantType")
-                writer.string((participant?.type ?? .publicUser).rawValue)
-                writer.key("webpageURL")
-                writer.string(url)
-                writer.endObject()
-            }
-        }
-        writer.endArray()
-        writer.endObject()
+        writer.shareLinkResults(results, viewer: caller.authorName) { shareURL($0, request: request) }
         return .json(writer)
     }
 
@@ -289,8 +239,8 @@ struct DatabaseRoutes {
     @Sendable func zoneChanges(_ request: Request, context: CumulusRequestContext) async throws -> Response {
         let body = try await RequestBody.object(request, limits: limits)
         let changes = try ZoneChangesRequest(wire: body)
-        let results = try await database.zoneChanges(
-            caller: try context.requireCaller(), scope: try scope(context), request: changes, logger: context.logger)
+        let caller = try context.requireCaller()
+        let results = try await database.zoneChanges(caller: caller, scope: try scope(context), request: changes, logger: context.logger)
         let options = FieldWriteOptions(numbersAsStrings: changes.numbersAsStrings)
         var writer = JSONWriter(reservingCapacity: 64 * 1024)
         writer.beginObject()
@@ -298,7 +248,8 @@ struct DatabaseRoutes {
         writer.beginArray()
         for result in results {
             switch result {
-            case .page(let page, let syncToken, let desiredKeys):
+            case .page(let page, let syncToken, let desiredKeys, let shares):
+                let presentation = sharePresentation(shares, caller: caller, request: request)
                 writer.beginObject()
                 writer.key("zoneID")
                 writer.zoneID(page.zone.zoneID)
@@ -308,7 +259,7 @@ struct DatabaseRoutes {
                 writer.bool(page.moreComing)
                 writer.key("records")
                 writer.beginArray()
-                for change in page.changes { writer.recordChange(change, desiredKeys: desiredKeys, options: options) }
+                for change in page.changes { writer.recordChange(change, desiredKeys: desiredKeys, options: options, shares: presentation) }
                 writer.endArray()
                 writer.endObject()
             case .failed(let zoneID, let error):
@@ -327,17 +278,18 @@ struct DatabaseRoutes {
     @Sendable func legacyRecordChanges(_ request: Request, context: CumulusRequestContext) async throws -> Response {
         let body = try await RequestBody.object(request, limits: limits)
         let changes = try ZoneChangesRequest(legacyWire: body)
-        let results = try await database.zoneChanges(
-            caller: try context.requireCaller(), scope: try scope(context), request: changes, logger: context.logger)
-        guard case .page(let page, let syncToken, let desiredKeys) = results.first else {
+        let caller = try context.requireCaller()
+        let results = try await database.zoneChanges(caller: caller, scope: try scope(context), request: changes, logger: context.logger)
+        guard case .page(let page, let syncToken, let desiredKeys, let shares) = results.first else {
             throw CumulusError(.internalError, "no result for records/changes")
         }
         let options = FieldWriteOptions(numbersAsStrings: changes.numbersAsStrings)
+        let presentation = sharePresentation(shares, caller: caller, request: request)
         var writer = JSONWriter(reservingCapacity: 64 * 1024)
         writer.beginObject()
         writer.key("records")
         writer.beginArray()
-        for change in page.changes { writer.recordChange(change, desiredKeys: desiredKeys, options: options) }
+        for change in page.changes { writer.recordChange(change, desiredKeys: desiredKeys, options: options, shares: presentation) }
         writer.endArray()
         writer.key("syncToken")
         writer.string(syncToken)
@@ -366,7 +318,8 @@ struct DatabaseRoutes {
         return .json(writer)
     }
 
-    /// `GET users/discover` lists address-book contacts in CloudKit; Cumulus has no address book, so it answers none.
+    /// `GET users/discover` and `users/lookup/contacts` match the caller's address book in CloudKit; Cumulus has no
+    /// address book, so they answer CloudKit's shape with no users.
     @Sendable func discoverAll(_ request: Request, context: CumulusRequestContext) async throws -> Response {
         let caller = try context.requireCaller()
         guard caller.user != nil else { throw CumulusError(.authenticationRequired, "request needs authorization") }
@@ -411,13 +364,17 @@ struct DatabaseRoutes {
 enum RequestBody {
     static func object(_ request: Request, limits: Limits) async throws -> WireObject {
         if let length = request.headers[.contentLength].flatMap(Int.init), length > limits.maximumRequestBodySize {
-            throw CumulusError(.quotaExceeded, "body: \(length) bytes; the limit is \(limits.maximumRequestBodySize) bytes")
+            throw CloudKitErrorResponse(
+                code: .quotaExceeded, reason: "body: \(length) bytes; the limit is \(limits.maximumRequestBodySize) bytes", closesConnection: true)
         }
         let buffer: ByteBuffer
         do {
             buffer = try await request.body.collect(upTo: limits.maximumRequestBodySize)
         } catch let error as any HTTPResponseError where error.status == .contentTooLarge {
-            throw CumulusError(.quotaExceeded, "body: larger than the limit of \(limits.maximumRequestBodySize) bytes")
+            throw CloudKitErrorResponse(
+                code: .quotaExceeded, reason: "body: larger than the limit of \(limits.maximumRequestBodySize) bytes", closesConnection: true)
+        } catch let error as HTTPParserError {
+            throw CloudKitErrorResponse.malformedMessage(error)
         }
         let bytes = buffer.readableBytesView
         if bytes.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) {

@@ -6,11 +6,27 @@ import HTTPTypes
 import Hummingbird
 
 /// A share as a response shows it: to whom, and under which link.
+///
+/// The owner sees everyone. A participant sees what CloudKit shows one: in a private share, the owner and the other
+/// participants (without the emails they were invited by); in a public share, where anyone with the link may join,
+/// only the owner and themselves.
 struct SharePresentation {
     var share: ShareState
     /// The user the answer is for, for `currentUserParticipant`.
     var viewer: String?
     var url: String
+
+    private var viewerIsOwner: Bool { viewer == share.database.ownerRecordName }
+
+    var visibleParticipants: [ShareParticipantState] {
+        let current = share.participants.filter { $0.status != .removed }
+        if viewerIsOwner || share.publicPermission == .none { return current }
+        return current.filter { $0.type == .owner || $0.userRecordName == viewer }
+    }
+
+    func showsEmail(of participant: ShareParticipantState) -> Bool {
+        viewerIsOwner || participant.userRecordName == viewer
+    }
 }
 
 /// Writing response bodies with `JSONWriter`, so stored fields JSON is spliced in without a decode and re-encode.
@@ -19,6 +35,21 @@ extension Response {
         Response(
             status: status, headers: [.contentType: "application/json; charset=utf-8"],
             body: .init(byteBuffer: ByteBuffer(bytes: writer.bytes))
+        )
+    }
+
+    /// A web page of Cumulus's own (link and share pages): self-contained, so the policy allows nothing but the page.
+    static func html(_ page: String, status: HTTPResponse.Status) -> Response {
+        Response(
+            status: status,
+            headers: [
+                .contentType: "text/html; charset=utf-8",
+                // Nothing but the page itself: no scripts, no external resources.
+                .contentSecurityPolicy: "default-src 'none'; style-src 'unsafe-inline'; img-src data:",
+                .init("X-Content-Type-Options")!: "nosniff",
+                .cacheControl: "no-store",
+            ],
+            body: .init(byteBuffer: ByteBuffer(string: page))
         )
     }
 }
@@ -43,7 +74,7 @@ extension JSONWriter {
         }
     }
 
-    /// The keys of a share record: its link, public permission and participants.
+    /// The keys of a share record: its link, public permission and participants, as the viewer may see them.
     mutating func shareKeys(_ presentation: SharePresentation) {
         let share = presentation.share
         if share.shareRecord?.header.shortGUID == nil {
@@ -54,15 +85,15 @@ extension JSONWriter {
         string(share.publicPermission.rawValue)
         key("participants")
         beginArray()
-        for participant in share.participants where participant.status != .removed { self.participant(participant) }
+        for participant in presentation.visibleParticipants { self.participant(participant, showEmail: presentation.showsEmail(of: participant)) }
         endArray()
         if let owner = share.participants.first(where: { $0.type == .owner }) {
             key("owner")
-            participant(owner)
+            participant(owner, showEmail: presentation.showsEmail(of: owner))
         }
-        if let viewer = presentation.viewer, let current = share.participant(viewer) {
+        if let viewer = presentation.viewer, let current = share.participant(viewer), current.status != .removed {
             key("currentUserParticipant")
-            participant(current)
+            participant(current, showEmail: true)
         }
         // Not in the 2016 documents: the share's stable link (CKShare.url; CKTool's stableUrl).
         key("url")
@@ -71,7 +102,7 @@ extension JSONWriter {
         string(presentation.url)
     }
 
-    mutating func participant(_ participant: ShareParticipantState) {
+    mutating func participant(_ participant: ShareParticipantState, showEmail: Bool) {
         beginObject()
         key("participantId")
         string(participant.userRecordName)
@@ -83,7 +114,7 @@ extension JSONWriter {
         beginObject()
         key("userRecordName")
         string(participant.userRecordName)
-        if let email = participant.email {
+        if showEmail, let email = participant.email {
             key("emailAddress")
             string(email)
         }
@@ -145,10 +176,12 @@ extension JSONWriter {
     }
 
     /// A record change in a feed: the record, or its tombstone.
-    mutating func recordChange(_ change: ZoneRecordChange, desiredKeys: Set<String>?, options: FieldWriteOptions) {
+    mutating func recordChange(
+        _ change: ZoneRecordChange, desiredKeys: Set<String>?, options: FieldWriteOptions, shares: (String) -> SharePresentation? = { _ in nil }
+    ) {
         switch change {
         case .changed(let record):
-            storedRecord(record, desiredKeys: desiredKeys, options: options)
+            storedRecord(record, desiredKeys: desiredKeys, options: options, share: shares(record.header.recordName))
         case .deleted(let recordName, let recordType):
             beginObject()
             key("recordName")

@@ -57,9 +57,9 @@ struct TestWorld: Sendable {
         buildApplication(configuration: configuration, store: store, logger: Logger(label: "test-server"), clock: clock)
     }
 
-    /// Runs a test against the application in process.
+    /// Runs a test against the application over real HTTP on a loopback port, as clients reach it.
     func test<Value: Sendable>(_ body: @Sendable (CloudKitTestClient) async throws -> Value) async throws -> Value {
-        try await application().test(.router) { client in
+        try await application().test(.live) { client in
             try await body(CloudKitTestClient(client: client, apiToken: apiToken))
         }
     }
