@@ -16,7 +16,11 @@ extension DatabaseService {
     /// `records/query`: records of a type matching filters, sorted, a page at a time.
     public func query(caller: Caller, scope: DatabaseScope, request: RecordsQueryRequest, logger: Logger) async throws -> RecordsQueryResponse {
         var database = try policy.database(for: caller, scope: scope, access: .read)
-        try NameRules.checkIdentifier(request.recordType, kind: "record type", path: "query.recordType", limits: limits)
+        // Shares can be queried by their system type, in either spelling, as any other type.
+        let recordType = ShareRecord.isShareType(request.recordType) ? ShareRecord.recordType : request.recordType
+        if recordType != ShareRecord.recordType {
+            try NameRules.checkIdentifier(recordType, kind: "record type", path: "query.recordType", limits: limits)
+        }
         var zoneName: String?
         var access: ParticipantAccess?
         if scope == .shared {
@@ -48,14 +52,14 @@ extension DatabaseService {
             limit = min(requested, limits.maximumResultsLimit)
         }
         let codec = try await secrets.codec(logger: logger)
-        let fingerprint = "\(database)|\(zoneName ?? "*")|\(request.recordType)|\(request.filters)|\(request.sorts)"
+        let fingerprint = "\(database)|\(zoneName ?? "*")|\(recordType)|\(request.filters)|\(request.sorts)"
         let cursor = try request.continuationMarker.map { (marker) throws(CumulusError) in
             try codec.decodeContinuationMarker(marker, fingerprint: fingerprint)
         }
         let page = try await mapStoreErrors {
             try await store.queryRecords(
                 RecordQuery(
-                    database: database, zoneName: zoneName, recordType: request.recordType, filters: request.filters, sorts: request.sorts,
+                    database: database, zoneName: zoneName, recordType: recordType, filters: request.filters, sorts: request.sorts,
                     limit: limit, after: cursor, access: access
                 ),
                 logger: logger

@@ -32,7 +32,7 @@ public struct ServerConfiguration: Sendable {
         host: String = "127.0.0.1", port: Int = 8080, publicBaseURL: String? = nil, limits: Limits = .init(),
         signatureDateTolerance: TimeInterval = 600, webAuthTokenLifetime: Duration = .seconds(14 * 24 * 3600), linkLimits: LinkLimits = .init(),
         linkCleanupInterval: Duration = .seconds(3600), appleAppSiteAssociation: String? = nil, appStoreID: String? = nil,
-        refusedBodyLinger: Duration = .seconds(5)
+        refusedBodyLinger: Duration = .seconds(10)
     ) {
         self.host = host
         self.port = port

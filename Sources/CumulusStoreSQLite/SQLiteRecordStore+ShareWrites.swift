@@ -257,9 +257,9 @@ extension SQLiteRecordStore {
             }
             if let participants = change.participants {
                 let listed = Set(participants.filter { !$0.removed }.map(\.userRecordName))
-                // Invited users missing from the list are removed, as when a client saves a share without them.
+                // Participants missing from the list are removed, as when a client saves a share without them.
                 let dropped = try String.fetchAll(
-                    db, sql: "SELECT user_record_name FROM share_participants WHERE share_id = ? AND type = 'USER' AND status <> 'REMOVED'",
+                    db, sql: "SELECT user_record_name FROM share_participants WHERE share_id = ? AND type <> 'OWNER' AND status <> 'REMOVED'",
                     arguments: [shareID]
                 ).filter { !listed.contains($0) }
                 for user in dropped + participants.filter(\.removed).map(\.userRecordName) {

@@ -24,8 +24,11 @@ enum SharePage {
             <p class="note" id="how">Open this link on a phone or computer that has the app installed: the app opens it and asks you to join. \
             If it does not open, install the app, sign in, and open the link again.</p>
             """
-        return LinkPage.document(
-            title: what, head: LinkPage.linkTags(url: url, title: what, description: byline, appStoreID: appStoreID), body: body)
+        // Sentences rather than figures: a quieter weight than the link page's numbers.
+        let head =
+            LinkPage.linkTags(url: url, title: what, description: byline, appStoreID: appStoreID)
+            + "\n<style>main dl dd { font-size: 1rem; }</style>"
+        return LinkPage.document(title: what, head: head, body: body)
     }
 
     static func notFound() -> String {

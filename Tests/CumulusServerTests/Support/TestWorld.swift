@@ -25,7 +25,7 @@ struct TestWorld: Sendable {
     let store: SQLiteRecordStore
     let accounts: AccountService
     let clock: WallClock
-    let configuration: ServerConfiguration
+    var configuration: ServerConfiguration
     let apiToken: String
     let productionToken: String
     let otherContainerToken: String

@@ -1,0 +1,134 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A deliberately plain HTTP/1.1 client over a blocking socket, as Python's `http.client` behaves: it writes the whole
+/// request (head and body) before reading a single byte of the answer. Used to check how the server treats such
+/// clients when it refuses a request early.
+enum RawHTTPClient {
+    struct Exchange: Sendable {
+        /// Everything read until the server closed the connection (or the read timed out).
+        var response: String
+        /// Whether the server closed the connection (end of stream) rather than the read timing out.
+        var closedByServer: Bool
+        /// Seconds from the last byte written to the end of the answer.
+        var secondsToAnswer: Double
+        /// Whether writing the request failed (the server reset the connection mid-request).
+        var writeFailed: Bool
+
+        var statusCode: Int? {
+            let parts = response.split(separator: " ", maxSplits: 2)
+            return parts.count > 1 ? Int(parts[1]) : nil
+        }
+    }
+
+    /// Sends `head` and `body` in full, then reads until the server closes the connection or `readTimeout` passes.
+    /// Runs on its own thread, so blocking calls never hold a Swift concurrency thread the server needs.
+    static func exchange(port: Int, head: String, body: [UInt8], readTimeout: Double = 10) async throws -> Exchange {
+        try await withCheckedThrowingContinuation { continuation in
+            let thread = Thread {
+                continuation.resume(with: Result { try blockingExchange(port: port, head: head, body: body, readTimeout: readTimeout) })
+            }
+            thread.start()
+        }
+    }
+
+    /// Writes `head` and then body chunks for as long as the server accepts them, up to `maximumSeconds`; returns how
+    /// long the server let it write before closing the connection, or `nil` if it never did.
+    static func secondsUntilClosed(port: Int, head: String, chunk: [UInt8], maximumSeconds: Double) async throws -> Double? {
+        try await withCheckedThrowingContinuation { continuation in
+            let thread = Thread {
+                continuation.resume(
+                    with: Result {
+                        let socket = try connect(port: port)
+                        defer { close(socket) }
+                        let start = Date()
+                        guard write(socket, Array(head.utf8)) else { return 0 }
+                        while Date().timeIntervalSince(start) < maximumSeconds {
+                            guard write(socket, chunk) else { return Date().timeIntervalSince(start) }
+                        }
+                        return nil
+                    })
+            }
+            thread.start()
+        }
+    }
+
+    private static func blockingExchange(port: Int, head: String, body: [UInt8], readTimeout: Double) throws -> Exchange {
+        let socket = try connect(port: port)
+        defer { close(socket) }
+        let writeFailed = !write(socket, Array(head.utf8) + body)
+        let wrote = Date()
+        var timeout = timeval(tv_sec: Int(readTimeout), tv_usec: 0)
+        setsockopt(socket, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var received: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        var closedByServer = false
+        while true {
+            let count = recv(socket, &buffer, buffer.count, 0)
+            if count > 0 {
+                received += buffer[0..<count]
+            } else {
+                closedByServer = count == 0 || errno == ECONNRESET
+                break
+            }
+        }
+        return Exchange(
+            response: String(decoding: received, as: UTF8.self), closedByServer: closedByServer,
+            secondsToAnswer: Date().timeIntervalSince(wrote), writeFailed: writeFailed)
+    }
+
+    private static func connect(port: Int) throws -> Int32 {
+        #if canImport(Glibc)
+        let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        #else
+        let socket = Darwin.socket(AF_INET, SOCK_STREAM, 0)
+        #endif
+        guard socket >= 0 else { throw POSIXError(.EIO) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                #if canImport(Glibc)
+                Glibc.connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                #else
+                Darwin.connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                #endif
+            }
+        }
+        guard result == 0 else {
+            close(socket)
+            throw POSIXError(.ECONNREFUSED)
+        }
+        var noSignal: Int32 = 1
+        #if canImport(Darwin)
+        setsockopt(socket, SOL_SOCKET, SO_NOSIGPIPE, &noSignal, socklen_t(MemoryLayout<Int32>.size))
+        #else
+        _ = noSignal
+        #endif
+        return socket
+    }
+
+    /// Writes everything; `false` if the connection broke first.
+    private static func write(_ socket: Int32, _ bytes: [UInt8]) -> Bool {
+        var offset = 0
+        while offset < bytes.count {
+            let written = bytes[offset...].withUnsafeBytes { pointer in
+                #if canImport(Glibc)
+                send(socket, pointer.baseAddress, pointer.count, Int32(MSG_NOSIGNAL))
+                #else
+                send(socket, pointer.baseAddress, pointer.count, 0)
+                #endif
+            }
+            if written <= 0 { return false }
+            offset += written
+        }
+        return true
+    }
+}
