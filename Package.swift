@@ -19,6 +19,7 @@ let package = Package(
         .library(name: "CumulusServer", targets: ["CumulusServer"]),
         .library(name: "CumulusClient", targets: ["CumulusClient"]),
         .library(name: "CumulusSyncGRDB", targets: ["CumulusSyncGRDB"]),
+        .library(name: "CumulusTesting", targets: ["CumulusTesting"]),
         .executable(name: "cumulus", targets: ["cumulus"]),
     ],
     dependencies: [
@@ -90,6 +91,8 @@ let package = Package(
         ),
         // The client: HTTP API over a transport protocol; no server or storage dependency.
         .target(name: "CumulusClient", dependencies: ["CumulusModel"], swiftSettings: swiftSettings),
+        // Test helpers for apps and for Cumulus's own tests: a transport that injects network faults.
+        .target(name: "CumulusTesting", dependencies: ["CumulusClient"], swiftSettings: swiftSettings),
         // The easy path for GRDB apps: sync state in the app's database, tables mapped to record types.
         .target(
             name: "CumulusSyncGRDB",
@@ -149,6 +152,7 @@ let package = Package(
             name: "CumulusServerTests",
             dependencies: [
                 "CumulusClient",
+                "CumulusTesting",
                 "CumulusSyncGRDB",
                 "GhostCarExample",
                 .product(name: "GRDB", package: "GRDB.swift"),

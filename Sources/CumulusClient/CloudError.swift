@@ -38,6 +38,26 @@ public struct CloudError: Error, Sendable, Hashable, CustomStringConvertible {
 
     public var description: String { "\(code): \(reason)" }
 
+    /// Whether the error is about who is asking (a missing, wrong or expired token), not about what was sent: no record
+    /// is at fault, and the app must sign in again.
+    var concernsTheAccount: Bool {
+        code == .server(.authenticationFailed) || code == .server(.authenticationRequired) || code == .invalidResponse
+    }
+
+    /// Whether a request-level error applies to every record of the request alike (the zone is gone, or closed to
+    /// the caller), so splitting the request cannot isolate a culprit.
+    var concernsTheZone: Bool {
+        code == .server(.zoneNotFound) || code == .server(.accessDenied) || code == .server(.notFound)
+    }
+
+    /// The failure a state store keeps for a refused pending change.
+    var syncFailure: SyncFailure {
+        switch code {
+        case .server(let code): SyncFailure(code: code, reason: reason)
+        case .networkFailure, .invalidResponse: SyncFailure(code: .internalError, reason: reason)
+        }
+    }
+
     /// Reads an error dictionary (top level or per item).
     static func read(_ json: JSONValue, status: Int) -> CloudError {
         let code = json["serverErrorCode"]?.stringValue.flatMap(ServerErrorCode.init(rawValue:))

@@ -62,10 +62,16 @@ public actor SyncEngine {
         case willSendChanges
         case sentDatabaseChanges(savedZones: [ZoneID], deletedZones: [ZoneID])
         case sentRecordZoneChanges(ModifyRecordsResult)
+        /// The server refused a save for good and the delegate did not resolve it while handling
+        /// ``sentRecordZoneChanges(_:)``. The pending change stays, marked failed and counted in ``SyncStatus/failedCount``,
+        /// until the app changes the record again or calls ``SyncEngine/discardFailedChanges(_:)``.
+        case failedToSaveRecord(recordID: RecordID, error: CloudError)
+        /// The same for a deletion.
+        case failedToDeleteRecord(recordID: RecordID, error: CloudError)
         case didSendChanges
     }
 
-    public let configuration: Configuration
+    public nonisolated let configuration: Configuration
     public private(set) var status = SyncStatus(phase: .idle, pendingCount: 0)
     private let statusContinuation: AsyncStream<SyncStatus>.Continuation
     /// Status changes, for a UI.
@@ -83,9 +89,21 @@ public actor SyncEngine {
     private var delegate: any SyncEngineDelegate { configuration.delegate }
 
     private func setPhase(_ phase: SyncStatus.Phase) async {
-        let pending = (try? await store.pendingRecordZoneChanges().count) ?? status.pendingCount
-        status = SyncStatus(phase: phase, pendingCount: pending)
+        if let pending = try? await store.pendingRecordZoneChanges() {
+            status = SyncStatus(phase: phase, pendingCount: pending.count, failedCount: pending.count { $0.failure != nil })
+        } else {
+            status.phase = phase
+        }
         statusContinuation.yield(status)
+    }
+
+    /// Gives up on refused changes of these records: their pending entries go, and the app keeps whatever it shows.
+    public func discardFailedChanges(_ recordIDs: Set<RecordID>) async throws {
+        let failed = try await store.pendingRecordZoneChanges().filter { entry in
+            entry.failure != nil && recordIDs.contains { Scope.sameRecord($0, entry.change.recordID) }
+        }
+        try await store.removeRecordZoneChanges(failed)
+        await setPhase(status.phase)
     }
 
     /// Adds pending changes outside an app transaction (a GRDB app enqueues in its own transaction instead).
@@ -110,16 +128,28 @@ public actor SyncEngine {
         func contains(_ zoneID: ZoneID) -> Bool {
             switch self {
             case .all, .recordIDs: true
-            case .zoneIDs(let zones): zones.contains { $0.zoneName == zoneID.zoneName }
-            case .allExcluding(let zones): !zones.contains { $0.zoneName == zoneID.zoneName }
+            case .zoneIDs(let zones): zones.contains { Self.sameZone($0, zoneID) }
+            case .allExcluding(let zones): !zones.contains { Self.sameZone($0, zoneID) }
             }
         }
 
         func contains(_ change: PendingRecordZoneChange) -> Bool {
             if case .recordIDs(let ids) = self {
-                return ids.contains { $0.recordName == change.recordID.recordName && $0.zoneID.zoneName == change.recordID.zoneID.zoneName }
+                return ids.contains { Self.sameRecord($0, change.recordID) }
             }
             return contains(change.recordID.zoneID)
+        }
+
+        /// Zones are (name, owner). A zone named without an owner is the current user's own: in a private database it
+        /// matches the same zone named with the owner the server gives it; in a shared database every zone has one.
+        static func sameZone(_ a: ZoneID, _ b: ZoneID) -> Bool {
+            guard a.zoneName == b.zoneName else { return false }
+            guard let first = a.ownerRecordName, let second = b.ownerRecordName else { return true }
+            return first == second
+        }
+
+        static func sameRecord(_ a: RecordID, _ b: RecordID) -> Bool {
+            a.recordName == b.recordName && sameZone(a.zoneID, b.zoneID)
         }
     }
 
@@ -206,7 +236,8 @@ public actor SyncEngine {
             try await sendDatabaseChanges()
             var attemptsWithoutProgress = 0
             while attemptsWithoutProgress < 2 {
-                let pending = try await store.pendingRecordZoneChanges().filter { scope.contains($0.change) }
+                // Refused changes wait for the app; everything else is sent.
+                let pending = try await store.pendingRecordZoneChanges().filter { $0.failure == nil && scope.contains($0.change) }
                 guard !pending.isEmpty else { break }
                 guard let batch = try await delegate.nextRecordZoneChangeBatch(pending.map(\.change), syncEngine: self) else { break }
                 let progressed = try await send(batch, pending: pending)
@@ -241,51 +272,86 @@ public actor SyncEngine {
     /// Sends one batch, zone by zone; returns whether any pending change was settled.
     private func send(_ batch: RecordZoneChangeBatch, pending: [PendingEntry<PendingRecordZoneChange>]) async throws -> Bool {
         var settled: [PendingEntry<PendingRecordZoneChange>] = []
-        // Results name zones with their owner where pending changes may say "the current user": match by names.
-        func key(_ id: RecordID) -> String { id.zoneID.zoneName + "\u{0}" + id.recordName }
-        let byKey = Dictionary(pending.map { (key($0.change.recordID), $0) }, uniquingKeysWith: { $0.sequence > $1.sequence ? $0 : $1 })
-        let entries = { (id: RecordID) in byKey[key(id)] }
+        // Results name zones with their owner where pending changes may name the current user's zones without one.
+        let entries = { (id: RecordID) in
+            pending.filter { Scope.sameRecord($0.change.recordID, id) }.max { $0.sequence < $1.sequence }
+        }
         settled += batch.skipped.compactMap { entries($0) }
-        let zones = Set(batch.recordsToSave.map(\.recordID.zoneID) + batch.recordIDsToDelete.map(\.zoneID))
-        for zoneID in zones.sorted(by: { $0.description < $1.description }) {
+        var zones: [ZoneID] = []
+        for zoneID in batch.recordsToSave.map(\.recordID.zoneID) + batch.recordIDsToDelete.map(\.zoneID) where !zones.contains(zoneID) {
+            zones.append(zoneID)
+        }
+        for zoneID in zones {
             let saves = batch.recordsToSave.filter { $0.recordID.zoneID == zoneID }
             let deletes = batch.recordIDsToDelete.filter { $0.zoneID == zoneID }
             for request in configuration.planner.requests(saving: saves, deleting: deletes) {
-                let result = try await modify(saving: request.saves, deleting: request.deletes, zoneID: zoneID)
-                // Saved, deleted, and failed for a reason retrying will not fix: settled. The delegate decides what to
-                // do with failures (merge a conflict and add the save again, for example).
-                var done = result.saved.map(\.recordID) + result.deleted
-                done += result.failedSaves.filter { !$0.error.isTransient }.map(\.record.recordID)
-                done += result.failedDeletes.filter { !$0.value.isTransient }.map(\.key)
-                settled += done.compactMap { entries($0) }
-                try await store.removeRecordZoneChanges(done.compactMap { entries($0) })
+                let answer = try await modify(saving: request.saves, deleting: request.deletes, zoneID: zoneID)
+                let result = SendSettlement.settlingOwnEarlierWrites(answer)
+                // Saved and deleted: settled. Refused for a reason retrying will not fix: marked failed, so it is
+                // neither sent again nor dropped; the delegate resolves what it can (a conflict merged and enqueued
+                // again replaces the entry), and what is left is reported.
+                let done = (result.saved.map(\.recordID) + result.deleted).compactMap { entries($0) }
+                var refused: [(entry: PendingEntry<PendingRecordZoneChange>, failure: SyncFailure)] = []
+                var errors: [Int64: CloudError] = [:]
+                for failure in result.failedSaves where !failure.error.isTransient {
+                    guard let entry = entries(failure.record.recordID) else { continue }
+                    refused.append((entry, failure.error.syncFailure))
+                    errors[entry.sequence] = failure.error
+                }
+                for (recordID, error) in result.failedDeletes where !error.isTransient {
+                    guard let entry = entries(recordID) else { continue }
+                    refused.append((entry, error.syncFailure))
+                    errors[entry.sequence] = error
+                }
+                settled += done + refused.map(\.entry)
+                try await store.removeRecordZoneChanges(done)
+                try await store.markFailed(refused)
                 try await delegate.handleEvent(.sentRecordZoneChanges(result), syncEngine: self)
+                try await reportUnresolved(errors)
             }
         }
         if !batch.skipped.isEmpty { try await store.removeRecordZoneChanges(batch.skipped.compactMap { entries($0) }) }
         return !settled.isEmpty
     }
 
-    /// One `records/modify`, retried on transient failures, and split in half if the server finds it too large.
+    /// Reports the refused changes the delegate left as they were (same sequence, still failed).
+    private func reportUnresolved(_ errors: [Int64: CloudError]) async throws {
+        guard !errors.isEmpty else { return }
+        for entry in try await store.pendingRecordZoneChanges() where entry.failure != nil {
+            guard let error = errors[entry.sequence] else { continue }
+            switch entry.change {
+            case .saveRecord(let id): try await delegate.handleEvent(.failedToSaveRecord(recordID: id, error: error), syncEngine: self)
+            case .deleteRecord(let id): try await delegate.handleEvent(.failedToDeleteRecord(recordID: id, error: error), syncEngine: self)
+            }
+        }
+    }
+
+    /// One `records/modify`, retried on transient failures. A request the server refuses as a whole never blocks the
+    /// queue: a refusal that concerns the zone (`ZONE_NOT_FOUND`, `ACCESS_DENIED`) becomes every record's own failure;
+    /// any other (too large, a bad value) splits the request in half until the records at fault are alone, and then
+    /// becomes their own failure, so the rest is saved and only they wait for the app.
     private func modify(saving: [CloudRecord], deleting: [RecordID], zoneID: ZoneID) async throws -> ModifyRecordsResult {
         do {
             return try await withRetries { try await self.database.modifyRecords(saving: saving, deleting: deleting, zoneID: zoneID) }
-        } catch let error as CloudError
-            where (error.code == .server(.quotaExceeded) || error.code == .server(.badRequest)) && saving.count + deleting.count > 1
-            && (error.reason.contains("limit") || error.reason.contains("larger"))
-        {
-            let half = (saving.count + deleting.count) / 2
-            let firstSaves = Array(saving.prefix(half))
-            let firstDeletes = Array(deleting.prefix(max(0, half - saving.count)))
-            var first = try await modify(saving: firstSaves, deleting: firstDeletes, zoneID: zoneID)
-            let second = try await modify(
-                saving: Array(saving.dropFirst(firstSaves.count)), deleting: Array(deleting.dropFirst(firstDeletes.count)), zoneID: zoneID
-            )
-            first.saved += second.saved
-            first.deleted += second.deleted
-            first.failedSaves += second.failedSaves
-            first.failedDeletes.merge(second.failedDeletes) { $1 }
-            return first
+        } catch let error as CloudError where !error.isTransient && !error.concernsTheAccount {
+            if saving.count + deleting.count > 1, !error.concernsTheZone {
+                let half = (saving.count + deleting.count) / 2
+                let firstSaves = Array(saving.prefix(half))
+                let firstDeletes = Array(deleting.prefix(max(0, half - saving.count)))
+                var first = try await modify(saving: firstSaves, deleting: firstDeletes, zoneID: zoneID)
+                let second = try await modify(
+                    saving: Array(saving.dropFirst(firstSaves.count)), deleting: Array(deleting.dropFirst(firstDeletes.count)), zoneID: zoneID
+                )
+                first.saved += second.saved
+                first.deleted += second.deleted
+                first.failedSaves += second.failedSaves
+                first.failedDeletes.merge(second.failedDeletes) { $1 }
+                return first
+            }
+            var result = ModifyRecordsResult()
+            result.failedSaves = saving.map { .init(record: $0, error: error) }
+            for recordID in deleting { result.failedDeletes[recordID] = error }
+            return result
         }
     }
 

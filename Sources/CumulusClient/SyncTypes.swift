@@ -18,15 +18,31 @@ public enum PendingDatabaseChange: Sendable, Hashable {
     case deleteZone(ZoneID)
 }
 
+/// Why the server refused a pending change for good: kept with the change until the app resolves it.
+public struct SyncFailure: Sendable, Hashable {
+    /// The server's code (`ACCESS_DENIED`, `BAD_REQUEST`, `QUOTA_EXCEEDED`, …).
+    public var code: ServerErrorCode
+    public var reason: String
+
+    public init(code: ServerErrorCode, reason: String) {
+        self.code = code
+        self.reason = reason
+    }
+}
+
 /// A pending change as the state store keeps it: with an increasing sequence number, so the engine removes only the
 /// entries a send actually covered, never one added while the batch was in flight.
 public struct PendingEntry<Change: Sendable & Hashable>: Sendable, Hashable {
     public var sequence: Int64
     public var change: Change
+    /// Set when the server refused the change for a reason retrying cannot fix: it is not sent again until the app
+    /// changes the record (which replaces the entry) or discards the failure.
+    public var failure: SyncFailure?
 
-    public init(sequence: Int64, change: Change) {
+    public init(sequence: Int64, change: Change, failure: SyncFailure? = nil) {
         self.sequence = sequence
         self.change = change
+        self.failure = failure
     }
 }
 
@@ -42,6 +58,8 @@ public protocol SyncStateStore: Sendable {
     func add(_ changes: [PendingDatabaseChange]) async throws
     /// Removes pending record changes up to these sequence numbers.
     func removeRecordZoneChanges(_ entries: [PendingEntry<PendingRecordZoneChange>]) async throws
+    /// Marks pending record changes as refused for good (entries by sequence number); they stay until replaced or removed.
+    func markFailed(_ failures: [(entry: PendingEntry<PendingRecordZoneChange>, failure: SyncFailure)]) async throws
     func removeDatabaseChanges(_ entries: [PendingEntry<PendingDatabaseChange>]) async throws
     func databaseToken() async throws -> String?
     func setDatabaseToken(_ token: String?) async throws
@@ -87,12 +105,15 @@ public struct SyncStatus: Sendable, Hashable {
     }
 
     public var phase: Phase
-    /// Changes waiting to be sent.
+    /// Changes waiting to be sent, refused ones included.
     public var pendingCount: Int
+    /// Changes the server refused for good, waiting for the app to resolve them (see ``SyncEngine/Event/failedToSaveRecord(_:error:)``).
+    public var failedCount: Int
 
-    public init(phase: Phase, pendingCount: Int) {
+    public init(phase: Phase, pendingCount: Int, failedCount: Int = 0) {
         self.phase = phase
         self.pendingCount = pendingCount
+        self.failedCount = failedCount
     }
 }
 
@@ -144,6 +165,26 @@ public struct SendPlanner: Sendable {
             requests.append(([], Array(deleting[start..<min(start + maximumCount, deleting.count)])))
         }
         return requests
+    }
+}
+
+/// What a `records/modify` answer settles, apart from I/O.
+enum SendSettlement {
+    /// A `create` the server answers `EXISTS` with a record equal to the one sent was this device's own earlier write,
+    /// applied while its answer was lost: it is saved, and the server's record (with its change tag) is the result.
+    static func settlingOwnEarlierWrites(_ result: ModifyRecordsResult) -> ModifyRecordsResult {
+        var settled = result
+        settled.failedSaves = []
+        for failure in result.failedSaves {
+            if failure.error.code == .server(.exists), failure.record.recordChangeTag == nil, let server = failure.error.serverRecord,
+                server.recordType == failure.record.recordType, server.fields == failure.record.fields, server.parent == failure.record.parent
+            {
+                settled.saved.append(server)
+            } else {
+                settled.failedSaves.append(failure)
+            }
+        }
+        return settled
     }
 }
 

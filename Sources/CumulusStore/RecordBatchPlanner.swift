@@ -212,7 +212,9 @@ public struct RecordBatchPlanner: Sendable {
 
         if let current {
             if operation.operationType == .create {
-                return failure(.exists, "record \(name) already exists")
+                // With the server's record, as on CONFLICT: a client whose earlier create was applied but whose answer was
+                // lost learns the change tag instead of resending `create` forever.
+                return failure(.exists, "record \(name) already exists", serverRecord: current)
             }
             if operation.operationType.checksChangeTag, operation.recordChangeTag != current.header.recordChangeTag {
                 return failure(.conflict, "record \(name) was changed on the server (recordChangeTag is stale)", serverRecord: current)

@@ -12,11 +12,34 @@ public final class GRDBSyncAdapter: SyncEngineDelegate {
     public let writer: any DatabaseWriter
     public let store: GRDBSyncStore
     public let tables: [SyncedTable]
+    /// Settles a field both this device and the server changed since the device last saw the record; `nil` uses the
+    /// default: the later `modificationColumn` wins, and without that column the server's value does.
+    public let merge: MergeHook?
+    /// Tells the app what it could not do quietly: a refused change, a local value discarded in a merge.
+    public let onReport: (@Sendable (Report) -> Void)?
 
-    public init(writer: any DatabaseWriter, store: GRDBSyncStore, tables: [SyncedTable]) {
+    /// Settles one field both sides changed: the table, the record, the field, the local and the server value.
+    public typealias MergeHook = @Sendable (SyncedTable, RecordID, String, FieldValue?, FieldValue?) -> RecordMerge.Side
+
+    /// What the adapter reports to the app.
+    public enum Report: Sendable, Hashable {
+        /// The server refused a change for good. With `rolledBack`, the row shows the server's version again (a
+        /// read-only participant's edit, say) and nothing waits; otherwise the change waits, counted in the engine's
+        /// status, until the row is edited again or the app discards it.
+        case refused(recordID: RecordID, error: CloudError, rolledBack: Bool)
+        /// A merge kept the server's value of these fields over this device's own edit.
+        case discardedLocalValues(recordID: RecordID, fields: Set<String>)
+    }
+
+    public init(
+        writer: any DatabaseWriter, store: GRDBSyncStore, tables: [SyncedTable], merge: MergeHook? = nil,
+        onReport: (@Sendable (Report) -> Void)? = nil
+    ) {
         self.writer = writer
         self.store = store
         self.tables = tables
+        self.merge = merge
+        self.onReport = onReport
     }
 
     private func table(recordType: String) -> SyncedTable? { tables.first { $0.recordType == recordType } }
@@ -70,6 +93,10 @@ public final class GRDBSyncAdapter: SyncEngineDelegate {
             try await reconcile(zoneID, present: present)
         case .sentRecordZoneChanges(let result):
             try await applySent(result, syncEngine: syncEngine)
+        case .failedToSaveRecord(let recordID, let error):
+            try await applyRefusal(recordID, error: error, deletion: false, syncEngine: syncEngine)
+        case .failedToDeleteRecord(let recordID, let error):
+            try await applyRefusal(recordID, error: error, deletion: true, syncEngine: syncEngine)
         default:
             break
         }
@@ -77,18 +104,17 @@ public final class GRDBSyncAdapter: SyncEngineDelegate {
 
     private func applyFetched(modified: [CloudRecord], deleted: [RecordID]) async throws {
         let store = self.store
-        try await writer.write { db in
+        let reports: [Report] = try await writer.write { db in
+            var reports: [Report] = []
             for record in modified.map(self.normalized) {
                 guard let table = self.table(recordType: record.recordType) else { continue }
-                if try store.hasPendingSave(record.recordID, in: db), let local = try table.record(primaryKey: record.recordID.recordName, in: db),
-                    Self.localWins(local, over: record, table: table)
-                {
-                    // A local edit newer than the server's: keep it, and send it on top of the server's tag.
-                    try store.setChangeTag(record.recordChangeTag, recordType: record.recordType, for: record.recordID, in: db)
+                if try store.hasPendingSave(record.recordID, in: db), let local = try table.record(primaryKey: record.recordID.recordName, in: db) {
+                    // A local edit not sent yet meets a newer server version: merge them, and send the merge if it differs.
+                    reports += try self.settle(local: local, server: record, table: table, existsConflict: false, in: db)
                     continue
                 }
                 try table.upsert(record, in: db)
-                try store.setChangeTag(record.recordChangeTag, recordType: record.recordType, for: record.recordID, in: db)
+                try store.setServerRecord(record, for: record.recordID, in: db)
             }
             for recordID in deleted.map(self.normalized) {
                 for table in self.tables where table.zoneID.zoneName == recordID.zoneID.zoneName {
@@ -96,7 +122,36 @@ public final class GRDBSyncAdapter: SyncEngineDelegate {
                 }
                 try store.forget(recordID, in: db)
             }
+            return reports
         }
+        for report in reports { onReport?(report) }
+    }
+
+    /// Merges a local version with the server's, writes the merge into the row and the server's version into the
+    /// metadata, and enqueues the merge when it differs from the server's. Runs in the caller's transaction.
+    private func settle(local: CloudRecord, server: CloudRecord, table: SyncedTable, existsConflict: Bool, in db: Database) throws -> [Report] {
+        let id = local.recordID
+        let names = Set(table.allColumns.map(\.field))
+        let ancestor = try store.lastServerFields(for: id, in: db)
+        let outcome = RecordMerge.merge(ancestor: ancestor, local: local.fields, server: server.fields, names: names) { field, mine, theirs in
+            if let merge { return merge(table, id, field, mine, theirs) }
+            return Self.defaultSide(local: local, server: server, table: table, existsConflict: existsConflict)
+        }
+        var merged = server
+        merged.recordID = id
+        merged.fields = server.fields.filter { !names.contains($0.key) }.merging(outcome.fields) { _, new in new }
+        merged.parent = local.parent
+        try table.upsert(merged, in: db)
+        try store.setServerRecord(server, for: id, in: db)
+        if outcome.differsFromServer || local.parent != server.parent {
+            try store.enqueue([.saveRecord(id)], in: db)
+        } else {
+            // The merge is the server's version: nothing is left to send, a refused entry included.
+            try store.clearPending(id, in: db)
+        }
+        // The modification time is bookkeeping, not a value the user chose.
+        let discarded = outcome.discardedLocalFields.subtracting(table.modificationColumn.map { [$0] } ?? [])
+        return discarded.isEmpty ? [] : [.discardedLocalValues(recordID: id, fields: discarded)]
     }
 
     /// A zone was deleted on the server, or a share was lost: all its rows go, as CloudKit's guidance for a deleted zone
@@ -130,11 +185,13 @@ public final class GRDBSyncAdapter: SyncEngineDelegate {
 
     private func applySent(_ result: ModifyRecordsResult, syncEngine: SyncEngine) async throws {
         let store = self.store
-        let recreateZones: [ZoneID] = try await writer.write { db in
+        let sharedDatabase = syncEngine.configuration.database.scope == .shared
+        let (recreateZones, reports): ([ZoneID], [Report]) = try await writer.write { db in
             var resend: [PendingRecordZoneChange] = []
             var recreateZones: [ZoneID] = []
+            var reports: [Report] = []
             for record in result.saved.map(self.normalized) {
-                try store.setChangeTag(record.recordChangeTag, recordType: record.recordType, for: record.recordID, in: db)
+                try store.setServerRecord(record, for: record.recordID, in: db)
             }
             for recordID in result.deleted.map(self.normalized) { try store.forget(recordID, in: db) }
             for failure in result.failedSaves {
@@ -145,13 +202,13 @@ public final class GRDBSyncAdapter: SyncEngineDelegate {
                     else {
                         continue
                     }
-                    if Self.localWins(failure.record, over: server, table: table) {
-                        try store.setChangeTag(server.recordChangeTag, recordType: server.recordType, for: id, in: db)
-                        resend.append(.saveRecord(id))
-                    } else {
-                        try table.upsert(server, in: db)
-                        try store.setChangeTag(server.recordChangeTag, recordType: server.recordType, for: id, in: db)
-                    }
+                    // Merge with the row as it is now (it may have changed while the batch was in flight).
+                    let local = try table.record(primaryKey: id.recordName, in: db) ?? failure.record
+                    reports += try self.settle(
+                        local: local, server: server, table: table, existsConflict: failure.error.code == .server(.exists), in: db)
+                case .server(.zoneNotFound) where sharedDatabase:
+                    // Someone else's zone: the share is gone, and the next fetch drops its rows.
+                    continue
                 case .server(.zoneNotFound):
                     recreateZones.append(id.zoneID)
                     try store.setChangeTag(nil, recordType: failure.record.recordType, for: id, in: db)
@@ -164,16 +221,45 @@ public final class GRDBSyncAdapter: SyncEngineDelegate {
                 }
             }
             try store.enqueue(resend, in: db)
-            return recreateZones
+            return (recreateZones, reports)
         }
+        for report in reports { onReport?(report) }
         if !recreateZones.isEmpty { try await syncEngine.add(pendingDatabaseChanges: Set(recreateZones).map { .saveZone($0) }) }
     }
 
-    /// Whether a local version beats the server's: the later `modificationColumn` wins; without it the server does.
-    static func localWins(_ local: CloudRecord, over server: CloudRecord, table: SyncedTable) -> Bool {
-        guard let column = table.modificationColumn else { return false }
-        guard case .int64(let localTime)? = local.fields[column] else { return false }
-        guard case .int64(let serverTime)? = server.fields[column] else { return true }
-        return localTime > serverTime
+    /// A change the server refused for good and nothing above resolved. A refusal of permission (a read-only
+    /// participant, a record outside the shares) rolls the row back to the server's version; anything else waits,
+    /// visible, for the app.
+    private func applyRefusal(_ recordID: RecordID, error: CloudError, deletion: Bool, syncEngine: SyncEngine) async throws {
+        let id = normalized(recordID)
+        guard error.code == .server(.accessDenied) else {
+            onReport?(.refused(recordID: id, error: error, rolledBack: false))
+            return
+        }
+        let server = try await syncEngine.configuration.database.records(named: [recordID.recordName], in: recordID.zoneID)[recordID.recordName]
+        let store = self.store
+        try await writer.write { db in
+            if let server = server.map(self.normalized), let table = self.table(recordType: server.recordType) {
+                try table.upsert(server, in: db)
+                try store.setServerRecord(server, for: id, in: db)
+            } else if !deletion {
+                for table in self.tables where table.zoneID.zoneName == id.zoneID.zoneName { try table.delete(primaryKey: id.recordName, in: db) }
+                try store.forget(id, in: db)
+            }
+        }
+        try await syncEngine.discardFailedChanges([recordID])
+        onReport?(.refused(recordID: id, error: error, rolledBack: true))
     }
+
+    /// Who wins a field both sides changed when no hook decides: the later `modificationColumn`; without it, the
+    /// server, except for an `EXISTS` answer, where the device believed it was creating the record and its edit is the
+    /// user's latest intention.
+    static func defaultSide(local: CloudRecord, server: CloudRecord, table: SyncedTable, existsConflict: Bool) -> RecordMerge.Side {
+        guard let column = table.modificationColumn, case .int64(let localTime)? = local.fields[column] else {
+            return existsConflict ? .local : .server
+        }
+        guard case .int64(let serverTime)? = server.fields[column] else { return .local }
+        return localTime > serverTime ? .local : .server
+    }
+
 }

@@ -48,6 +48,15 @@ public final class GRDBSyncStore: SyncStateStore {
                     """
             )
         }
+        migrator.registerMigration("cumulus sync v2: refused changes and last server fields") { db in
+            try db.execute(
+                sql: """
+                    ALTER TABLE cumulus_sync_pending ADD COLUMN failure_code TEXT;
+                    ALTER TABLE cumulus_sync_pending ADD COLUMN failure_reason TEXT;
+                    ALTER TABLE cumulus_sync_metadata ADD COLUMN server_fields BLOB;
+                    """
+            )
+        }
         try migrator.migrate(writer)
     }
 
@@ -94,10 +103,47 @@ public final class GRDBSyncStore: SyncStateStore {
         ).execute(arguments: [scope, recordID.zoneID.zoneName, Self.owner(recordID.zoneID), recordID.recordName, recordType, tag])
     }
 
+    /// Remembers the server's version of a record (its change tag and fields) after a save or fetch: the fields are the
+    /// common ancestor when a later local edit meets a newer server version.
+    public func setServerRecord(_ record: CloudRecord, for recordID: RecordID, in db: Database) throws {
+        try db.cachedStatement(
+            sql: """
+                INSERT INTO cumulus_sync_metadata (scope, zone_name, owner, record_name, record_type, change_tag, server_fields)
+                VALUES (?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT (scope, zone_name, owner, record_name) DO UPDATE SET change_tag = excluded.change_tag,
+                    record_type = excluded.record_type, server_fields = excluded.server_fields
+                """
+        ).execute(
+            arguments: [
+                scope, recordID.zoneID.zoneName, Self.owner(recordID.zoneID), recordID.recordName, record.recordType, record.recordChangeTag,
+                Data(RecordFieldsCoding.canonical(record.fields)),
+            ])
+    }
+
+    /// The fields of the server's version this device last saw, if any.
+    public func lastServerFields(for recordID: RecordID, in db: Database) throws -> [String: FieldValue]? {
+        guard
+            let data = try Data.fetchOne(
+                db.cachedStatement(
+                    sql: "SELECT server_fields FROM cumulus_sync_metadata WHERE scope = ? AND zone_name = ? AND owner = ? AND record_name = ?"),
+                arguments: [scope, recordID.zoneID.zoneName, Self.owner(recordID.zoneID), recordID.recordName])
+        else { return nil }
+        return try? RecordFieldsCoding.parseCanonical(Array(data))
+    }
+
     /// Forgets a record's system fields (it was deleted).
     public func forget(_ recordID: RecordID, in db: Database) throws {
         try db.execute(
             sql: "DELETE FROM cumulus_sync_metadata WHERE scope = ? AND zone_name = ? AND owner = ? AND record_name = ?",
+            arguments: [scope, recordID.zoneID.zoneName, Self.owner(recordID.zoneID), recordID.recordName]
+        )
+    }
+
+    /// Drops a record's pending save or deletion (it is settled otherwise), inside the caller's transaction.
+    public func clearPending(_ recordID: RecordID, in db: Database) throws {
+        try db.execute(
+            sql:
+                "DELETE FROM cumulus_sync_pending WHERE scope = ? AND zone_name = ? AND owner = ? AND record_name = ? AND kind IN ('save', 'delete')",
             arguments: [scope, recordID.zoneID.zoneName, Self.owner(recordID.zoneID), recordID.recordName]
         )
     }
@@ -127,12 +173,16 @@ public final class GRDBSyncStore: SyncStateStore {
             try Row.fetchAll(
                 db,
                 sql:
-                    "SELECT sequence, kind, zone_name, owner, record_name FROM cumulus_sync_pending WHERE scope = ? AND kind IN ('save', 'delete') ORDER BY sequence",
+                    """
+                    SELECT sequence, kind, zone_name, owner, record_name, failure_code, failure_reason FROM cumulus_sync_pending
+                    WHERE scope = ? AND kind IN ('save', 'delete') ORDER BY sequence
+                    """,
                 arguments: [scope]
             ).map { row in
                 let owner: String = row[3]
                 let id = RecordID(recordName: row[4], zoneID: ZoneID(zoneName: row[2], ownerRecordName: owner.isEmpty ? nil : owner))
-                return PendingEntry(sequence: row[0], change: (row[1] as String) == "save" ? .saveRecord(id) : .deleteRecord(id))
+                let failure = (row[5] as String?).flatMap(ServerErrorCode.init(rawValue:)).map { SyncFailure(code: $0, reason: row[6] ?? "") }
+                return PendingEntry(sequence: row[0], change: (row[1] as String) == "save" ? .saveRecord(id) : .deleteRecord(id), failure: failure)
             }
         }
     }
@@ -180,6 +230,16 @@ public final class GRDBSyncStore: SyncStateStore {
 
     public func removeRecordZoneChanges(_ entries: [PendingEntry<PendingRecordZoneChange>]) async throws {
         try await remove(entries.map(\.sequence))
+    }
+
+    public func markFailed(_ failures: [(entry: PendingEntry<PendingRecordZoneChange>, failure: SyncFailure)]) async throws {
+        guard !failures.isEmpty else { return }
+        try await writer.write { db in
+            for (entry, failure) in failures {
+                try db.cachedStatement(sql: "UPDATE cumulus_sync_pending SET failure_code = ?, failure_reason = ? WHERE sequence = ?")
+                    .execute(arguments: [failure.code.rawValue, failure.reason, entry.sequence])
+            }
+        }
     }
 
     public func removeDatabaseChanges(_ entries: [PendingEntry<PendingDatabaseChange>]) async throws {

@@ -59,7 +59,7 @@ struct RecordBatchPlannerTests {
         case .delete: #expect(expected == "delete")
         case .failed(let failure):
             #expect(failure.code.rawValue == expected)
-            if failure.code == .conflict { #expect(failure.serverRecord == existing()) }
+            if failure.code == .conflict || failure.code == .exists { #expect(failure.serverRecord == existing()) }
         }
     }
 

@@ -149,8 +149,8 @@ extension JSONWriter {
             key("uuid")
             string(UUID().uuidString.lowercased())
             if let serverRecord = failure.serverRecord {
-                // Not in Apple's documentation: the server's record on CONFLICT, so the client can merge without a
-                // second round trip (CKError.serverRecordChanged carries it natively).
+                // Not in Apple's documentation: the server's record on CONFLICT and EXISTS, so the client can merge
+                // without a second round trip (CKError.serverRecordChanged carries it natively).
                 key("serverRecord")
                 storedRecord(serverRecord, desiredKeys: nil, options: options)
             }

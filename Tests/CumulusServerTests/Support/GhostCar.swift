@@ -15,13 +15,16 @@ final class Device: @unchecked Sendable {
     var engine: SyncEngine
     let zone: ZoneID
 
-    init(path: String, database: CloudDatabase, scope: String = "private", zone: ZoneID = GhostCar.zone) throws {
+    init(
+        path: String, database: CloudDatabase, scope: String = "private", zone: ZoneID = GhostCar.zone,
+        onReport: (@Sendable (GRDBSyncAdapter.Report) -> Void)? = nil
+    ) throws {
         self.path = path
         self.zone = zone
         queue = try DatabaseQueue(path: path)
         try GhostCar.migrate(queue)
         store = try GRDBSyncStore(writer: queue, scope: scope)
-        adapter = GRDBSyncAdapter(writer: queue, store: store, tables: [GhostCar.drivesTable(zone: zone)])
+        adapter = GRDBSyncAdapter(writer: queue, store: store, tables: [GhostCar.drivesTable(zone: zone)], onReport: onReport)
         engine = SyncEngine(Self.configuration(database: database, store: store, adapter: adapter))
     }
 
@@ -59,6 +62,20 @@ final class Device: @unchecked Sendable {
         try queue.write { db in
             try db.execute(sql: "UPDATE drives SET customName = ?, modifiedAt = ? WHERE id = ?", arguments: [name, time, id])
             try store.enqueue([.saveRecord(RecordID(recordName: id, zoneID: zone))], in: db)
+        }
+    }
+
+    /// Changes the distance only (another field than ``rename(_:to:at:)``).
+    func setDistance(_ id: String, to distance: Double, at time: Int64) throws {
+        try queue.write { db in
+            try db.execute(sql: "UPDATE drives SET distance = ?, modifiedAt = ? WHERE id = ?", arguments: [distance, time, id])
+            try store.enqueue([.saveRecord(RecordID(recordName: id, zoneID: zone))], in: db)
+        }
+    }
+
+    func distances() throws -> [String: Double] {
+        try queue.read { db in
+            Dictionary(uniqueKeysWithValues: try Row.fetchAll(db, sql: "SELECT id, distance FROM drives").map { ($0[0] as String, $0[1] as Double) })
         }
     }
 

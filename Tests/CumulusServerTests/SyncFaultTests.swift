@@ -1,0 +1,234 @@
+import CumulusClient
+import CumulusCore
+import CumulusModel
+import CumulusSyncGRDB
+import CumulusTesting
+import Foundation
+import GRDB
+import GhostCarExample
+import Hummingbird
+import HummingbirdTesting
+import Synchronization
+import Testing
+
+/// Collects what an adapter reports, for assertions.
+final class Reports: Sendable {
+    private let reports = Mutex<[GRDBSyncAdapter.Report]>([])
+    var all: [GRDBSyncAdapter.Report] { reports.withLock { $0 } }
+    func record(_ report: GRDBSyncAdapter.Report) { reports.withLock { $0.append(report) } }
+}
+
+/// The client against a flaky world: answers lost after the server applied a request, refused records, offline edits
+/// of the same record on two devices. A real server on loopback; faults injected in the transport.
+@Suite("Sync engine: lost answers, refused records and merges")
+struct SyncFaultTests {
+    static func isModify(_ request: TransportRequest) -> Bool { request.url.path.hasSuffix("records/modify") }
+
+    @Test func aLostAnswerAfterTheServerAppliedACreateLosesNoLaterEdit() async throws {
+        let world = try await TestWorld.make()
+        try await SyncEngineTests.live(world) { container in
+            let faults = FaultInjectingTransport(wrapping: URLSessionTransport())
+            var flaky = container(world.alice)
+            flaky.transport = faults
+            let database = flaky.privateCloudDatabase
+            try await database.save(zones: [GhostCar.zone])
+            let phone = try Device(path: try SyncEngineTests.temporaryPath("phone"), database: database)
+            let tablet = try Device(path: try SyncEngineTests.temporaryPath("tablet"), database: container(world.alice).privateCloudDatabase)
+
+            // The server applies the create; its answer is lost; the engine's retry meets EXISTS with its own record.
+            let id = try phone.recordDrive(name: "First", distance: 1000, at: 1000)
+            faults.inject(.dropAnswer, times: 1, when: Self.isModify)
+            try await phone.engine.sendChanges()
+            #expect(try await phone.store.pendingRecordZoneChanges().isEmpty)
+            #expect(faults.sentPaths.filter { $0.hasSuffix("records/modify") }.count == 2, "sent, lost, sent again")
+            let tag = try await phone.queue.read { db in try phone.store.changeTag(for: RecordID(recordName: id, zoneID: GhostCar.zone), in: db) }
+            #expect(tag != nil, "the change tag was learned from the EXISTS answer")
+
+            // Two more edits, each sent as an update on that tag: both reach the other device.
+            try phone.rename(id, to: "Second", at: 2000)
+            try await phone.engine.sendChanges()
+            try await tablet.engine.fetchChanges()
+            #expect(try tablet.names() == [id: "Second"])
+            try phone.rename(id, to: "Third", at: 3000)
+            try await phone.engine.sendChanges()
+            try await tablet.engine.fetchChanges()
+            #expect(try tablet.names() == [id: "Third"])
+            #expect(await phone.engine.status == SyncStatus(phase: .idle, pendingCount: 0))
+        }
+    }
+
+    @Test func aCreateAppliedWhileTheAppWasKilledIsFollowedByItsLaterEdits() async throws {
+        let world = try await TestWorld.make()
+        try await SyncEngineTests.live(world) { container in
+            let faults = FaultInjectingTransport(wrapping: URLSessionTransport())
+            var flaky = container(world.alice)
+            flaky.transport = faults
+            let database = flaky.privateCloudDatabase
+            try await database.save(zones: [GhostCar.zone])
+            let path = try SyncEngineTests.temporaryPath("phone")
+            var phone: Device? = try Device(path: path, database: database)
+            let tablet = try Device(path: try SyncEngineTests.temporaryPath("tablet"), database: container(world.alice).privateCloudDatabase)
+
+            // Every attempt is applied or not, but no answer arrives; then the app is killed.
+            let id = try phone!.recordDrive(name: "Recorded", distance: 1000, at: 1000)
+            faults.inject(.dropAnswer, times: 3, when: Self.isModify)
+            await #expect(throws: CloudError.self) { try await phone!.engine.sendChanges() }
+            phone = nil
+
+            // Relaunched, the user edits twice before the network returns; the device still believes it is creating.
+            let relaunched = try Device(path: path, database: database)
+            try relaunched.rename(id, to: "Edited once", at: 2000)
+            try relaunched.rename(id, to: "Edited twice", at: 3000)
+            try await relaunched.engine.sendChanges()
+            #expect(try await relaunched.store.pendingRecordZoneChanges().isEmpty)
+            try await tablet.engine.fetchChanges()
+            #expect(try tablet.names() == [id: "Edited twice"])
+            // And the next edit goes through as an ordinary update.
+            try relaunched.rename(id, to: "Edited thrice", at: 4000)
+            try await relaunched.engine.sendChanges()
+            try await tablet.engine.fetchChanges()
+            #expect(try tablet.names() == [id: "Edited thrice"])
+        }
+    }
+
+    @Test func aRefusedRecordIsReportedKeptAndNeverBlocksTheOthers() async throws {
+        let world = try await TestWorld.make()
+        try await SyncEngineTests.live(world) { container in
+            let database = container(world.alice).privateCloudDatabase
+            try await database.save(zones: [GhostCar.zone])
+            let reports = Reports()
+            let phone = try Device(path: try SyncEngineTests.temporaryPath("phone"), database: database, onReport: reports.record)
+
+            // One drive the server refuses (its name makes the record larger than 1 MB), one it accepts.
+            let good = try phone.recordDrive(name: "Fine", distance: 1, at: 1)
+            let huge = try phone.recordDrive(name: String(repeating: "x", count: 1_100_000), distance: 2, at: 2)
+            try await phone.engine.sendChanges()
+            #expect(try await database.records(named: [good, huge], in: GhostCar.zone).keys.sorted() == [good])
+            let status = await phone.engine.status
+            #expect(status.failedCount == 1)
+            #expect(status.pendingCount == 1)
+            let refused = reports.all.compactMap { report -> (RecordID, CloudError, Bool)? in
+                if case .refused(let id, let error, let rolledBack) = report { (id, error, rolledBack) } else { nil }
+            }
+            #expect(refused.count == 1)
+            #expect(refused.first?.0.recordName == huge)
+            #expect(refused.first?.1.code == .server(.quotaExceeded))
+            #expect(refused.first?.2 == false)
+            #expect(try phone.names()[huge] != nil, "the device keeps the row")
+
+            // Not retried forever: another send sends nothing.
+            try await phone.engine.sendChanges()
+            #expect(reports.all.count == 1)
+
+            // The user fixes it: the new edit replaces the refused change and is saved.
+            try phone.rename(huge, to: "Shorter", at: 3)
+            try await phone.engine.sendChanges()
+            #expect(await phone.engine.status == SyncStatus(phase: .idle, pendingCount: 0, failedCount: 0))
+            #expect(try await database.records(named: [huge], in: GhostCar.zone)[huge]?.fields["customName"] == .string("Shorter"))
+        }
+    }
+
+    @Test func aReadOnlyParticipantsEditIsRefusedVisiblyAndRolledBack() async throws {
+        let world = try await TestWorld.make()
+        let (alice, bob) = (world.alice, world.bob)
+        try await SyncEngineTests.live(world) { container in
+            // Alice shares her company zone as a whole, read-only to anyone with the link; Bob joins through it.
+            let aliceDatabase = container(alice).privateCloudDatabase
+            try await aliceDatabase.save(zones: [GhostCar.zone])
+            let owner = try Device(path: try SyncEngineTests.temporaryPath("owner"), database: aliceDatabase)
+            let id = try owner.recordDrive(name: "Company car", distance: 100, at: 1)
+            try await owner.engine.sendChanges()
+            let share = try await aliceDatabase.saveShare(
+                named: ShareRecord.zoneWideRecordName, root: nil, zoneID: GhostCar.zone, participants: [], publicPermission: .readOnly)
+            let guid = try #require(share.fields["cumulus.shortGUID"].flatMap { if case .string(let text) = $0 { text } else { nil } })
+            _ = try await container(bob).privateCloudDatabase.shareMetadata(guid, accept: true)
+
+            let reports = Reports()
+            let sharedZone = ZoneID(zoneName: GhostCar.zone.zoneName, ownerRecordName: alice.userRecordName)
+            let bobDevice = try Device(
+                path: try SyncEngineTests.temporaryPath("bob"), database: container(bob).sharedCloudDatabase, scope: "shared", zone: sharedZone,
+                onReport: reports.record)
+            try await bobDevice.engine.fetchChanges()
+            #expect(try bobDevice.names() == [id: "Company car"])
+
+            // Bob edits anyway: the server refuses, the app is told, and the device shows the server's state again.
+            try bobDevice.rename(id, to: "Bob's car", at: 2)
+            try await bobDevice.engine.sendChanges()
+            #expect(try bobDevice.names() == [id: "Company car"])
+            #expect(await bobDevice.engine.status == SyncStatus(phase: .idle, pendingCount: 0, failedCount: 0))
+            let refusal = try #require(reports.all.first)
+            guard case .refused(let refusedID, let error, let rolledBack) = refusal else {
+                Issue.record("expected a refusal, got \(refusal)")
+                return
+            }
+            #expect(refusedID.recordName == id)
+            #expect(error.code == .server(.accessDenied))
+            #expect(rolledBack)
+            #expect(try await aliceDatabase.records(named: [id], in: GhostCar.zone)[id]?.fields["customName"] == .string("Company car"))
+        }
+    }
+
+    @Test func offlineEditsOfDifferentFieldsOnTwoDevicesAreBothKept() async throws {
+        let world = try await TestWorld.make()
+        try await SyncEngineTests.live(world) { container in
+            let database = container(world.alice).privateCloudDatabase
+            try await database.save(zones: [GhostCar.zone])
+            let reports = Reports()
+            let phone = try Device(path: try SyncEngineTests.temporaryPath("phone"), database: database)
+            let tablet = try Device(path: try SyncEngineTests.temporaryPath("tablet"), database: database, onReport: reports.record)
+            let id = try phone.recordDrive(name: "Original", distance: 1000, at: 1000)
+            try await phone.engine.sendChanges()
+            try await tablet.engine.fetchChanges()
+
+            // Apart, the phone renames the drive and the tablet corrects its distance.
+            try phone.rename(id, to: "Renamed on the phone", at: 2000)
+            try tablet.setDistance(id, to: 1234, at: 3000)
+            try await phone.engine.sendChanges()
+            try await tablet.engine.sendChanges()
+            try await phone.engine.fetchChanges()
+            try await tablet.engine.fetchChanges()
+            for device in [phone, tablet] {
+                #expect(try device.names() == [id: "Renamed on the phone"])
+                #expect(try device.distances() == [id: 1234])
+            }
+            let server = try await database.records(named: [id], in: GhostCar.zone)[id]
+            #expect(server?.fields["customName"] == .string("Renamed on the phone"))
+            #expect(server?.fields["distance"] == .double(1234))
+            #expect(reports.all.isEmpty, "nothing was discarded")
+
+            // The same field on both: the later edit wins, and the device whose value lost is told.
+            try phone.rename(id, to: "Phone, later", at: 5000)
+            try tablet.rename(id, to: "Tablet, earlier", at: 4000)
+            try await phone.engine.sendChanges()
+            try await tablet.engine.sendChanges()
+            try await tablet.engine.fetchChanges()
+            #expect(try tablet.names() == [id: "Phone, later"])
+            #expect(reports.all.contains(.discardedLocalValues(recordID: RecordID(recordName: id, zoneID: GhostCar.zone), fields: ["customName"])))
+        }
+    }
+}
+
+@Suite("Record merge")
+struct RecordMergeTests {
+    @Test func eachSideKeepsWhatOnlyItChanged() {
+        let ancestor: [String: FieldValue] = ["a": .int64(1), "b": .int64(1), "c": .int64(1)]
+        let local: [String: FieldValue] = ["a": .int64(2), "b": .int64(1), "c": .int64(5)]
+        let server: [String: FieldValue] = ["a": .int64(1), "b": .int64(3), "c": .int64(6)]
+        let outcome = RecordMerge.merge(ancestor: ancestor, local: local, server: server) { _, _, _ in .server }
+        #expect(outcome.fields == ["a": .int64(2), "b": .int64(3), "c": .int64(6)])
+        #expect(outcome.discardedLocalFields == ["c"])
+        #expect(outcome.differsFromServer)
+        let localWins = RecordMerge.merge(ancestor: ancestor, local: local, server: server) { _, _, _ in .local }
+        #expect(localWins.fields["c"] == .int64(5))
+        #expect(localWins.discardedLocalFields.isEmpty)
+    }
+
+    @Test func aClearedFieldIsAChangeAndUnknownAncestorsAreConflicts() {
+        let outcome = RecordMerge.merge(ancestor: ["a": .int64(1)], local: [:], server: ["a": .int64(1)]) { _, _, _ in .server }
+        #expect(outcome.fields.isEmpty, "the local clear is kept")
+        let same = RecordMerge.merge(ancestor: nil, local: ["a": .int64(1)], server: ["a": .int64(1)]) { _, _, _ in .local }
+        #expect(!same.differsFromServer)
+        let unknown = RecordMerge.merge(ancestor: nil, local: ["a": .int64(2)], server: ["a": .int64(1)], names: ["a"]) { _, _, _ in .server }
+        #expect(unknown.discardedLocalFields == ["a"])
+    }
+}
