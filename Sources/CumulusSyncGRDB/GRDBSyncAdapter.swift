@@ -44,11 +44,11 @@ public final class GRDBSyncAdapter: SyncEngineDelegate {
 
     private func table(recordType: String) -> SyncedTable? { tables.first { $0.recordType == recordType } }
 
-    /// The server names zones with their owner; the tables may name the caller's own zones without one. Rows and
-    /// metadata are keyed the way the tables name their zones.
+    /// The server names zones with their owner; a table may name the caller's own zone without one. Rows and metadata
+    /// are keyed the way the tables name their zones; a table that keeps an owner column keeps each record's owner.
     private func normalized(_ id: RecordID) -> RecordID {
-        guard let table = tables.first(where: { $0.zoneID.zoneName == id.zoneID.zoneName }) else { return id }
-        return table.recordID(id.recordName)
+        guard let table = tables.first(where: { $0.holds(id.zoneID) }) else { return id }
+        return table.recordID(id.recordName, owner: id.zoneID.ownerRecordName)
     }
 
     private func normalized(_ record: CloudRecord) -> CloudRecord {
@@ -66,8 +66,8 @@ public final class GRDBSyncAdapter: SyncEngineDelegate {
         let records: [RecordID: CloudRecord] = try await writer.read { db in
             var records: [RecordID: CloudRecord] = [:]
             for case .saveRecord(let id) in pending {
-                for table in tables where table.zoneID.zoneName == id.zoneID.zoneName {
-                    if var record = try table.record(primaryKey: id.recordName, in: db) {
+                for table in tables where table.holds(id.zoneID) {
+                    if var record = try table.record(id, in: db) {
                         record.recordID = id
                         record.recordChangeTag = try store.changeTag(for: id, in: db)
                         records[id] = record
@@ -108,7 +108,7 @@ public final class GRDBSyncAdapter: SyncEngineDelegate {
             var reports: [Report] = []
             for record in modified.map(self.normalized) {
                 guard let table = self.table(recordType: record.recordType) else { continue }
-                if try store.hasPendingSave(record.recordID, in: db), let local = try table.record(primaryKey: record.recordID.recordName, in: db) {
+                if try store.hasPendingSave(record.recordID, in: db), let local = try table.record(record.recordID, in: db) {
                     // A local edit not sent yet meets a newer server version: merge them, and send the merge if it differs.
                     reports += try self.settle(local: local, server: record, table: table, existsConflict: false, in: db)
                     continue
@@ -117,9 +117,7 @@ public final class GRDBSyncAdapter: SyncEngineDelegate {
                 try store.setServerRecord(record, for: record.recordID, in: db)
             }
             for recordID in deleted.map(self.normalized) {
-                for table in self.tables where table.zoneID.zoneName == recordID.zoneID.zoneName {
-                    try table.delete(primaryKey: recordID.recordName, in: db)
-                }
+                for table in self.tables where table.holds(recordID.zoneID) { try table.delete(recordID, in: db) }
                 try store.forget(recordID, in: db)
             }
             return reports
@@ -158,25 +156,22 @@ public final class GRDBSyncAdapter: SyncEngineDelegate {
     /// says, with their pending changes.
     private func dropZone(_ zoneID: ZoneID) async throws {
         let store = self.store
-        let normalizedZone = normalized(RecordID(recordName: "", zoneID: zoneID)).zoneID
+        let zone = normalized(RecordID(recordName: "", zoneID: zoneID)).zoneID
         try await writer.write { db in
-            for table in self.tables
-            where table.zoneID.zoneName == normalizedZone.zoneName && table.zoneID.ownerRecordName == normalizedZone.ownerRecordName {
-                try db.execute(sql: "DELETE FROM \"\(table.tableName)\"")
-            }
-            try store.forgetZone(normalizedZone, in: db)
+            for table in self.tables where table.holds(zone) { try table.deleteRows(of: zone, in: db) }
+            try store.forgetZone(zone, in: db)
         }
     }
 
     /// After a full re-fetch: rows the server no longer has go, unless they wait to be sent.
     private func reconcile(_ zoneID: ZoneID, present: Set<String>) async throws {
         let store = self.store
+        let zone = normalized(RecordID(recordName: "", zoneID: zoneID)).zoneID
         try await writer.write { db in
-            for table in self.tables where table.zoneID.zoneName == zoneID.zoneName {
-                for key in try table.primaryKeys(in: db) where !present.contains(key) {
-                    let id = table.recordID(key)
+            for table in self.tables where table.holds(zone) {
+                for id in try table.recordIDs(of: zone, in: db) where !present.contains(id.recordName) {
                     if try store.hasPendingSave(id, in: db) { continue }
-                    try table.delete(primaryKey: key, in: db)
+                    try table.delete(id, in: db)
                     try store.forget(id, in: db)
                 }
             }
@@ -203,7 +198,7 @@ public final class GRDBSyncAdapter: SyncEngineDelegate {
                         continue
                     }
                     // Merge with the row as it is now (it may have changed while the batch was in flight).
-                    let local = try table.record(primaryKey: id.recordName, in: db) ?? failure.record
+                    let local = try table.record(id, in: db) ?? failure.record
                     reports += try self.settle(
                         local: local, server: server, table: table, existsConflict: failure.error.code == .server(.exists), in: db)
                 case .server(.zoneNotFound) where sharedDatabase:
@@ -243,7 +238,7 @@ public final class GRDBSyncAdapter: SyncEngineDelegate {
                 try table.upsert(server, in: db)
                 try store.setServerRecord(server, for: id, in: db)
             } else if !deletion {
-                for table in self.tables where table.zoneID.zoneName == id.zoneID.zoneName { try table.delete(primaryKey: id.recordName, in: db) }
+                for table in self.tables where table.holds(id.zoneID) { try table.delete(id, in: db) }
                 try store.forget(id, in: db)
             }
         }

@@ -36,10 +36,14 @@ public struct SyncedTable: Sendable, Hashable {
     public var parentColumn: String?
     /// An INTEGER column of milliseconds set on every local edit: conflicts keep the later edit.
     public var modificationColumn: String?
+    /// A TEXT column holding the zone owner's user record name, for a table that holds rows of several owners' zones
+    /// of the same name (a participant's shared store: "even when they have the same name, they have different
+    /// owners"). Rows are then keyed by (owner, primary key): the table needs a unique index on those two columns.
+    public var ownerColumn: String?
 
     public init(
         tableName: String, recordType: String, zoneID: ZoneID, primaryKey: String = "id", columns: [SyncedColumn], parentColumn: String? = nil,
-        modificationColumn: String? = nil
+        modificationColumn: String? = nil, ownerColumn: String? = nil
     ) {
         self.tableName = tableName
         self.recordType = recordType
@@ -48,10 +52,34 @@ public struct SyncedTable: Sendable, Hashable {
         self.columns = columns
         self.parentColumn = parentColumn
         self.modificationColumn = modificationColumn
+        self.ownerColumn = ownerColumn
     }
 
-    /// The record ID of a row.
+    /// The record ID of a row of a table with one zone.
     public func recordID(_ primaryKey: String) -> RecordID { RecordID(recordName: primaryKey, zoneID: zoneID) }
+
+    /// The record ID of a row in the zone of `owner` (with ``ownerColumn``), or in the table's own zone.
+    public func recordID(_ primaryKey: String, owner: String?) -> RecordID {
+        guard ownerColumn != nil, let owner else { return recordID(primaryKey) }
+        return RecordID(recordName: primaryKey, zoneID: ZoneID(zoneName: zoneID.zoneName, ownerRecordName: owner))
+    }
+
+    /// Whether a zone's records belong in this table: same name, and the same owner unless rows carry their owner. A
+    /// table whose zone names no owner is the current user's own zone, which the server names with the user's name.
+    public func holds(_ zone: ZoneID) -> Bool {
+        guard zone.zoneName == zoneID.zoneName else { return false }
+        if ownerColumn != nil { return true }
+        guard let owner = zoneID.ownerRecordName, let other = zone.ownerRecordName else { return true }
+        return owner == other
+    }
+
+    /// The SQL condition and argument that select the rows of one record: by primary key, and owner if rows carry one.
+    private func rowCondition(_ id: RecordID) -> (String, StatementArguments) {
+        if let ownerColumn {
+            return ("\(Self.quoted(primaryKey)) = ? AND \(Self.quoted(ownerColumn)) = ?", [id.recordName, id.zoneID.ownerRecordName ?? ""])
+        }
+        return ("\(Self.quoted(primaryKey)) = ?", [id.recordName])
+    }
 
     private static func quoted(_ name: String) -> String { "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\"" }
 
@@ -65,16 +93,17 @@ public struct SyncedTable: Sendable, Hashable {
     }
 
     /// Reads a row into a record.
-    func record(primaryKey: String, in db: Database) throws -> CloudRecord? {
+    func record(_ id: RecordID, in db: Database) throws -> CloudRecord? {
         var selected = allColumns.map { Self.quoted($0.column) }
         if let parentColumn { selected.append(Self.quoted(parentColumn)) }
+        let (condition, arguments) = rowCondition(id)
         guard
             let row = try Row.fetchOne(
-                db, sql: "SELECT \(selected.joined(separator: ", ")) FROM \(Self.quoted(tableName)) WHERE \(Self.quoted(self.primaryKey)) = ?",
-                arguments: [primaryKey]
+                db.cachedStatement(sql: "SELECT \(selected.joined(separator: ", ")) FROM \(Self.quoted(tableName)) WHERE \(condition)"),
+                arguments: arguments
             )
         else { return nil }
-        var record = CloudRecord(recordType: recordType, recordID: recordID(primaryKey))
+        var record = CloudRecord(recordType: recordType, recordID: recordID(id.recordName, owner: id.zoneID.ownerRecordName))
         for (index, column) in allColumns.enumerated() {
             let value: DatabaseValue = row[index]
             if let field = Self.fieldValue(value, type: column.type) { record.fields[column.field] = field }
@@ -87,6 +116,13 @@ public struct SyncedTable: Sendable, Hashable {
     func upsert(_ record: CloudRecord, in db: Database) throws {
         var names = [Self.quoted(primaryKey)]
         var values: [DatabaseValue] = [record.recordID.recordName.databaseValue]
+        var conflictTarget = Self.quoted(primaryKey)
+        if let ownerColumn {
+            names.append(Self.quoted(ownerColumn))
+            values.append((record.recordID.zoneID.ownerRecordName ?? "").databaseValue)
+            conflictTarget = "\(Self.quoted(ownerColumn)), \(Self.quoted(primaryKey))"
+        }
+        let keyCount = names.count
         for column in allColumns {
             guard let field = record.fields[column.field] else { continue }
             names.append(Self.quoted(column.column))
@@ -96,21 +132,38 @@ public struct SyncedTable: Sendable, Hashable {
             names.append(Self.quoted(parentColumn))
             values.append(record.parent?.databaseValue ?? .null)
         }
-        let updates = names.dropFirst().map { "\($0) = excluded.\($0)" }
+        let updates = names.dropFirst(keyCount).map { "\($0) = excluded.\($0)" }
         let sql =
             "INSERT INTO \(Self.quoted(tableName)) (\(names.joined(separator: ", "))) VALUES (\(Array(repeating: "?", count: names.count).joined(separator: ", ")))"
-            + (updates.isEmpty
-                ? " ON CONFLICT DO NOTHING" : " ON CONFLICT (\(Self.quoted(primaryKey))) DO UPDATE SET \(updates.joined(separator: ", "))")
+            + (updates.isEmpty ? " ON CONFLICT DO NOTHING" : " ON CONFLICT (\(conflictTarget)) DO UPDATE SET \(updates.joined(separator: ", "))")
         // The text is the same for records with the same fields: prepared once, reused.
         try db.cachedStatement(sql: sql).execute(arguments: StatementArguments(values))
     }
 
-    func delete(primaryKey: String, in db: Database) throws {
-        try db.execute(sql: "DELETE FROM \(Self.quoted(tableName)) WHERE \(Self.quoted(self.primaryKey)) = ?", arguments: [primaryKey])
+    func delete(_ id: RecordID, in db: Database) throws {
+        let (condition, arguments) = rowCondition(id)
+        try db.cachedStatement(sql: "DELETE FROM \(Self.quoted(tableName)) WHERE \(condition)").execute(arguments: arguments)
     }
 
-    func primaryKeys(in db: Database) throws -> [String] {
-        try String.fetchAll(db, sql: "SELECT \(Self.quoted(primaryKey)) FROM \(Self.quoted(tableName))")
+    /// Deletes the rows of a zone: all of them, or those of its owner when rows carry one.
+    func deleteRows(of zone: ZoneID, in db: Database) throws {
+        if let ownerColumn {
+            try db.execute(
+                sql: "DELETE FROM \(Self.quoted(tableName)) WHERE \(Self.quoted(ownerColumn)) = ?", arguments: [zone.ownerRecordName ?? ""])
+        } else {
+            try db.execute(sql: "DELETE FROM \(Self.quoted(tableName))")
+        }
+    }
+
+    /// The record IDs of a zone's rows.
+    func recordIDs(of zone: ZoneID, in db: Database) throws -> [RecordID] {
+        if let ownerColumn {
+            let owner = zone.ownerRecordName ?? ""
+            return try String.fetchAll(
+                db, sql: "SELECT \(Self.quoted(primaryKey)) FROM \(Self.quoted(tableName)) WHERE \(Self.quoted(ownerColumn)) = ?", arguments: [owner]
+            ).map { recordID($0, owner: owner) }
+        }
+        return try String.fetchAll(db, sql: "SELECT \(Self.quoted(primaryKey)) FROM \(Self.quoted(tableName))").map { recordID($0) }
     }
 
     static func fieldValue(_ value: DatabaseValue, type: FieldType) -> FieldValue? {

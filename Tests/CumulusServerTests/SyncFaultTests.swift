@@ -8,6 +8,7 @@ import GRDB
 import GhostCarExample
 import Hummingbird
 import HummingbirdTesting
+import Logging
 import Synchronization
 import Testing
 
@@ -230,5 +231,100 @@ struct RecordMergeTests {
         #expect(!same.differsFromServer)
         let unknown = RecordMerge.merge(ancestor: nil, local: ["a": .int64(2)], server: ["a": .int64(1)], names: ["a"]) { _, _, _ in .server }
         #expect(unknown.discardedLocalFields == ["a"])
+    }
+}
+
+/// A participant's shared store holding two owners' zones of the same name, with records of the same name.
+@Suite("Sync engine: zones are (name, owner)")
+struct SyncZoneIdentityTests {
+    static let lists = "Lists"
+
+    static func itemsTable() -> SyncedTable {
+        SyncedTable(
+            tableName: "items", recordType: "Item", zoneID: ZoneID(zoneName: lists), columns: [SyncedColumn("title", type: .string)],
+            modificationColumn: "modifiedAt", ownerColumn: "owner")
+    }
+
+    @Test func twoOwnersSameNamedZonesStayApartThroughFetchSendConflictsAndDeletion() async throws {
+        let world = try await TestWorld.make()
+        let logger = Logger(label: "test")
+        let carolAccount = try await world.accounts.createUser(
+            container: TestWorld.container, name: "carol", password: "password-carol", email: "carol@example.com", logger: logger)
+        let carol = TestUser(account: carolAccount, webAuthToken: try await world.accounts.issueWebAuthToken(for: carolAccount, logger: logger))
+        let (alice, bob) = (world.alice, world.bob)
+        try await SyncEngineTests.live(world) { container in
+            // Alice and Carol each have a zone "Lists" with a record "item-1", and share the zone with Bob.
+            let zone = ZoneID(zoneName: Self.lists)
+            for (owner, title) in [(alice, "Alice's"), (carol, "Carol's")] {
+                let database = container(owner).privateCloudDatabase
+                try await database.save(zones: [zone])
+                var item = CloudRecord(recordType: "Item", recordID: RecordID(recordName: "item-1", zoneID: zone))
+                item.fields = ["title": .string(title), "modifiedAt": .int64(1)]
+                _ = try await database.modifyRecords(saving: [item], deleting: [], zoneID: zone)
+                let share = try await database.saveShare(
+                    named: ShareRecord.zoneWideRecordName, root: nil, zoneID: zone, participants: [("bob@example.com", .readWrite)])
+                let guid = try #require(share.fields["cumulus.shortGUID"].flatMap { if case .string(let text) = $0 { text } else { nil } })
+                _ = try await container(bob).privateCloudDatabase.shareMetadata(guid, accept: true)
+            }
+
+            let queue = try DatabaseQueue(path: try SyncEngineTests.temporaryPath("bob-shared"))
+            try await queue.write { db in
+                try db.execute(
+                    sql: """
+                        CREATE TABLE items (id TEXT NOT NULL, owner TEXT NOT NULL DEFAULT '', title TEXT, modifiedAt INTEGER NOT NULL DEFAULT 0,
+                                            PRIMARY KEY (owner, id))
+                        """)
+            }
+            let store = try GRDBSyncStore(writer: queue, scope: "shared")
+            let adapter = GRDBSyncAdapter(writer: queue, store: store, tables: [Self.itemsTable()])
+            let engine = SyncEngine(
+                Device.configuration(database: container(bob).sharedCloudDatabase, store: store, adapter: adapter))
+            func titles() throws -> [String: String] {
+                try queue.read { db in
+                    Dictionary(
+                        uniqueKeysWithValues: try Row.fetchAll(db, sql: "SELECT owner, title FROM items").map { ($0[0] as String, $0[1] as String) })
+                }
+            }
+
+            // Fetch: one row per owner, though zone and record names are the same.
+            try await engine.fetchChanges()
+            #expect(try titles() == [alice.userRecordName: "Alice's", carol.userRecordName: "Carol's"])
+
+            // Send: Bob's edit of Carol's item reaches Carol's zone only.
+            let carolItem = RecordID(recordName: "item-1", zoneID: ZoneID(zoneName: Self.lists, ownerRecordName: carol.userRecordName))
+            let aliceItem = RecordID(recordName: "item-1", zoneID: ZoneID(zoneName: Self.lists, ownerRecordName: alice.userRecordName))
+            func edit(_ id: RecordID, _ title: String, at time: Int64) throws {
+                try queue.write { db in
+                    try db.execute(
+                        sql: "UPDATE items SET title = ?, modifiedAt = ? WHERE owner = ? AND id = ?",
+                        arguments: [title, time, id.zoneID.ownerRecordName, id.recordName])
+                    try store.enqueue([.saveRecord(id)], in: db)
+                }
+            }
+            try edit(carolItem, "Carol's, edited by Bob", at: 2)
+            try await engine.sendChanges()
+            let carolServer = try await container(carol).privateCloudDatabase.records(named: ["item-1"], in: zone)["item-1"]
+            let aliceServer = try await container(alice).privateCloudDatabase.records(named: ["item-1"], in: zone)["item-1"]
+            #expect(carolServer?.fields["title"] == .string("Carol's, edited by Bob"))
+            #expect(aliceServer?.fields["title"] == .string("Alice's"))
+
+            // Conflict: Alice edits her item while Bob edits his copy of it; the later edit wins in Alice's zone alone.
+            var aliceEdit = try #require(aliceServer)
+            aliceEdit.fields = ["title": .string("Alice, earlier"), "modifiedAt": .int64(3)]
+            _ = try await container(alice).privateCloudDatabase.modifyRecords(saving: [aliceEdit], deleting: [], zoneID: zone)
+            try edit(aliceItem, "Bob, later", at: 4)
+            try await engine.sendChanges()
+            try await engine.fetchChanges()
+            #expect(try titles() == [alice.userRecordName: "Bob, later", carol.userRecordName: "Carol's, edited by Bob"])
+            #expect(
+                try await container(alice).privateCloudDatabase.records(named: ["item-1"], in: zone)["item-1"]?.fields["title"]
+                    == .string("Bob, later"))
+
+            // Deletion: Alice stops sharing; Bob's device drops her rows and keeps Carol's.
+            _ = try await container(alice).privateCloudDatabase.modifyRecords(
+                saving: [], deleting: [RecordID(recordName: ShareRecord.zoneWideRecordName, zoneID: zone)], zoneID: zone)
+            try await engine.fetchChanges()
+            #expect(try titles() == [carol.userRecordName: "Carol's, edited by Bob"])
+        }
     }
 }
