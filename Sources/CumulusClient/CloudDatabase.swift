@@ -55,7 +55,7 @@ public struct CloudDatabase: Sendable {
         "database/1/\(container.containerIdentifier)/\(container.environment.rawValue)/\(scope.rawValue)/\(operation)"
     }
 
-    private func post(_ operation: String, _ build: (inout JSONWriter) -> Void) async throws(CloudError) -> JSONValue {
+    func post(_ operation: String, _ build: (inout JSONWriter) -> Void) async throws(CloudError) -> JSONValue {
         var writer = JSONWriter()
         writer.beginObject()
         build(&writer)

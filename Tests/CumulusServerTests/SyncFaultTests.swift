@@ -328,3 +328,64 @@ struct SyncZoneIdentityTests {
         }
     }
 }
+
+@Suite("CloudShare: a typed share")
+struct CloudShareTests {
+    @Test func createInviteAcceptChangeRemoveLeaveAndStop() async throws {
+        let world = try await TestWorld.make()
+        let logger = Logger(label: "test")
+        let carolAccount = try await world.accounts.createUser(
+            container: TestWorld.container, name: "carol", password: "password-carol", email: "carol@example.com", logger: logger)
+        let carol = TestUser(account: carolAccount, webAuthToken: try await world.accounts.issueWebAuthToken(for: carolAccount, logger: logger))
+        let (alice, bob) = (world.alice, world.bob)
+        try await SyncEngineTests.live(world) { container in
+            let zone = ZoneID(zoneName: "Groups")
+            let owner = container(alice).privateCloudDatabase
+            try await owner.save(zones: [zone])
+            let group = CloudRecord(recordType: "Group", recordID: RecordID(recordName: "trip", zoneID: zone), fields: ["name": .string("Trip")])
+            _ = try await owner.modifyRecords(saving: [group], deleting: [], zoneID: zone)
+
+            // Create, inviting one user by email and one by user record name.
+            var share = CloudShare(rootRecord: group.recordID, title: "Weekend trip")
+            share.addParticipant(.emailAddress("bob@example.com"), permission: .readWrite)
+            share.addParticipant(.userRecordName(carol.userRecordName), permission: .readOnly)
+            share = try await owner.save(share)
+            let url = try #require(share.url)
+            #expect(share.shortGUID != nil && url.absoluteString.hasSuffix("/share/\(share.shortGUID!)"))
+            #expect(share.title == "Weekend trip")
+            #expect(share.owner?.userRecordName == alice.userRecordName)
+            #expect(share.participants.count == 3)
+
+            // Both accept, Bob by the URL, Carol by the short GUID.
+            let metadata = try await container(bob).sharedCloudDatabase.acceptShare(url.absoluteString)
+            #expect(metadata.participantStatus == .accepted)
+            #expect(metadata.zoneID == ZoneID(zoneName: "Groups", ownerRecordName: alice.userRecordName))
+            try await container(carol).sharedCloudDatabase.acceptShare(try #require(share.shortGUID))
+
+            // The participant's view: the share with their own participation.
+            let bobShared = container(bob).sharedCloudDatabase
+            let seen = try #require(try await bobShared.share(RecordID(recordName: share.recordID.recordName, zoneID: metadata.zoneID)))
+            #expect(seen.currentUserParticipant?.userRecordName == bob.userRecordName)
+            #expect(seen.currentUserParticipant?.acceptanceStatus == .accepted)
+
+            // The owner reads it back, removes Carol and makes Bob read-only: one save.
+            var current = try #require(try await owner.share(share.recordID))
+            current.removeParticipant(.userRecordName(carol.userRecordName))
+            current.addParticipant(.emailAddress("bob@example.com"), permission: .readOnly)
+            current = try await owner.save(current)
+            #expect(current.participants.compactMap(\.userRecordName).sorted() == [alice.userRecordName, bob.userRecordName].sorted())
+            #expect(current.participants.first { $0.userRecordName == bob.userRecordName }?.permission == .readOnly)
+            #expect(current.participants.first { $0.userRecordName == bob.userRecordName }?.acceptanceStatus == .accepted)
+            await #expect(throws: CloudError.self) {
+                _ = try await container(carol).sharedCloudDatabase.records(named: ["trip"], in: metadata.zoneID)
+            }
+            #expect(try await bobShared.records(named: ["trip"], in: metadata.zoneID).keys.sorted() == ["trip"])
+
+            // Bob leaves; then Alice stops sharing, and the link leads nowhere.
+            try await bobShared.delete(seen)
+            await #expect(throws: CloudError.self) { _ = try await bobShared.records(named: ["trip"], in: metadata.zoneID) }
+            try await owner.delete(current)
+            await #expect(throws: CloudError.self) { _ = try await container(bob).sharedCloudDatabase.shareMetadata(for: url.absoluteString) }
+        }
+    }
+}
