@@ -305,68 +305,6 @@ public struct CloudDatabase: Sendable {
 
     // MARK: - Sharing
 
-    /// Shares a root record (or, with `root: nil`, the whole zone) with users named by email.
-    @discardableResult
-    public func saveShare(
-        named recordName: String, root: String?, zoneID: ZoneID, participants: [(email: String, permission: SharePermission)],
-        publicPermission: SharePermission = .none, recordChangeTag: String? = nil
-    ) async throws(CloudError) -> CloudRecord {
-        let json = try await post("records/modify") { writer in
-            writer.key("zoneID")
-            writer.zoneID(zoneID)
-            writer.key("operations")
-            writer.beginArray()
-            writer.beginObject()
-            writer.key("operationType")
-            writer.string(recordChangeTag == nil ? "create" : "update")
-            writer.key("record")
-            writer.beginObject()
-            writer.key("recordName")
-            writer.string(recordName)
-            writer.key("recordType")
-            writer.string(ShareRecord.recordType)
-            if let recordChangeTag {
-                writer.key("recordChangeTag")
-                writer.string(recordChangeTag)
-            }
-            if let root {
-                writer.key("forRecord")
-                writer.recordNameObject(root)
-            }
-            writer.key("publicPermission")
-            writer.string(publicPermission.rawValue)
-            writer.key("participants")
-            writer.beginArray()
-            for participant in participants {
-                writer.beginObject()
-                writer.key("permission")
-                writer.string(participant.permission.rawValue)
-                writer.key("userIdentity")
-                writer.beginObject()
-                writer.key("lookupInfo")
-                writer.beginObject()
-                writer.key("emailAddress")
-                writer.string(participant.email)
-                writer.endObject()
-                writer.endObject()
-                writer.endObject()
-            }
-            writer.endArray()
-            writer.endObject()
-            writer.endObject()
-            writer.endArray()
-        }
-        guard let item = json["records"]?[0] else { throw CloudError(code: .invalidResponse, reason: "no share in the answer") }
-        if item["serverErrorCode"] != nil { throw CloudError.read(item, status: 200) }
-        do {
-            var record = try CloudRecord(wire: item)
-            if let guid = item["shortGUID"]?.stringValue { record.fields["cumulus.shortGUID"] = .string(guid) }
-            return record
-        } catch {
-            throw CloudError(code: .invalidResponse, reason: "\(error)")
-        }
-    }
-
     /// `records/resolve`, or `records/accept` with `accept`.
     public func shareMetadata(_ shortGUID: String, accept: Bool = false) async throws(CloudError) -> ShareMetadata {
         let publicDatabase = container.publicCloudDatabase

@@ -220,11 +220,10 @@ struct SyncEngineTests {
             let id = try aliceDevice.recordDrive(name: "Shared run", distance: 5000, at: 1)
             try await aliceDevice.engine.sendChanges()
 
-            let share = try await alice.privateCloudDatabase.saveShare(
-                named: ShareRecord.zoneWideRecordName, root: nil, zoneID: GhostCar.zone, participants: [("bob@example.com", .readOnly)]
-            )
-            guard case .string(let guid)? = share.fields["cumulus.shortGUID"] else { Issue.record("no short GUID"); return }
-            let metadata = try await bob.sharedCloudDatabase.shareMetadata(guid, accept: true)
+            var share = CloudShare(zoneID: GhostCar.zone)
+            share.addParticipant(.emailAddress("bob@example.com"), permission: .readOnly)
+            share = try await alice.privateCloudDatabase.save(share)
+            let metadata = try await bob.sharedCloudDatabase.acceptShare(try #require(share.shortGUID))
             #expect(metadata.participantStatus == .accepted)
 
             // Bob's engine on his shared database: the owner's zone, named with its owner.
@@ -234,11 +233,9 @@ struct SyncEngineTests {
             #expect(try bobDevice.names() == [id: "Shared run"])
 
             // The owner removes him: his next fetch drops the zone's rows.
-            let current = try await alice.privateCloudDatabase.records(named: [ShareRecord.zoneWideRecordName], in: GhostCar.zone)
-            try await alice.privateCloudDatabase.saveShare(
-                named: ShareRecord.zoneWideRecordName, root: nil, zoneID: GhostCar.zone, participants: [],
-                recordChangeTag: current[ShareRecord.zoneWideRecordName]?.recordChangeTag
-            )
+            var current = try #require(try await alice.privateCloudDatabase.share(share.recordID))
+            current.removeParticipant(.emailAddress("bob@example.com"))
+            _ = try await alice.privateCloudDatabase.save(current)
             try await bobDevice.engine.fetchChanges()
             #expect(try bobDevice.count() == 0)
         }

@@ -25,13 +25,18 @@ final class Reports: Sendable {
 struct SyncFaultTests {
     static func isModify(_ request: TransportRequest) -> Bool { request.url.path.hasSuffix("records/modify") }
 
+    /// The user's private database over a transport that injects faults.
+    static func flaky(_ container: CloudContainer) -> (CloudDatabase, FaultInjectingTransport) {
+        let faults = FaultInjectingTransport(wrapping: URLSessionTransport())
+        var flaky = container
+        flaky.transport = faults
+        return (flaky.privateCloudDatabase, faults)
+    }
+
     @Test func aLostAnswerAfterTheServerAppliedACreateLosesNoLaterEdit() async throws {
         let world = try await TestWorld.make()
         try await SyncEngineTests.live(world) { container in
-            let faults = FaultInjectingTransport(wrapping: URLSessionTransport())
-            var flaky = container(world.alice)
-            flaky.transport = faults
-            let database = flaky.privateCloudDatabase
+            let (database, faults) = Self.flaky(container(world.alice))
             try await database.save(zones: [GhostCar.zone])
             let phone = try Device(path: try SyncEngineTests.temporaryPath("phone"), database: database)
             let tablet = try Device(path: try SyncEngineTests.temporaryPath("tablet"), database: container(world.alice).privateCloudDatabase)
@@ -61,10 +66,7 @@ struct SyncFaultTests {
     @Test func aCreateAppliedWhileTheAppWasKilledIsFollowedByItsLaterEdits() async throws {
         let world = try await TestWorld.make()
         try await SyncEngineTests.live(world) { container in
-            let faults = FaultInjectingTransport(wrapping: URLSessionTransport())
-            var flaky = container(world.alice)
-            flaky.transport = faults
-            let database = flaky.privateCloudDatabase
+            let (database, faults) = Self.flaky(container(world.alice))
             try await database.save(zones: [GhostCar.zone])
             let path = try SyncEngineTests.temporaryPath("phone")
             var phone: Device? = try Device(path: path, database: database)
@@ -139,10 +141,8 @@ struct SyncFaultTests {
             let owner = try Device(path: try SyncEngineTests.temporaryPath("owner"), database: aliceDatabase)
             let id = try owner.recordDrive(name: "Company car", distance: 100, at: 1)
             try await owner.engine.sendChanges()
-            let share = try await aliceDatabase.saveShare(
-                named: ShareRecord.zoneWideRecordName, root: nil, zoneID: GhostCar.zone, participants: [], publicPermission: .readOnly)
-            let guid = try #require(share.fields["cumulus.shortGUID"].flatMap { if case .string(let text) = $0 { text } else { nil } })
-            _ = try await container(bob).privateCloudDatabase.shareMetadata(guid, accept: true)
+            let share = try await aliceDatabase.save(CloudShare(zoneID: GhostCar.zone, publicPermission: .readOnly))
+            try await container(bob).sharedCloudDatabase.acceptShare(try #require(share.shortGUID))
 
             let reports = Reports()
             let sharedZone = ZoneID(zoneName: GhostCar.zone.zoneName, ownerRecordName: alice.userRecordName)
@@ -247,10 +247,7 @@ struct SyncZoneIdentityTests {
 
     @Test func twoOwnersSameNamedZonesStayApartThroughFetchSendConflictsAndDeletion() async throws {
         let world = try await TestWorld.make()
-        let logger = Logger(label: "test")
-        let carolAccount = try await world.accounts.createUser(
-            container: TestWorld.container, name: "carol", password: "password-carol", email: "carol@example.com", logger: logger)
-        let carol = TestUser(account: carolAccount, webAuthToken: try await world.accounts.issueWebAuthToken(for: carolAccount, logger: logger))
+        let carol = try await world.user("carol")
         let (alice, bob) = (world.alice, world.bob)
         try await SyncEngineTests.live(world) { container in
             // Alice and Carol each have a zone "Lists" with a record "item-1", and share the zone with Bob.
@@ -261,10 +258,10 @@ struct SyncZoneIdentityTests {
                 var item = CloudRecord(recordType: "Item", recordID: RecordID(recordName: "item-1", zoneID: zone))
                 item.fields = ["title": .string(title), "modifiedAt": .int64(1)]
                 _ = try await database.modifyRecords(saving: [item], deleting: [], zoneID: zone)
-                let share = try await database.saveShare(
-                    named: ShareRecord.zoneWideRecordName, root: nil, zoneID: zone, participants: [("bob@example.com", .readWrite)])
-                let guid = try #require(share.fields["cumulus.shortGUID"].flatMap { if case .string(let text) = $0 { text } else { nil } })
-                _ = try await container(bob).privateCloudDatabase.shareMetadata(guid, accept: true)
+                var share = CloudShare(zoneID: zone)
+                share.addParticipant(.emailAddress("bob@example.com"), permission: .readWrite)
+                share = try await database.save(share)
+                try await container(bob).sharedCloudDatabase.acceptShare(try #require(share.shortGUID))
             }
 
             let queue = try DatabaseQueue(path: try SyncEngineTests.temporaryPath("bob-shared"))
@@ -333,10 +330,7 @@ struct SyncZoneIdentityTests {
 struct CloudShareTests {
     @Test func createInviteAcceptChangeRemoveLeaveAndStop() async throws {
         let world = try await TestWorld.make()
-        let logger = Logger(label: "test")
-        let carolAccount = try await world.accounts.createUser(
-            container: TestWorld.container, name: "carol", password: "password-carol", email: "carol@example.com", logger: logger)
-        let carol = TestUser(account: carolAccount, webAuthToken: try await world.accounts.issueWebAuthToken(for: carolAccount, logger: logger))
+        let carol = try await world.user("carol")
         let (alice, bob) = (world.alice, world.bob)
         try await SyncEngineTests.live(world) { container in
             let zone = ZoneID(zoneName: "Groups")

@@ -112,10 +112,7 @@ struct WireFidelityTests {
     @Test func shareRecordsReadBackWholeAndSaveBackWithOneParticipantRemoved() async throws {
         let world = try await TestWorld.make()
         let (alice, bob) = (world.alice, world.bob)
-        let carolAccount = try await world.accounts.createUser(
-            container: TestWorld.container, name: "carol", password: "password-carol", email: "carol@example.com", logger: Logger(label: "test"))
-        let carol = TestUser(
-            account: carolAccount, webAuthToken: try await world.accounts.issueWebAuthToken(for: carolAccount, logger: Logger(label: "test")))
+        let carol = try await world.user("carol")
         try await world.test { client in
             try await client.createZone("Lists", as: alice)
             _ = try await client.modify(
@@ -192,10 +189,7 @@ struct WireFidelityTests {
     @Test func aPublicShareShowsAParticipantOnlyTheOwnerAndThemselves() async throws {
         let world = try await TestWorld.make()
         let (alice, bob) = (world.alice, world.bob)
-        let carolAccount = try await world.accounts.createUser(
-            container: TestWorld.container, name: "carol", password: "password-carol", email: "carol@example.com", logger: Logger(label: "test"))
-        let carol = TestUser(
-            account: carolAccount, webAuthToken: try await world.accounts.issueWebAuthToken(for: carolAccount, logger: Logger(label: "test")))
+        let carol = try await world.user("carol")
         try await world.test { client in
             try await client.createZone("Lists", as: alice)
             _ = try await client.modify([operation("create", "list", type: "List")], zone: "Lists", as: .user(alice))
@@ -373,7 +367,9 @@ struct WireFidelityTests {
             #expect(exchange.response.contains(#""serverErrorCode":"QUOTA_EXCEEDED""#))
             #expect(exchange.response.lowercased().contains("connection: close"))
             #expect(exchange.closedByServer, "the connection is closed after the answer")
-            #expect(exchange.secondsToAnswer < 1, "\(exchange.secondsToAnswer) s")
+            // The failure this guards against is waiting until the client's own timeout (10 s here); on an idle machine
+            // the answer takes about 0.05 s, and the bound leaves room for a loaded CI machine.
+            #expect(exchange.secondsToAnswer < 5, "\(exchange.secondsToAnswer) s")
         }
     }
 

@@ -53,6 +53,14 @@ struct TestWorld: Sendable {
         )
     }
 
+    /// Another signed-in user of the container, with the email `{name}@example.com`.
+    func user(_ name: String) async throws -> TestUser {
+        let logger = Logger(label: "test")
+        let account = try await accounts.createUser(
+            container: Self.container, name: name, password: "password-\(name)", email: "\(name)@example.com", logger: logger)
+        return TestUser(account: account, webAuthToken: try await accounts.issueWebAuthToken(for: account, logger: logger))
+    }
+
     func application() -> some ApplicationProtocol {
         buildApplication(configuration: configuration, store: store, logger: Logger(label: "test-server"), clock: clock)
     }
