@@ -1,7 +1,7 @@
 public import CumulusClient
 public import CumulusModel
 import Foundation
-public import GRDB
+import GRDB
 
 /// A column of a synced table and the record field it maps to.
 public struct SyncedColumn: Sendable, Hashable {

@@ -1,5 +1,5 @@
 public import CumulusClient
-public import Foundation
+import Foundation
 
 /// A ``Transport`` that forwards to another one and makes chosen requests fail the way networks fail, so every client
 /// feature can be tested against lost answers, outages and retries with a real server behind it.
