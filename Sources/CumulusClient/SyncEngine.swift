@@ -273,8 +273,11 @@ public actor SyncEngine {
     private func send(_ batch: RecordZoneChangeBatch, pending: [PendingEntry<PendingRecordZoneChange>]) async throws -> Bool {
         var settled: [PendingEntry<PendingRecordZoneChange>] = []
         // Results name zones with their owner where pending changes may name the current user's zones without one.
+        // Indexed by name first, so matching a large batch against many pending changes stays linear.
+        let byName = Dictionary(grouping: pending) { $0.change.recordID.zoneID.zoneName + "\u{0}" + $0.change.recordID.recordName }
         let entries = { (id: RecordID) in
-            pending.filter { Scope.sameRecord($0.change.recordID, id) }.max { $0.sequence < $1.sequence }
+            byName[id.zoneID.zoneName + "\u{0}" + id.recordName]?.filter { Scope.sameRecord($0.change.recordID, id) }
+                .max { $0.sequence < $1.sequence }
         }
         settled += batch.skipped.compactMap { entries($0) }
         var zones: [ZoneID] = []
