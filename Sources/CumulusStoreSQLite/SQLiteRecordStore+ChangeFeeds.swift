@@ -54,66 +54,101 @@ extension SQLiteRecordStore {
             if !request.matches(incarnation: zone.id) {
                 throw StoreError(.invalidState, "zone \(request.zoneName) was deleted and created again since this change token")
             }
-            var sql = ""
-            var arguments = StatementArguments()
-            var visibility = ""
-            if let access = request.access, !access.zoneWide {
-                // A participant sees the shared hierarchies (deletions included) and the share records.
-                let (tree, treeArguments) = Self.treeCTE(zoneRowID: zone.id, roots: access.roots)
-                sql = tree + " "
-                _ = arguments.append(contentsOf: StatementArguments(treeArguments))
-                visibility = " AND (record_name IN (SELECT name FROM tree) OR record_name IN (SELECT value FROM json_each(?)))"
-            }
-            sql += "SELECT deleted, \(Self.recordColumns) FROM records WHERE zone_id = ? AND change_seq > ?"
-            _ = arguments.append(contentsOf: [zone.id, request.after])
-            if let access = request.access, !access.zoneWide {
-                sql += visibility
-                _ = arguments.append(contentsOf: [Array(access.shareRecordNames).jsonArray])
-            }
-            if let types = request.recordTypes {
-                sql += " AND record_type IN (SELECT value FROM json_each(?))"
-                _ = arguments.append(contentsOf: [Array(types).jsonArray])
-            }
-            if let access = request.access, !access.zoneWide {
-                // Records that left a shared hierarchy read as deletions, unless they are back in one.
-                sql = sql.replacingOccurrences(
-                    of: "SELECT deleted, \(Self.recordColumns) FROM records",
-                    with: "SELECT deleted, \(Self.recordColumns), change_seq AS position FROM records")
-                sql += """
-                     UNION ALL SELECT 1, e.record_name, r.record_type, e.change_seq, NULL, NULL, NULL, NULL, 0, '', '', 0, '', '', e.change_seq
-                    FROM share_exits e JOIN records r ON r.zone_id = e.zone_id AND r.record_name = e.record_name
-                    WHERE e.zone_id = ? AND e.change_seq > ? AND e.root_record_name IN (SELECT value FROM json_each(?))
-                    AND e.record_name NOT IN (SELECT name FROM tree)
-                    ORDER BY position LIMIT ?
-                    """
-                _ = arguments.append(contentsOf: [zone.id, request.after, Array(access.roots).jsonArray, request.limit + 1])
-            } else {
-                sql += " ORDER BY change_seq LIMIT ?"
-                _ = arguments.append(contentsOf: [request.limit + 1])
-            }
+            let (sql, arguments) = Self.zoneFeedStatement(request, zoneRowID: zone.id)
             let statement = try db.cachedStatement(sql: sql)
             var changes: [ZoneRecordChange] = []
             changes.reserveCapacity(min(request.limit, 1024))
+            // A participant's feed can meet a record twice in a page (changed, then seen or unseen): the later wins.
+            var indexByName: [String: Int] = [:]
             var lastSequence = request.after
             var moreComing = false
             let cursor = try Row.fetchCursor(statement, arguments: arguments)
             while let row = try cursor.next() {
+                // Columns: deleted, recordColumns, then the feed position.
+                let name: String = row[1]
+                let change: ZoneRecordChange =
+                    row[0] as Bool ? .deleted(recordName: name, recordType: row[2]) : .changed(Self.storedRecord(row, zoneID: zoneID, offset: 1))
+                if let index = indexByName[name] {
+                    changes[index] = change
+                    lastSequence = row[14]
+                    continue
+                }
                 if changes.count == request.limit {
                     moreComing = true
                     break
                 }
-                // Columns: deleted, then recordColumns.
-                lastSequence = row[3]
-                if row[0] as Bool {
-                    changes.append(.deleted(recordName: row[1], recordType: row[2]))
-                } else {
-                    changes.append(.changed(Self.storedRecord(row, zoneID: zoneID, offset: 1)))
-                }
+                lastSequence = row[14]
+                if request.access != nil { indexByName[name] = changes.count }
+                changes.append(change)
             }
             let state = ZoneState(zoneID: zoneID, changeSequence: zone.changeSequence, incarnation: zone.id)
             return ZoneChangePage(
                 zone: state, changes: changes, sequence: moreComing ? lastSequence : max(zone.changeSequence, request.after), moreComing: moreComing
             )
         }
+    }
+
+    /// The statement of one feed page. Its columns: `deleted`, ``recordColumns``, the position in the feed.
+    ///
+    /// The owner reads the zone's records in sequence order. A participant reads, merged in position order: the
+    /// records they see now; records that left a hierarchy they see (`share_exits`), as deletions; and records whose
+    /// visibility to them changed (`participant_changes`), as they are now or as deletions.
+    static func zoneFeedStatement(_ request: ZoneChangeRequest, zoneRowID: Int64) -> (String, StatementArguments) {
+        let typeFilter = request.recordTypes.map { Array($0).jsonArray }
+        guard let access = request.access else {
+            var sql = "SELECT deleted, \(recordColumns), change_seq FROM records WHERE zone_id = ? AND change_seq > ?"
+            var arguments: StatementArguments = [zoneRowID, request.after]
+            if let typeFilter {
+                sql += " AND record_type IN (SELECT value FROM json_each(?))"
+                _ = arguments.append(contentsOf: [typeFilter])
+            }
+            sql += " ORDER BY change_seq LIMIT ?"
+            _ = arguments.append(contentsOf: [request.limit + 1])
+            return (sql, arguments)
+        }
+        // Numbered parameters: ?1 zone, ?2 position, ?3 roots, ?4 share records, ?5 record types, ?6 user, ?7 limit.
+        // The text depends only on the kind of access and on filtering by type, so the statement cache stays small.
+        var sql = ""
+        let visible: (String) -> String
+        if access.zoneWide {
+            visible = { _ in "1" }
+        } else {
+            sql = """
+                WITH RECURSIVE tree(name) AS (
+                    SELECT value FROM json_each(?3)
+                    UNION SELECT r.record_name FROM records r JOIN tree ON r.zone_id = ?1 AND r.parent_name = tree.name
+                )
+
+                """
+            visible = { column in "(\(column) IN (SELECT name FROM tree) OR \(column) IN (SELECT value FROM json_each(?4)))" }
+        }
+        let types = typeFilter == nil ? "" : " AND r.record_type IN (SELECT value FROM json_each(?5))"
+        let columns = recordColumns.split(separator: ",").map { "r." + $0.trimmingCharacters(in: .whitespacesAndNewlines) }
+            .joined(separator: ", ")
+        sql += """
+            SELECT r.deleted, \(columns), r.change_seq AS position FROM records r
+            WHERE r.zone_id = ?1 AND r.change_seq > ?2 AND \(visible("r.record_name"))\(types)
+            """
+        if !access.zoneWide {
+            sql += """
+
+                UNION ALL SELECT 1, \(columns), e.change_seq FROM share_exits e
+                JOIN records r ON r.zone_id = e.zone_id AND r.record_name = e.record_name
+                WHERE e.zone_id = ?1 AND e.change_seq > ?2 AND e.root_record_name IN (SELECT value FROM json_each(?3))
+                AND NOT \(visible("e.record_name"))\(types)
+                """
+        }
+        sql += """
+
+            UNION ALL SELECT CASE WHEN \(visible("r.record_name")) THEN r.deleted ELSE 1 END, \(columns), p.change_seq
+            FROM participant_changes p JOIN records r ON r.zone_id = p.zone_id AND r.record_name = p.record_name
+            WHERE p.user_record_name = ?6 AND p.zone_id = ?1 AND p.change_seq > ?2\(types)
+            ORDER BY position LIMIT ?7
+            """
+        let arguments: StatementArguments = [
+            zoneRowID, request.after, Array(access.roots).jsonArray, Array(access.shareRecordNames).jsonArray, typeFilter,
+            access.userRecordName, request.limit + 1,
+        ]
+        return (sql, arguments)
     }
 }

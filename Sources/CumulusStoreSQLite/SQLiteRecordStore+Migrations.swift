@@ -199,6 +199,26 @@ extension SQLiteRecordStore {
                     """
             )
         }
+        migrator.registerMigration("v5: participants' access changes") { db in
+            try db.execute(
+                sql: """
+                    -- What a live view grants (JSON: zone-wide, roots, share record names), so a change of access can
+                    -- be told apart from a change of data. NULL on views older than this migration: taken as unchanged.
+                    ALTER TABLE shared_zone_views ADD COLUMN access TEXT;
+                    -- Records a participant started or stopped seeing in a zone they still see (accepted a second
+                    -- share, removed from one of two, a share stopped): their zone feed reports each one at its
+                    -- position, as the record's current state or as a deletion. One row per record, the latest change.
+                    CREATE TABLE participant_changes (
+                        user_record_name TEXT NOT NULL,
+                        zone_id INTEGER NOT NULL REFERENCES zones(id) ON DELETE CASCADE,
+                        record_name TEXT NOT NULL,
+                        change_seq INTEGER NOT NULL,
+                        PRIMARY KEY (user_record_name, zone_id, record_name)
+                    ) WITHOUT ROWID;
+                    CREATE INDEX participant_changes_feed ON participant_changes(user_record_name, zone_id, change_seq);
+                    """
+            )
+        }
         return migrator
     }
 }

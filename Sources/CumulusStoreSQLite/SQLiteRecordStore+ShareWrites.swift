@@ -323,7 +323,10 @@ extension SQLiteRecordStore {
                     arguments: [sequence, batch.timestamp, batch.author, batch.deviceID, zoneRowID, shareRecordName]
                 )
             }
+            // The batch holds the zone's sequence until it ends; views take positions from the stored one.
+            try db.execute(sql: "UPDATE zones SET change_seq = ? WHERE id = ?", arguments: [sequence, zoneRowID])
             try refreshViews(db, zoneRowID: zoneRowID, users: users)
+            sequence = try Int64.fetchOne(db, sql: "SELECT change_seq FROM zones WHERE id = ?", arguments: [zoneRowID]) ?? sequence
         }
     }
 }

@@ -142,38 +142,132 @@ extension SQLiteRecordStore {
         )!
     }
 
-    /// Makes each user's view of a zone match their accepted shares: it appears, or is reported deleted.
+    /// What a user's accepted shares let them see in one zone.
+    struct ViewAccess: Codable, Hashable {
+        var zoneWide: Bool
+        var roots: [String]
+        var shareRecordNames: [String]
+
+        var json: String { String(decoding: (try? JSONEncoder().encode(self)) ?? Data(), as: UTF8.self) }
+
+        init(zoneWide: Bool, roots: [String], shareRecordNames: [String]) {
+            self.zoneWide = zoneWide
+            self.roots = roots
+            self.shareRecordNames = shareRecordNames
+        }
+
+        init?(json: String?) {
+            guard let json, let access = try? JSONDecoder().decode(Self.self, from: Data(json.utf8)) else { return nil }
+            self = access
+        }
+    }
+
+    /// A user's access to a zone through the shares they accepted, or `nil` when they see nothing of it.
+    static func viewAccess(_ db: Database, zoneRowID: Int64, user: String) throws -> ViewAccess? {
+        let rows = try Row.fetchAll(
+            db,
+            sql: """
+                SELECT s.root_record_name, s.share_record_name FROM share_participants p JOIN shares s ON s.id = p.share_id
+                WHERE s.zone_id = ? AND p.user_record_name = ? AND p.status = 'ACCEPTED' AND p.type <> 'OWNER'
+                ORDER BY s.share_record_name
+                """,
+            arguments: [zoneRowID, user]
+        )
+        guard !rows.isEmpty else { return nil }
+        let roots: [String] = rows.compactMap { $0[0] }
+        return ViewAccess(zoneWide: roots.count < rows.count, roots: roots.sorted(), shareRecordNames: rows.map { $0[1] })
+    }
+
+    /// Makes each user's view of a zone match their accepted shares: it appears, is reported deleted, or, when what
+    /// they may see in it changed, reports each record they started or stopped seeing.
     static func refreshViews(_ db: Database, zoneRowID: Int64, users: Set<String>) throws {
-        for user in users {
-            let accepted =
-                try Bool.fetchOne(
-                    db,
-                    sql: """
-                        SELECT EXISTS (SELECT 1 FROM share_participants p JOIN shares s ON s.id = p.share_id
-                        WHERE s.zone_id = ? AND p.user_record_name = ? AND p.status = 'ACCEPTED' AND p.type <> 'OWNER')
-                        """,
-                    arguments: [zoneRowID, user]
-                ) ?? false
-            let current = try Bool.fetchOne(
-                db, sql: "SELECT deleted FROM shared_zone_views WHERE user_record_name = ? AND zone_id = ?", arguments: [user, zoneRowID]
+        for user in users.sorted() {
+            let access = try viewAccess(db, zoneRowID: zoneRowID, user: user)
+            let view = try Row.fetchOne(
+                db, sql: "SELECT deleted, access FROM shared_zone_views WHERE user_record_name = ? AND zone_id = ?", arguments: [user, zoneRowID]
             )
-            if accepted, current == nil || current == true {
+            let viewEnded: Bool? = view?[0]
+            switch (access, viewEnded) {
+            case (let access?, nil), (let access?, true?):
                 let sequence = try bumpSharedDatabase(db, user: user)
+                // A new view starts from nothing: the device fetches the zone without a token.
+                try db.execute(
+                    sql: "DELETE FROM participant_changes WHERE user_record_name = ? AND zone_id = ?", arguments: [user, zoneRowID])
                 try db.execute(
                     sql: """
-                        INSERT INTO shared_zone_views (user_record_name, zone_id, view_seq, deleted) VALUES (?, ?, ?, 0)
-                        ON CONFLICT (user_record_name, zone_id) DO UPDATE SET view_seq = excluded.view_seq, deleted = 0
+                        INSERT INTO shared_zone_views (user_record_name, zone_id, view_seq, deleted, access) VALUES (?, ?, ?, 0, ?)
+                        ON CONFLICT (user_record_name, zone_id) DO UPDATE SET view_seq = excluded.view_seq, deleted = 0, access = excluded.access
                         """,
-                    arguments: [user, zoneRowID, sequence]
+                    arguments: [user, zoneRowID, sequence, access.json]
                 )
-            } else if !accepted, current == false {
+            case (nil, false?):
                 let sequence = try bumpSharedDatabase(db, user: user)
                 try db.execute(
-                    sql: "UPDATE shared_zone_views SET view_seq = ?, deleted = 1 WHERE user_record_name = ? AND zone_id = ?",
+                    sql: "UPDATE shared_zone_views SET view_seq = ?, deleted = 1, access = NULL WHERE user_record_name = ? AND zone_id = ?",
                     arguments: [sequence, user, zoneRowID]
                 )
+                try db.execute(
+                    sql: "DELETE FROM participant_changes WHERE user_record_name = ? AND zone_id = ?", arguments: [user, zoneRowID])
+            case (let access?, false?):
+                let previous = ViewAccess(json: view?[1])
+                guard previous != access else { continue }
+                if let previous {
+                    try recordAccessChange(db, zoneRowID: zoneRowID, user: user, from: previous, to: access)
+                }
+                let sequence = try bumpSharedDatabase(db, user: user)
+                try db.execute(
+                    sql: "UPDATE shared_zone_views SET view_seq = ?, access = ? WHERE user_record_name = ? AND zone_id = ?",
+                    arguments: [sequence, access.json, user, zoneRowID]
+                )
+            case (nil, nil), (nil, true?):
+                continue
             }
         }
+    }
+
+    /// Gives every record seen under exactly one of two accesses a new position in the user's zone feed, so the
+    /// feed reports it: as its current state if the user sees it now, as a deletion if not. One statement; the zone's
+    /// sequence advances past the positions taken.
+    private static func recordAccessChange(_ db: Database, zoneRowID: Int64, user: String, from old: ViewAccess, to new: ViewAccess) throws {
+        let base = try Int64.fetchOne(db, sql: "SELECT change_seq FROM zones WHERE id = ?", arguments: [zoneRowID]) ?? 0
+        try db.execute(
+            sql: """
+                WITH RECURSIVE
+                old_tree(name) AS (
+                    SELECT value FROM json_each(:oldRoots)
+                    UNION SELECT r.record_name FROM records r JOIN old_tree t ON r.zone_id = :zone AND r.parent_name = t.name
+                ),
+                new_tree(name) AS (
+                    SELECT value FROM json_each(:newRoots)
+                    UNION SELECT r.record_name FROM records r JOIN new_tree t ON r.zone_id = :zone AND r.parent_name = t.name
+                ),
+                old_seen(name, deleted) AS (
+                    SELECT record_name, deleted FROM records WHERE zone_id = :zone AND (:oldZoneWide
+                        OR record_name IN (SELECT name FROM old_tree) OR record_name IN (SELECT value FROM json_each(:oldShares)))
+                ),
+                new_seen(name, deleted) AS (
+                    SELECT record_name, deleted FROM records WHERE zone_id = :zone AND (:newZoneWide
+                        OR record_name IN (SELECT name FROM new_tree) OR record_name IN (SELECT value FROM json_each(:newShares)))
+                ),
+                -- Everything no longer seen, tombstones included (a share record deleted with the share itself);
+                -- of what is newly seen, only live records.
+                changed(name) AS (
+                    SELECT name FROM (SELECT name FROM old_seen EXCEPT SELECT name FROM new_seen)
+                    UNION ALL SELECT name FROM (SELECT name FROM new_seen WHERE deleted = 0 EXCEPT SELECT name FROM old_seen)
+                )
+                INSERT INTO participant_changes (user_record_name, zone_id, record_name, change_seq)
+                SELECT :user, :zone, name, :base + ROW_NUMBER() OVER (ORDER BY name) FROM changed WHERE true
+                ON CONFLICT (user_record_name, zone_id, record_name) DO UPDATE SET change_seq = excluded.change_seq
+                """,
+            arguments: [
+                "zone": zoneRowID, "user": user, "base": base,
+                "oldRoots": old.roots.jsonArray, "oldZoneWide": old.zoneWide, "oldShares": old.shareRecordNames.jsonArray,
+                "newRoots": new.roots.jsonArray, "newZoneWide": new.zoneWide, "newShares": new.shareRecordNames.jsonArray,
+            ]
+        )
+        let taken = db.changesCount
+        guard taken > 0 else { return }
+        try db.execute(sql: "UPDATE zones SET change_seq = change_seq + ? WHERE id = ?", arguments: [taken, zoneRowID])
     }
 
     /// Moves a zone to the head of every viewer's shared database feed, after a write in it.

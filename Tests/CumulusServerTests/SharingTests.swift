@@ -292,6 +292,80 @@ struct SharingTests {
         }
     }
 
+    /// Seed `001`'s groups: two groups of one zone shared with the same participant. What they may see changes while
+    /// the zone stays in their shared database, and their feed reports exactly the records that came or went.
+    @Test func accessChangesInAZoneStillSharedReachTheParticipantsFeed() async throws {
+        let world = try await TestWorld.make()
+        let (alice, bob) = (world.alice, world.bob)
+        try await world.test { client in
+            try await client.createZone("Groups", as: alice)
+            _ = try await client.modify(
+                [
+                    operation("create", "trip", type: "Group"), operation("create", "flat", type: "Group"),
+                    operation("create", "fuel", type: "Cost", extra: #","parent":{"recordName":"trip"}"#),
+                    operation("create", "rent", type: "Cost", extra: #","parent":{"recordName":"flat"}"#),
+                    operation("create", "diary", type: "Note"),
+                ],
+                zone: "Groups", as: .user(alice)
+            )
+            let invite = [("bob@example.com", "READ_WRITE")]
+            let tripShare = try await client.modify(
+                [shareOperation(name: "share-trip", root: "trip", participants: invite)], zone: "Groups", as: .user(alice))
+            let flatShare = try await client.modify(
+                [shareOperation(name: "share-flat", root: "flat", participants: invite)], zone: "Groups", as: .user(alice))
+            _ = try await client.resolve(try #require(tripShare.records.first?["shortGUID"]?.stringValue), as: .user(bob), accept: true)
+            let first = try await client.sharedChanges(zone: "Groups", owner: alice, as: bob)
+            #expect(Set(Self.zoneRecords(first).compactMap { $0["recordName"]?.stringValue }) == ["trip", "fuel", "share-trip"])
+            var token = try #require(first.zones.first?["syncToken"]?.stringValue)
+            func changes() async throws -> (changed: Set<String>, deleted: Set<String>) {
+                let page = try await client.sharedChanges(zone: "Groups", owner: alice, as: bob, token: token)
+                #expect(page.zones.first?["serverErrorCode"] == nil, "\(page.json)")
+                token = try #require(page.zones.first?["syncToken"]?.stringValue)
+                let records = Self.zoneRecords(page)
+                return (
+                    Set(records.filter { $0["deleted"] != .bool(true) }.compactMap { $0["recordName"]?.stringValue }),
+                    Set(records.filter { $0["deleted"] == .bool(true) }.compactMap { $0["recordName"]?.stringValue })
+                )
+            }
+
+            // Accepting the second group's share, in a zone already on the device: its records arrive, though none changed.
+            _ = try await client.resolve(try #require(flatShare.records.first?["shortGUID"]?.stringValue), as: .user(bob), accept: true)
+            var seen = try await changes()
+            #expect(seen.changed == ["flat", "rent", "share-flat"] && seen.deleted.isEmpty, "\(seen)")
+
+            // Removed from the flat's share only: exactly its records go; the zone stays, with the trip.
+            let flatTag = try #require(
+                (try await client.lookup(["share-flat"], zone: "Groups", as: .user(alice))).records[0]["recordChangeTag"]?.stringValue)
+            _ = try await client.modify(
+                [shareOperation("update", name: "share-flat", root: "flat", tag: flatTag)], zone: "Groups", as: .user(alice))
+            seen = try await changes()
+            #expect(seen.deleted == ["flat", "rent", "share-flat"] && seen.changed.isEmpty, "\(seen)")
+            #expect(Self.names(try await client.sharedLookup(["flat", "rent", "trip"], zone: "Groups", owner: alice, as: bob)) == ["trip"])
+            let zones = try await client.databaseChanges("shared", as: bob)
+            #expect(zones.zones.count == 1 && zones.zones.first?["deleted"] != .bool(true), "\(zones.json)")
+
+            // Invited again and accepting, the flat comes back; its share stopped, it goes again.
+            let flatTag2 = try #require(
+                (try await client.lookup(["share-flat"], zone: "Groups", as: .user(alice))).records[0]["recordChangeTag"]?.stringValue)
+            _ = try await client.modify(
+                [shareOperation("update", name: "share-flat", root: "flat", tag: flatTag2, participants: invite)], zone: "Groups", as: .user(alice))
+            _ = try await client.resolve(try #require(flatShare.records.first?["shortGUID"]?.stringValue), as: .user(bob), accept: true)
+            seen = try await changes()
+            #expect(seen.changed == ["flat", "rent", "share-flat"] && seen.deleted.isEmpty, "\(seen)")
+            _ = try await client.modify(
+                [#"{"operationType":"forceDelete","record":{"recordName":"share-flat"}}"#], zone: "Groups", as: .user(alice))
+            seen = try await changes()
+            #expect(seen.deleted == ["flat", "rent", "share-flat"] && seen.changed.isEmpty, "\(seen)")
+
+            // An edit the participant still sees arrives as before.
+            let fuelTag = try #require(
+                (try await client.lookup(["fuel"], zone: "Groups", as: .user(alice))).records[0]["recordChangeTag"]?.stringValue)
+            _ = try await client.modify([operation("update", "fuel", type: "Cost", tag: fuelTag)], zone: "Groups", as: .user(alice))
+            seen = try await changes()
+            #expect(seen.changed == ["fuel"] && seen.deleted.isEmpty, "\(seen)")
+        }
+    }
+
     @Test func joiningAPublicShareStopsAtTheParticipantLimit() async throws {
         let world = try await TestWorld.make(limits: Limits(maximumShareParticipants: 2))
         let logger = Logger(label: "t")

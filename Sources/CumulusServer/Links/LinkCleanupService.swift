@@ -9,10 +9,13 @@ struct LinkCleanupService: Service {
     let logger: Logger
 
     func run() async throws {
-        while !Task.isShuttingDownGracefully {
+        // Cancellation (not only graceful shutdown) ends the loop: otherwise every pass fails at once and spins.
+        while !Task.isShuttingDownGracefully, !Task.isCancelled {
             do {
                 let deleted = try await links.deleteExpired(logger: logger)
                 if deleted > 0 { logger.info("deleted expired link snapshots", metadata: ["cumulus.links.deleted": "\(deleted)"]) }
+            } catch  where Task.isCancelled {
+                return
             } catch {
                 logger.error("link cleanup failed", metadata: ["error": "\(error)"])
             }
