@@ -105,6 +105,12 @@ let package = Package(
             dependencies: ["CumulusClient", "CumulusModel", "CumulusSyncGRDB", .product(name: "GRDB", package: "GRDB.swift")],
             swiftSettings: swiftSettings
         ),
+        // The cost-splitting app of seed 001: groups shared as hierarchies; docs/SYNC.md and docs/SHARING.md show it.
+        .target(
+            name: "SplitCostsExample",
+            dependencies: ["CumulusClient", "CumulusModel", "CumulusSyncGRDB", .product(name: "GRDB", package: "GRDB.swift")],
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "cumulus",
             dependencies: [
@@ -155,6 +161,7 @@ let package = Package(
                 "CumulusTesting",
                 "CumulusSyncGRDB",
                 "GhostCarExample",
+                "SplitCostsExample",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 "CumulusModel",
                 "CumulusStore",

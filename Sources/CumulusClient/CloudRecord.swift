@@ -23,6 +23,8 @@ public struct CloudRecord: Sendable, Hashable {
     public var recordChangeTag: String?
     /// The parent record name (same zone): shares follow it.
     public var parent: String?
+    /// The name of the share this record is the root of (same zone), as the server reports it; saving never sets it.
+    public var share: String?
     public var created: RecordStamp?
     public var modified: RecordStamp?
 
@@ -54,6 +56,7 @@ public struct CloudRecord: Sendable, Hashable {
             }
         }
         parent = try object.object("parent")?.string("recordName")
+        share = try object.object("share")?.string("recordName")
         func stamp(_ key: String) throws -> RecordStamp? {
             guard let value = try object.object(key), case .number(let text)? = value["timestamp"], let timestamp = Int64(text) else { return nil }
             return RecordStamp(

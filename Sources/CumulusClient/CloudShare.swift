@@ -210,6 +210,14 @@ extension CloudDatabase {
         return try Self.share(from: item)
     }
 
+    /// The share a root record heads, if it is shared: the root names its share, as in CloudKit.
+    public func share(ofRoot recordID: RecordID) async throws(CloudError) -> CloudShare? {
+        guard let root = try await records(named: [recordID.recordName], in: recordID.zoneID)[recordID.recordName], let name = root.share else {
+            return nil
+        }
+        return try await share(RecordID(recordName: name, zoneID: recordID.zoneID))
+    }
+
     /// Stops sharing (the owner, in the private database) or leaves the share (a participant, in the shared database):
     /// either way the share record is deleted from this database's point of view.
     public func delete(_ share: CloudShare) async throws(CloudError) {

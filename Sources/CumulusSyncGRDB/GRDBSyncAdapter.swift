@@ -45,15 +45,17 @@ public final class GRDBSyncAdapter: SyncEngineDelegate {
     private func table(recordType: String) -> SyncedTable? { tables.first { $0.recordType == recordType } }
 
     /// The server names zones with their owner; a table may name the caller's own zone without one. Rows and metadata
-    /// are keyed the way the tables name their zones; a table that keeps an owner column keeps each record's owner.
-    private func normalized(_ id: RecordID) -> RecordID {
+    /// are keyed the way the tables name their zones. In the shared database a table that keeps an owner column keeps
+    /// each record's owner; in the private database every record is the user's own, and its row's owner stays empty, so
+    /// a table can hold the user's rows and shared rows side by side.
+    private func normalized(_ id: RecordID, shared: Bool) -> RecordID {
         guard let table = tables.first(where: { $0.holds(id.zoneID) }) else { return id }
-        return table.recordID(id.recordName, owner: id.zoneID.ownerRecordName)
+        return shared ? table.recordID(id.recordName, owner: id.zoneID.ownerRecordName) : table.recordID(id.recordName)
     }
 
-    private func normalized(_ record: CloudRecord) -> CloudRecord {
+    private func normalized(_ record: CloudRecord, shared: Bool) -> CloudRecord {
         var copy = record
-        copy.recordID = normalized(record.recordID)
+        copy.recordID = normalized(record.recordID, shared: shared)
         return copy
     }
 
@@ -84,13 +86,14 @@ public final class GRDBSyncAdapter: SyncEngineDelegate {
     // MARK: - Events
 
     public func handleEvent(_ event: SyncEngine.Event, syncEngine: SyncEngine) async throws {
+        let shared = syncEngine.configuration.database.scope == .shared
         switch event {
         case .fetchedRecordZoneChanges(_, let modified, let deleted):
-            try await applyFetched(modified: modified, deleted: deleted)
+            try await applyFetched(modified: modified, deleted: deleted, shared: shared)
         case .fetchedDatabaseChanges(_, let deleted):
-            for zoneID in deleted { try await dropZone(zoneID) }
+            for zoneID in deleted { try await dropZone(zoneID, shared: shared) }
         case .reconciledZone(let zoneID, let present):
-            try await reconcile(zoneID, present: present)
+            try await reconcile(zoneID, present: present, shared: shared)
         case .sentRecordZoneChanges(let result):
             try await applySent(result, syncEngine: syncEngine)
         case .failedToSaveRecord(let recordID, let error):
@@ -102,11 +105,11 @@ public final class GRDBSyncAdapter: SyncEngineDelegate {
         }
     }
 
-    private func applyFetched(modified: [CloudRecord], deleted: [RecordID]) async throws {
+    private func applyFetched(modified: [CloudRecord], deleted: [RecordID], shared: Bool) async throws {
         let store = self.store
         let reports: [Report] = try await writer.write { db in
             var reports: [Report] = []
-            for record in modified.map(self.normalized) {
+            for record in modified.map({ self.normalized($0, shared: shared) }) {
                 guard let table = self.table(recordType: record.recordType) else { continue }
                 if try store.hasPendingSave(record.recordID, in: db), let local = try table.record(record.recordID, in: db) {
                     // A local edit not sent yet meets a newer server version: merge them, and send the merge if it differs.
@@ -116,7 +119,7 @@ public final class GRDBSyncAdapter: SyncEngineDelegate {
                 try table.upsert(record, in: db)
                 try store.setServerRecord(record, for: record.recordID, in: db)
             }
-            for recordID in deleted.map(self.normalized) {
+            for recordID in deleted.map({ self.normalized($0, shared: shared) }) {
                 for table in self.tables where table.holds(recordID.zoneID) { try table.delete(recordID, in: db) }
                 try store.forget(recordID, in: db)
             }
@@ -154,9 +157,9 @@ public final class GRDBSyncAdapter: SyncEngineDelegate {
 
     /// A zone was deleted on the server, or a share was lost: all its rows go, as CloudKit's guidance for a deleted zone
     /// says, with their pending changes.
-    private func dropZone(_ zoneID: ZoneID) async throws {
+    private func dropZone(_ zoneID: ZoneID, shared: Bool) async throws {
         let store = self.store
-        let zone = normalized(RecordID(recordName: "", zoneID: zoneID)).zoneID
+        let zone = normalized(RecordID(recordName: "", zoneID: zoneID), shared: shared).zoneID
         try await writer.write { db in
             for table in self.tables where table.holds(zone) { try table.deleteRows(of: zone, in: db) }
             try store.forgetZone(zone, in: db)
@@ -164,9 +167,9 @@ public final class GRDBSyncAdapter: SyncEngineDelegate {
     }
 
     /// After a full re-fetch: rows the server no longer has go, unless they wait to be sent.
-    private func reconcile(_ zoneID: ZoneID, present: Set<String>) async throws {
+    private func reconcile(_ zoneID: ZoneID, present: Set<String>, shared: Bool) async throws {
         let store = self.store
-        let zone = normalized(RecordID(recordName: "", zoneID: zoneID)).zoneID
+        let zone = normalized(RecordID(recordName: "", zoneID: zoneID), shared: shared).zoneID
         try await writer.write { db in
             for table in self.tables where table.holds(zone) {
                 for id in try table.recordIDs(of: zone, in: db) where !present.contains(id.recordName) {
@@ -180,20 +183,21 @@ public final class GRDBSyncAdapter: SyncEngineDelegate {
 
     private func applySent(_ result: ModifyRecordsResult, syncEngine: SyncEngine) async throws {
         let store = self.store
-        let sharedDatabase = syncEngine.configuration.database.scope == .shared
+        let shared = syncEngine.configuration.database.scope == .shared
         let (recreateZones, reports): ([ZoneID], [Report]) = try await writer.write { db in
             var resend: [PendingRecordZoneChange] = []
             var recreateZones: [ZoneID] = []
             var reports: [Report] = []
-            for record in result.saved.map(self.normalized) {
+            for record in result.saved.map({ self.normalized($0, shared: shared) }) {
                 try store.setServerRecord(record, for: record.recordID, in: db)
             }
-            for recordID in result.deleted.map(self.normalized) { try store.forget(recordID, in: db) }
+            for recordID in result.deleted.map({ self.normalized($0, shared: shared) }) { try store.forget(recordID, in: db) }
             for failure in result.failedSaves {
-                let id = self.normalized(failure.record.recordID)
+                let id = self.normalized(failure.record.recordID, shared: shared)
                 switch failure.error.code {
                 case .server(.conflict), .server(.exists):
-                    guard let server = failure.error.serverRecord.map(self.normalized), let table = self.table(recordType: failure.record.recordType)
+                    guard let server = failure.error.serverRecord.map({ self.normalized($0, shared: shared) }),
+                        let table = self.table(recordType: failure.record.recordType)
                     else {
                         continue
                     }
@@ -201,7 +205,7 @@ public final class GRDBSyncAdapter: SyncEngineDelegate {
                     let local = try table.record(id, in: db) ?? failure.record
                     reports += try self.settle(
                         local: local, server: server, table: table, existsConflict: failure.error.code == .server(.exists), in: db)
-                case .server(.zoneNotFound) where sharedDatabase:
+                case .server(.zoneNotFound) where shared:
                     // Someone else's zone: the share is gone, and the next fetch drops its rows.
                     continue
                 case .server(.zoneNotFound):
@@ -226,7 +230,8 @@ public final class GRDBSyncAdapter: SyncEngineDelegate {
     /// participant, a record outside the shares) rolls the row back to the server's version; anything else waits,
     /// visible, for the app.
     private func applyRefusal(_ recordID: RecordID, error: CloudError, deletion: Bool, syncEngine: SyncEngine) async throws {
-        let id = normalized(recordID)
+        let shared = syncEngine.configuration.database.scope == .shared
+        let id = normalized(recordID, shared: shared)
         guard error.code == .server(.accessDenied) else {
             onReport?(.refused(recordID: id, error: error, rolledBack: false))
             return
@@ -234,7 +239,7 @@ public final class GRDBSyncAdapter: SyncEngineDelegate {
         let server = try await syncEngine.configuration.database.records(named: [recordID.recordName], in: recordID.zoneID)[recordID.recordName]
         let store = self.store
         try await writer.write { db in
-            if let server = server.map(self.normalized), let table = self.table(recordType: server.recordType) {
+            if let server = server.map({ self.normalized($0, shared: shared) }), let table = self.table(recordType: server.recordType) {
                 try table.upsert(server, in: db)
                 try store.setServerRecord(server, for: id, in: db)
             } else if !deletion {

@@ -32,8 +32,12 @@ public struct SyncedTable: Sendable, Hashable {
     public var zoneID: ZoneID
     public var primaryKey: String
     public var columns: [SyncedColumn]
-    /// A column holding the parent's primary key: it becomes the record's `parent` (shares follow it).
+    /// A column holding the parent's primary key: it becomes the record's `parent` (shares follow it), and a new row
+    /// goes to its parent's zone, database and owner (see ``GRDBSyncRouter``).
     public var parentColumn: String?
+    /// The table of the parent rows; `nil` when parents are rows of this table (folders in folders). Tables of one
+    /// hierarchy name the same zone, as CloudKit keeps a hierarchy in one zone.
+    public var parentTable: String?
     /// An INTEGER column of milliseconds set on every local edit: conflicts keep the later edit.
     public var modificationColumn: String?
     /// A TEXT column holding the zone owner's user record name, for a table that holds rows of several owners' zones
@@ -43,7 +47,7 @@ public struct SyncedTable: Sendable, Hashable {
 
     public init(
         tableName: String, recordType: String, zoneID: ZoneID, primaryKey: String = "id", columns: [SyncedColumn], parentColumn: String? = nil,
-        modificationColumn: String? = nil, ownerColumn: String? = nil
+        parentTable: String? = nil, modificationColumn: String? = nil, ownerColumn: String? = nil
     ) {
         self.tableName = tableName
         self.recordType = recordType
@@ -51,6 +55,7 @@ public struct SyncedTable: Sendable, Hashable {
         self.primaryKey = primaryKey
         self.columns = columns
         self.parentColumn = parentColumn
+        self.parentTable = parentTable
         self.modificationColumn = modificationColumn
         self.ownerColumn = ownerColumn
     }
@@ -81,7 +86,7 @@ public struct SyncedTable: Sendable, Hashable {
         return ("\(Self.quoted(primaryKey)) = ?", [id.recordName])
     }
 
-    private static func quoted(_ name: String) -> String { "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\"" }
+    static func quoted(_ name: String) -> String { "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\"" }
 
     /// All mapped columns, the modification column included as an INT64 field of the same name.
     var allColumns: [SyncedColumn] {
