@@ -67,6 +67,17 @@ public struct CloudContainer: Sendable {
         return signedIn
     }
 
+    // MARK: - The signed-in user
+
+    /// The signed-in user's record name (`users/caller`), or `nil` when no one is signed in (no token). A token the
+    /// server no longer accepts (expired) throws `AUTHENTICATION_FAILED`: the app signs in again.
+    public func userRecordName() async throws(CloudError) -> String? {
+        guard webAuthToken != nil else { return nil }
+        let json = try await post(path: "database/1/\(containerIdentifier)/\(environment.rawValue)/public/users/caller", body: Array("{}".utf8))
+        guard let name = json["userRecordName"]?.stringValue else { throw CloudError(code: .invalidResponse, reason: "no userRecordName") }
+        return name
+    }
+
     // MARK: - Requests
 
     func url(path: String, includeUser: Bool) -> URL {

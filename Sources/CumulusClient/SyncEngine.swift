@@ -51,6 +51,9 @@ public actor SyncEngine {
 
     /// Events, as CKSyncEngine.Event.
     public enum Event: Sendable {
+        /// The account changed since this state was last used. On a sign-out or a switch, the engine has forgotten
+        /// its tokens and pending changes by the time it sends this; the app drops the previous user's data.
+        case accountChange(AccountChange)
         case willFetchChanges
         /// Zones changed or deleted on the server (a lost share reads as a deleted zone).
         case fetchedDatabaseChanges(modified: [ZoneID], deleted: [ZoneID])
@@ -72,6 +75,8 @@ public actor SyncEngine {
     }
 
     public nonisolated let configuration: Configuration
+    /// Whether the account was checked since the engine started (or since the server last refused the user's token).
+    private var accountChecked = false
     public private(set) var status = SyncStatus(phase: .idle, pendingCount: 0)
     private let statusContinuation: AsyncStream<SyncStatus>.Continuation
     /// Status changes, for a UI.
@@ -153,12 +158,50 @@ public actor SyncEngine {
         }
     }
 
+    // MARK: - The account
+
+    /// Compares the signed-in user with the one the state belongs to, and reports a change (at the first fetch or send
+    /// of an engine, and again after the server refused the user's token). On a sign-out or a switch, tokens and
+    /// pending changes of the previous user are forgotten first: they must never reach another account.
+    public func checkAccount() async throws {
+        let container = database.container
+        let current = try await withRetries { try await container.userRecordName() }
+        let previous = try await store.accountUserRecordName()
+        defer { accountChecked = current != nil }
+        guard current != previous else { return }
+        let change: AccountChange
+        switch (previous, current) {
+        case (nil, let current?): change = .signIn(currentUser: current)
+        case (let previous?, nil): change = .signOut(previousUser: previous)
+        case (let previous?, let current?): change = .switchAccounts(previousUser: previous, currentUser: current)
+        case (nil, nil): return
+        }
+        if previous != nil { try await store.reset() }
+        try await store.setAccountUserRecordName(current)
+        try await delegate.handleEvent(.accountChange(change), syncEngine: self)
+        await setPhase(status.phase)
+    }
+
+    /// Checks the account once per engine, and again after an authentication failure.
+    private func checkAccountIfNeeded() async throws {
+        guard !accountChecked else { return }
+        try await checkAccount()
+        if !accountChecked { throw CloudError(code: .server(.authenticationRequired), reason: "no one is signed in") }
+    }
+
+    private func noteFailure(_ error: any Error) {
+        if let error = error as? CloudError, error.code == .server(.authenticationFailed) || error.code == .server(.authenticationRequired) {
+            accountChecked = false
+        }
+    }
+
     // MARK: - Fetching
 
     /// Fetches everything that changed since the last fetch (in the zones of `scope`) and hands it to the delegate.
     public func fetchChanges(_ scope: Scope = .all) async throws {
         await setPhase(.fetching)
         do {
+            try await checkAccountIfNeeded()
             try await delegate.handleEvent(.willFetchChanges, syncEngine: self)
             var zones = Set<ZoneID>()
             var token = try await store.databaseToken()
@@ -185,6 +228,7 @@ public actor SyncEngine {
             try await delegate.handleEvent(.didFetchChanges, syncEngine: self)
             await setPhase(.idle)
         } catch {
+            noteFailure(error)
             await setPhase(.error("\(error)"))
             throw error
         }
@@ -232,6 +276,7 @@ public actor SyncEngine {
     public func sendChanges(_ scope: Scope = .all) async throws {
         await setPhase(.sending)
         do {
+            try await checkAccountIfNeeded()
             try await delegate.handleEvent(.willSendChanges, syncEngine: self)
             try await sendDatabaseChanges()
             var attemptsWithoutProgress = 0
@@ -246,6 +291,7 @@ public actor SyncEngine {
             try await delegate.handleEvent(.didSendChanges, syncEngine: self)
             await setPhase(.idle)
         } catch {
+            noteFailure(error)
             await setPhase(.error("\(error)"))
             throw error
         }

@@ -65,6 +65,22 @@ public protocol SyncStateStore: Sendable {
     func setDatabaseToken(_ token: String?) async throws
     func zoneToken(for zoneID: ZoneID) async throws -> String?
     func setZoneToken(_ token: String?, for zoneID: ZoneID) async throws
+    /// The user record name the state belongs to, as last seen; `nil` before the first check.
+    func accountUserRecordName() async throws -> String?
+    func setAccountUserRecordName(_ userRecordName: String?) async throws
+    /// Forgets every token, pending change and per-record state: the account changed.
+    func reset() async throws
+}
+
+/// A change of the signed-in account, as CKSyncEngine reports it.
+public enum AccountChange: Sendable, Hashable {
+    /// Someone signed in where no account was known (the first sync included).
+    case signIn(currentUser: String)
+    /// The user signed out: the container has no token. (An expired token is not a sign-out: requests fail with
+    /// `AUTHENTICATION_FAILED` until the app signs in again, and nothing is forgotten unless another user signs in.)
+    case signOut(previousUser: String)
+    /// Another user signed in on this device.
+    case switchAccounts(previousUser: String, currentUser: String)
 }
 
 /// A batch of record changes to send, as the delegate supplies it.

@@ -17,6 +17,9 @@ public final class GRDBSyncAdapter: SyncEngineDelegate {
     public let merge: MergeHook?
     /// Tells the app what it could not do quietly: a refused change, a local value discarded in a merge.
     public let onReport: (@Sendable (Report) -> Void)?
+    /// Whether a sign-out or a switch of account deletes every row of the synced tables (the previous user's data),
+    /// as CloudKit's guidance asks. Off, the app handles ``SyncEngine/Event/accountChange(_:)`` itself.
+    public let deletesRowsOnAccountChange: Bool
 
     /// Settles one field both sides changed: the table, the record, the field, the local and the server value.
     public typealias MergeHook = @Sendable (SyncedTable, RecordID, String, FieldValue?, FieldValue?) -> RecordMerge.Side
@@ -33,13 +36,14 @@ public final class GRDBSyncAdapter: SyncEngineDelegate {
 
     public init(
         writer: any DatabaseWriter, store: GRDBSyncStore, tables: [SyncedTable], merge: MergeHook? = nil,
-        onReport: (@Sendable (Report) -> Void)? = nil
+        onReport: (@Sendable (Report) -> Void)? = nil, deletesRowsOnAccountChange: Bool = true
     ) {
         self.writer = writer
         self.store = store
         self.tables = tables
         self.merge = merge
         self.onReport = onReport
+        self.deletesRowsOnAccountChange = deletesRowsOnAccountChange
     }
 
     private func table(recordType: String) -> SyncedTable? { tables.first { $0.recordType == recordType } }
@@ -88,6 +92,8 @@ public final class GRDBSyncAdapter: SyncEngineDelegate {
     public func handleEvent(_ event: SyncEngine.Event, syncEngine: SyncEngine) async throws {
         let shared = syncEngine.configuration.database.scope == .shared
         switch event {
+        case .accountChange(.signOut), .accountChange(.switchAccounts):
+            if deletesRowsOnAccountChange { try await deleteAllRows() }
         case .fetchedRecordZoneChanges(_, let modified, let deleted):
             try await applyFetched(modified: modified, deleted: deleted, shared: shared)
         case .fetchedDatabaseChanges(_, let deleted):
@@ -163,6 +169,16 @@ public final class GRDBSyncAdapter: SyncEngineDelegate {
         try await writer.write { db in
             for table in self.tables where table.holds(zone) { try table.deleteRows(of: zone, in: db) }
             try store.forgetZone(zone, in: db)
+        }
+    }
+
+    /// The previous user's rows go, all of them, with their metadata; the engine already forgot tokens and pending
+    /// changes.
+    private func deleteAllRows() async throws {
+        let store = self.store
+        try await writer.write { db in
+            for table in self.tables { try db.execute(sql: "DELETE FROM \(SyncedTable.quoted(table.tableName))") }
+            try store.forgetAllRecords(in: db)
         }
     }
 

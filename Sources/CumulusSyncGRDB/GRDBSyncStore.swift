@@ -260,6 +260,23 @@ public final class GRDBSyncStore: SyncStateStore {
     public func zoneToken(for zoneID: ZoneID) async throws -> String? { try await token("zone:\(zoneID)") }
     public func setZoneToken(_ token: String?, for zoneID: ZoneID) async throws { try await setToken(token, key: "zone:\(zoneID)") }
 
+    public func accountUserRecordName() async throws -> String? { try await token("account") }
+    public func setAccountUserRecordName(_ userRecordName: String?) async throws { try await setToken(userRecordName, key: "account") }
+
+    public func reset() async throws {
+        let scope = self.scope
+        try await writer.write { db in
+            for table in ["cumulus_sync_tokens", "cumulus_sync_pending", "cumulus_sync_metadata"] {
+                try db.execute(sql: "DELETE FROM \(table) WHERE scope = ?", arguments: [scope])
+            }
+        }
+    }
+
+    /// Forgets every per-record state of this scope inside the caller's transaction (the rows are gone).
+    func forgetAllRecords(in db: Database) throws {
+        try db.execute(sql: "DELETE FROM cumulus_sync_metadata WHERE scope = ?", arguments: [scope])
+    }
+
     private func token(_ key: String) async throws -> String? {
         let scope = self.scope
         return try await writer.read { db in

@@ -109,7 +109,8 @@ struct SyncEngineTests {
         }
         // The server is stopped: edits are kept, sending fails after its retries, nothing is lost.
         let offline = CloudContainer(
-            serverURL: URL(string: "http://127.0.0.1:9")!, containerIdentifier: TestWorld.container, apiToken: world.apiToken)
+            serverURL: URL(string: "http://127.0.0.1:9")!, containerIdentifier: TestWorld.container, apiToken: world.apiToken,
+            webAuthToken: world.alice.webAuthToken)
         let phone = try Device(path: phonePath, database: offline.privateCloudDatabase)
         let offlineID = try phone.recordDrive(name: "Recorded offline", distance: 2, at: 2)
         await #expect(throws: CloudError.self) { try await phone.engine.sendChanges() }

@@ -383,3 +383,87 @@ struct CloudShareTests {
         }
     }
 }
+
+/// Forwards to a delegate and keeps the account changes it passes on.
+final class AccountChangeRecorder: SyncEngineDelegate, @unchecked Sendable {
+    let wrapped: any SyncEngineDelegate
+    private let lock = NSLock()
+    private var recorded: [AccountChange] = []
+
+    init(_ wrapped: any SyncEngineDelegate) { self.wrapped = wrapped }
+
+    var changes: [AccountChange] { lock.withLock { recorded } }
+
+    func nextRecordZoneChangeBatch(_ pending: [PendingRecordZoneChange], syncEngine: SyncEngine) async throws -> RecordZoneChangeBatch? {
+        try await wrapped.nextRecordZoneChangeBatch(pending, syncEngine: syncEngine)
+    }
+
+    func handleEvent(_ event: SyncEngine.Event, syncEngine: SyncEngine) async throws {
+        if case .accountChange(let change) = event { lock.withLock { recorded.append(change) } }
+        try await wrapped.handleEvent(event, syncEngine: syncEngine)
+    }
+}
+
+@Suite("Sync engine: account changes")
+struct SyncAccountChangeTests {
+    static func engine(_ device: Device, _ container: CloudContainer) -> (SyncEngine, AccountChangeRecorder) {
+        var configuration = Device.configuration(database: container.privateCloudDatabase, store: device.store, adapter: device.adapter)
+        let recorder = AccountChangeRecorder(device.adapter)
+        configuration.delegate = recorder
+        return (SyncEngine(configuration), recorder)
+    }
+
+    @Test func switchingUsersDropsThePreviousUsersRowsAndPendingEditsAndSigningOutToo() async throws {
+        let world = try await TestWorld.make()
+        let (alice, bob) = (world.alice, world.bob)
+        try await SyncEngineTests.live(world) { container in
+            for user in [alice, bob] { try await container(user).privateCloudDatabase.save(zones: [GhostCar.zone]) }
+            let bobsTablet = try Device(path: try SyncEngineTests.temporaryPath("bob-tablet"), database: container(bob).privateCloudDatabase)
+            let bobsDrive = try bobsTablet.recordDrive(name: "Bob's drive", distance: 5, at: 5)
+            try await bobsTablet.engine.sendChanges()
+
+            // The first sync of a device is a sign-in; its answer lost once, the check is retried.
+            let (flakyAlice, faults) = SyncFaultTests.flaky(container(alice))
+            let phone = try Device(path: try SyncEngineTests.temporaryPath("phone"), database: flakyAlice)
+            var (engine, recorder) = Self.engine(phone, flakyAlice.container)
+            faults.inject(.dropAnswer, times: 1) { $0.url.path.hasSuffix("users/caller") }
+            let alicesDrive = try phone.recordDrive(name: "Alice's drive", distance: 1, at: 1)
+            try await engine.sendChanges()
+            try await engine.fetchChanges()
+            #expect(recorder.changes == [.signIn(currentUser: alice.userRecordName)])
+            #expect(faults.sentPaths.filter { $0.hasSuffix("users/caller") }.count == 2)
+            // An edit Alice never sent.
+            try phone.rename(alicesDrive, to: "Alice's unsent edit", at: 2)
+
+            // Bob signs in on the same device: Alice's rows and her unsent edit are gone, and never reach Bob's data.
+            (engine, recorder) = Self.engine(phone, container(bob))
+            try await engine.fetchChanges()
+            try await engine.sendChanges()
+            #expect(recorder.changes == [.switchAccounts(previousUser: alice.userRecordName, currentUser: bob.userRecordName)])
+            #expect(try phone.names() == [bobsDrive: "Bob's drive"])
+            let bobsServer = try await container(bob).privateCloudDatabase.zoneChanges(GhostCar.zone, since: nil)
+            #expect(bobsServer.records.map(\.recordID.recordName) == [bobsDrive])
+            let alicesServer = try await container(alice).privateCloudDatabase.records(named: [alicesDrive], in: GhostCar.zone)
+            #expect(alicesServer[alicesDrive]?.fields["customName"] == .string("Alice's drive"))
+
+            // An expired or revoked token is not a sign-out: the sync fails, and nothing is forgotten.
+            var expired = container(bob)
+            expired.webAuthToken = "no-longer-valid-token"
+            try phone.rename(bobsDrive, to: "Bob, offline edit", at: 6)
+            (engine, recorder) = Self.engine(phone, expired)
+            await #expect(throws: CloudError.self) { try await engine.fetchChanges() }
+            #expect(recorder.changes.isEmpty)
+            #expect(try phone.names() == [bobsDrive: "Bob, offline edit"])
+            #expect(try await phone.store.pendingRecordZoneChanges().count == 1)
+
+            // Signing out (no token): Bob's rows go too, and sync asks for a sign-in.
+            var signedOut = container(bob)
+            signedOut.webAuthToken = nil
+            (engine, recorder) = Self.engine(phone, signedOut)
+            await #expect(throws: CloudError.self) { try await engine.fetchChanges() }
+            #expect(recorder.changes == [.signOut(previousUser: bob.userRecordName)])
+            #expect(try phone.count() == 0)
+            #expect(try await phone.store.pendingRecordZoneChanges().isEmpty)
+        }
+    }
+}
