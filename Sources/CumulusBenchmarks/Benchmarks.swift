@@ -26,17 +26,23 @@ struct Benchmarks {
         var records = 50_000
         var concurrency = 4
         var feedRecords = 100_000
+        var only: String?
         while let argument = arguments.popFirst() {
             switch argument {
+            case "--only": only = arguments.popFirst()
             case "--records": records = Int(arguments.popFirst() ?? "") ?? records
             case "--concurrency": concurrency = Int(arguments.popFirst() ?? "") ?? concurrency
             case "--feed-records": feedRecords = Int(arguments.popFirst() ?? "") ?? feedRecords
-            default: fatalError("unknown argument \(argument); use --records N --concurrency C")
+            default: fatalError("unknown argument \(argument); use --records N --concurrency C --feed-records N --only sync")
             }
         }
         LoggingSystem.bootstrap { StreamLogHandler.standardError(label: $0, metadataProvider: nil) }
         print("| benchmark | records | seconds | records/s | notes |")
         print("|---|---:|---:|---:|---|")
+        if only == "sync" {
+            try await initialSyncAndLatency(records: feedRecords)
+            return
+        }
         for clients in Set([1, concurrency]).sorted() {
             try await modifyOverHTTP(records: records, concurrency: clients)
         }
@@ -340,14 +346,30 @@ struct Benchmarks {
                 serverURL: URL(string: "http://127.0.0.1:\(client.port!)")!, containerIdentifier: container, apiToken: apiToken,
                 webAuthToken: webToken
             )
-            func device(_ name: String) throws -> (DatabaseQueue, GRDBSyncStore, SyncEngine) {
-                let queue = try DatabaseQueue(path: directory.appendingPathComponent("\(name).sqlite").path)
+            func device(_ name: String) throws -> (DatabasePool, GRDBSyncStore, SyncEngine) {
+                // A DatabasePool (WAL), as GRDB recommends for apps.
+                let queue = try DatabasePool(path: directory.appendingPathComponent("\(name).sqlite").path)
                 try GhostCar.migrate(queue)
                 let syncStore = try GRDBSyncStore(writer: queue, scope: "private")
                 let adapter = GRDBSyncAdapter(writer: queue, store: syncStore, tables: [GhostCar.drivesTable()])
                 let engine = SyncEngine(.init(database: cloud.privateCloudDatabase, stateStore: syncStore, delegate: adapter))
                 return (queue, syncStore, engine)
             }
+            // The feed alone, read and parsed by the client: what the device's work adds to it shows below.
+            let feedStart = ContinuousClock.now
+            var feedToken: String?
+            var feedCount = 0
+            repeat {
+                let page = try await cloud.privateCloudDatabase.zoneChanges(GhostCar.zone, since: feedToken)
+                feedCount += page.records.count
+                feedToken = page.moreComing ? page.syncToken : nil
+            } while feedToken != nil
+            let feedSeconds = (ContinuousClock.now - feedStart).seconds
+            print(
+                "| the same feed read and parsed by CloudDatabase, nothing stored | \(feedCount) | \(format(feedSeconds)) | "
+                    + "\(Int(Double(feedCount) / feedSeconds)) | pages of 200 over loopback HTTP |"
+            )
+
             let memoryBefore = peakMemoryMiB()
             let (fresh, _, freshEngine) = try device("fresh")
             let start = ContinuousClock.now

@@ -234,35 +234,45 @@ public actor SyncEngine {
         }
     }
 
+    /// Pages are pipelined: the next page is requested as soon as a page arrives, while the delegate applies that
+    /// one, so the server's and the network's work overlaps the device's. A token is saved only after its page is
+    /// applied, so a crash at any point resumes from the last applied page.
     private func fetchZone(_ zoneID: ZoneID) async throws {
-        var token = try await store.zoneToken(for: zoneID)
+        let database = self.database
+        func request(_ since: String?) -> Task<ZoneChanges, any Error> {
+            Task { try await self.withRetries { try await database.zoneChanges(zoneID, since: since) } }
+        }
+        let token = try await store.zoneToken(for: zoneID)
         var reconciling = false
         var present = Set<String>()
-        var more = true
-        while more {
+        var next: Task<ZoneChanges, any Error>? = request(token)
+        defer { next?.cancel() }
+        var requestedWithToken = token != nil
+        while let pending = next {
             let changes: ZoneChanges
             do {
-                let since = token
-                changes = try await withRetries { try await self.database.zoneChanges(zoneID, since: since) }
-            } catch let error as CloudError where error.code == .server(.badRequest) && error.reason.contains("syncToken") && token != nil {
+                changes = try await pending.value
+            } catch let error as CloudError where error.code == .server(.badRequest) && error.reason.contains("syncToken") && requestedWithToken {
                 // The token is unusable (the zone was recreated): start over and reconcile.
-                token = nil
                 reconciling = true
                 present = []
                 try await store.setZoneToken(nil, for: zoneID)
+                requestedWithToken = false
+                next = request(nil)
                 continue
             } catch let error as CloudError where error.code == .server(.zoneNotFound) {
+                next = nil
                 try await delegate.handleEvent(.fetchedDatabaseChanges(modified: [], deleted: [zoneID]), syncEngine: self)
                 try await store.setZoneToken(nil, for: zoneID)
                 return
             }
+            next = changes.moreComing ? request(changes.syncToken) : nil
+            requestedWithToken = true
             if reconciling { present.formUnion(changes.records.map(\.recordID.recordName)) }
             try await delegate.handleEvent(
                 .fetchedRecordZoneChanges(zoneID: zoneID, modified: changes.records, deleted: changes.deletions.map(\.recordID)), syncEngine: self
             )
             try await store.setZoneToken(changes.syncToken, for: zoneID)
-            token = changes.syncToken
-            more = changes.moreComing
         }
         if reconciling {
             try await delegate.handleEvent(.reconciledZone(zoneID: zoneID, present: present), syncEngine: self)
@@ -405,7 +415,7 @@ public actor SyncEngine {
     }
 
     /// Retries transient failures (throttling, unavailable, network) with backoff honouring `retryAfter`.
-    private func withRetries<T: Sendable>(_ operation: @Sendable () async throws -> T) async throws -> T {
+    private nonisolated func withRetries<T: Sendable>(_ operation: @Sendable () async throws -> T) async throws -> T {
         var attempt = 1
         while true {
             do {

@@ -115,16 +115,27 @@ public final class GRDBSyncAdapter: SyncEngineDelegate {
         let store = self.store
         let reports: [Report] = try await writer.write { db in
             var reports: [Report] = []
-            for record in modified.map({ self.normalized($0, shared: shared) }) {
+            let records = modified.map { self.normalized($0, shared: shared) }
+            // One statement for the page: most fetched records have no local edit waiting.
+            let pendingSaves = try store.pendingSaves(among: records.map(\.recordID), in: db)
+            // Rows without a local edit are written in bulk, per table; the others are merged one by one.
+            var plain: [String: [CloudRecord]] = [:]
+            var stored: [CloudRecord] = []
+            stored.reserveCapacity(records.count)
+            for record in records {
                 guard let table = self.table(recordType: record.recordType) else { continue }
-                if try store.hasPendingSave(record.recordID, in: db), let local = try table.record(record.recordID, in: db) {
+                if pendingSaves.contains(record.recordID), let local = try table.record(record.recordID, in: db) {
                     // A local edit not sent yet meets a newer server version: merge them, and send the merge if it differs.
                     reports += try self.settle(local: local, server: record, table: table, existsConflict: false, in: db)
                     continue
                 }
-                try table.upsert(record, in: db)
-                try store.setServerRecord(record, for: record.recordID, in: db)
+                plain[table.tableName, default: []].append(record)
+                stored.append(record)
             }
+            for table in self.tables {
+                if let rows = plain[table.tableName] { try table.upsert(rows, in: db) }
+            }
+            try store.setServerRecords(stored, in: db)
             for recordID in deleted.map({ self.normalized($0, shared: shared) }) {
                 for table in self.tables where table.holds(recordID.zoneID) { try table.delete(recordID, in: db) }
                 try store.forget(recordID, in: db)

@@ -116,8 +116,36 @@ public final class GRDBSyncStore: SyncStateStore {
         ).execute(
             arguments: [
                 scope, recordID.zoneID.zoneName, Self.owner(recordID.zoneID), recordID.recordName, record.recordType, record.recordChangeTag,
-                Data(RecordFieldsCoding.canonical(record.fields)),
+                Data(ServerFieldsCoding.encode(record.fields)),
             ])
+    }
+
+    /// ``setServerRecord(_:for:in:)`` for a page of records: one multi-row statement.
+    public func setServerRecords(_ records: [CloudRecord], in db: Database) throws {
+        let rowsPerStatement = 32_000 / 7
+        var start = 0
+        while start < records.count {
+            let chunk = records[start..<min(start + rowsPerStatement, records.count)]
+            start += chunk.count
+            var values: [DatabaseValue] = []
+            values.reserveCapacity(chunk.count * 7)
+            for record in chunk {
+                let id = record.recordID
+                values += [
+                    scope.databaseValue, id.zoneID.zoneName.databaseValue, Self.owner(id.zoneID).databaseValue, id.recordName.databaseValue,
+                    record.recordType.databaseValue, record.recordChangeTag.databaseValue,
+                    Data(ServerFieldsCoding.encode(record.fields)).databaseValue,
+                ]
+            }
+            try db.cachedStatement(
+                sql: """
+                    INSERT INTO cumulus_sync_metadata (scope, zone_name, owner, record_name, record_type, change_tag, server_fields)
+                    VALUES \(Array(repeating: "(?, ?, ?, ?, ?, ?, ?)", count: chunk.count).joined(separator: ", "))
+                    ON CONFLICT (scope, zone_name, owner, record_name) DO UPDATE SET change_tag = excluded.change_tag,
+                        record_type = excluded.record_type, server_fields = excluded.server_fields
+                    """
+            ).execute(arguments: StatementArguments(values))
+        }
     }
 
     /// The fields of the server's version this device last saw, if any.
@@ -128,15 +156,13 @@ public final class GRDBSyncStore: SyncStateStore {
                     sql: "SELECT server_fields FROM cumulus_sync_metadata WHERE scope = ? AND zone_name = ? AND owner = ? AND record_name = ?"),
                 arguments: [scope, recordID.zoneID.zoneName, Self.owner(recordID.zoneID), recordID.recordName])
         else { return nil }
-        return try? RecordFieldsCoding.parseCanonical(Array(data))
+        return ServerFieldsCoding.decode(Array(data))
     }
 
     /// Forgets a record's system fields (it was deleted).
     public func forget(_ recordID: RecordID, in db: Database) throws {
-        try db.execute(
-            sql: "DELETE FROM cumulus_sync_metadata WHERE scope = ? AND zone_name = ? AND owner = ? AND record_name = ?",
-            arguments: [scope, recordID.zoneID.zoneName, Self.owner(recordID.zoneID), recordID.recordName]
-        )
+        try db.cachedStatement(sql: "DELETE FROM cumulus_sync_metadata WHERE scope = ? AND zone_name = ? AND owner = ? AND record_name = ?")
+            .execute(arguments: [scope, recordID.zoneID.zoneName, Self.owner(recordID.zoneID), recordID.recordName])
     }
 
     /// Drops a record's pending save or deletion (it is settled otherwise), inside the caller's transaction.
@@ -151,11 +177,34 @@ public final class GRDBSyncStore: SyncStateStore {
     /// Whether a record has a pending save.
     public func hasPendingSave(_ recordID: RecordID, in db: Database) throws -> Bool {
         try Bool.fetchOne(
-            db,
-            sql:
-                "SELECT EXISTS (SELECT 1 FROM cumulus_sync_pending WHERE scope = ? AND zone_name = ? AND owner = ? AND record_name = ? AND kind = 'save')",
+            db.cachedStatement(
+                sql:
+                    "SELECT EXISTS (SELECT 1 FROM cumulus_sync_pending WHERE scope = ? AND zone_name = ? AND owner = ? AND record_name = ? AND kind = 'save')"
+            ),
             arguments: [scope, recordID.zoneID.zoneName, Self.owner(recordID.zoneID), recordID.recordName]
         ) ?? false
+    }
+
+    /// Which of these records have a pending save: one statement for a page of fetched records.
+    public func pendingSaves(among recordIDs: [RecordID], in db: Database) throws -> Set<RecordID> {
+        guard !recordIDs.isEmpty else { return [] }
+        let names = try JSONEncoder().encode(Array(Set(recordIDs.map(\.recordName))))
+        let rows = try Row.fetchAll(
+            db.cachedStatement(
+                sql: """
+                    SELECT zone_name, owner, record_name FROM cumulus_sync_pending
+                    WHERE scope = ? AND kind = 'save' AND record_name IN (SELECT value FROM json_each(?))
+                    """),
+            arguments: [scope, String(decoding: names, as: UTF8.self)]
+        )
+        let candidates = Set(recordIDs)
+        var found = Set<RecordID>()
+        for row in rows {
+            let owner: String = row[1]
+            let id = RecordID(recordName: row[2], zoneID: ZoneID(zoneName: row[0], ownerRecordName: owner.isEmpty ? nil : owner))
+            if candidates.contains(id) { found.insert(id) }
+        }
+        return found
     }
 
     /// Forgets everything of a zone (it was deleted, or a share was lost).

@@ -384,6 +384,52 @@ struct CloudShareTests {
     }
 }
 
+/// Feed pages are requested ahead while the previous one is applied: lost answers and an interrupted fetch still
+/// leave exactly the applied pages on the device, and the next fetch resumes after them.
+@Suite("Sync engine: pipelined feed pages")
+struct PipelinedFetchTests {
+    static func isLaterPage(_ request: TransportRequest) -> Bool {
+        request.url.path.hasSuffix("changes/zone") && String(decoding: request.body ?? Data(), as: UTF8.self).contains("syncToken")
+    }
+
+    @Test func aLostPageIsRetriedAndAnInterruptedFetchResumesAfterTheAppliedPages() async throws {
+        let world = try await TestWorld.make()
+        try await SyncEngineTests.live(world) { container in
+            let database = container(world.alice).privateCloudDatabase
+            try await database.save(zones: [GhostCar.zone])
+            let phone = try Device(path: try SyncEngineTests.temporaryPath("phone"), database: database)
+            try await phone.queue.write { db in
+                for index in 0..<1_000 {
+                    let id = String(format: "drive-%04d", index)
+                    try db.execute(sql: "INSERT INTO drives (id, distance, modifiedAt) VALUES (?, ?, 1)", arguments: [id, Double(index)])
+                    try phone.store.enqueue([.saveRecord(RecordID(recordName: id, zoneID: GhostCar.zone))], in: db)
+                }
+            }
+            try await phone.engine.sendChanges()
+
+            // A lost answer of a page requested ahead: retried, nothing missing.
+            let (flaky, faults) = SyncFaultTests.flaky(container(world.alice))
+            let tablet = try Device(path: try SyncEngineTests.temporaryPath("tablet"), database: flaky)
+            faults.inject(.dropAnswer, times: 1, when: Self.isLaterPage)
+            try await tablet.engine.fetchChanges()
+            #expect(try tablet.count() == 1_000)
+
+            // The network goes after the first page: the fetch fails, with exactly that page applied and its token kept
+            // (the next fetch asks for the rest only).
+            let laptop = try Device(path: try SyncEngineTests.temporaryPath("laptop"), database: flaky)
+            faults.inject(.failBeforeSending, times: 1_000, when: Self.isLaterPage)
+            await #expect(throws: CloudError.self) { try await laptop.engine.fetchChanges() }
+            #expect(try laptop.count() == 200)
+            faults.heal()
+            let before = faults.sentPaths.count
+            try await laptop.engine.fetchChanges()
+            #expect(try laptop.count() == 1_000)
+            let zoneRequests = faults.sentPaths.dropFirst(before).filter { $0.hasSuffix("changes/zone") }.count
+            #expect(zoneRequests == 4, "the remaining 800 records, in pages of 200")
+        }
+    }
+}
+
 /// Forwards to a delegate and keeps the account changes it passes on.
 final class AccountChangeRecorder: SyncEngineDelegate, @unchecked Sendable {
     let wrapped: any SyncEngineDelegate
@@ -465,5 +511,35 @@ struct SyncAccountChangeTests {
             #expect(try phone.count() == 0)
             #expect(try await phone.store.pendingRecordZoneChanges().isEmpty)
         }
+    }
+}
+
+@Suite("GRDB sync store: the server's fields, the ancestor of merges")
+struct ServerFieldsTests {
+    @Test func everyFieldTypeReadsBackAsStoredAndOlderJSONRowsStillRead() async throws {
+        let queue = try DatabaseQueue()
+        let store = try GRDBSyncStore(writer: queue, scope: "private")
+        let id = RecordID(recordName: "r", zoneID: ZoneID(zoneName: "Z"))
+        var record = CloudRecord(recordType: "T", recordID: id)
+        record.fields = [
+            "s": .string("héllo \"quoted\""), "i": .int64(-42), "d": .double(2.5), "t": .timestamp(1_700_000_000_123),
+            "b": .bytes(Data([0, 1, 2, 255])), "r": .reference(Reference(recordName: "other", action: .deleteSelf)),
+            "l": .location(Location(latitude: 51.5, longitude: -0.12)), "list": .list(.int64, [.int64(1), .int64(2)]), "": .string("empty name"),
+        ]
+        record.recordChangeTag = "tag-1"
+        let stored = record
+        try await queue.write { db in try store.setServerRecords([stored], in: db) }
+        let read = try await queue.read { db in try store.lastServerFields(for: id, in: db) }
+        #expect(read == stored.fields)
+
+        // Rows written before the binary form hold canonical JSON.
+        try await queue.write { db in
+            try db.execute(
+                sql: "UPDATE cumulus_sync_metadata SET server_fields = ?",
+                arguments: [Data(RecordFieldsCoding.canonical(["s": .string("old"), "i": .int64(7)]))])
+        }
+        let legacy = try await queue.read { db in try store.lastServerFields(for: id, in: db) }
+        #expect(legacy == ["s": .string("old"), "i": .int64(7)])
+        #expect(try await queue.read { db in try store.changeTag(for: id, in: db) } == "tag-1")
     }
 }

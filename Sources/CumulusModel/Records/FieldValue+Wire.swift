@@ -18,6 +18,10 @@ extension FieldValue {
         guard let tag = try object.string("type") else {
             return try infer(value, path: valuePath)
         }
+        // The common case, a scalar tag as CloudKit writes it, without case folding: this runs for every field read.
+        if let type = FieldType(rawValue: tag) {
+            return try read(value, as: type, path: valuePath)
+        }
         let normalized = tag.uppercased()
         if normalized.hasSuffix("_LIST") {
             let elementTag = String(normalized.dropLast(5))
