@@ -62,6 +62,14 @@ extension SQLiteRecordStore {
         z.zone_name, d.container_id, d.environment, d.owner_record_name
         """
 
+    /// Reads a participant selected as `user_record_name, type, permission, status, email`.
+    static func participant(_ row: Row) -> ShareParticipantState {
+        ShareParticipantState(
+            userRecordName: row[0], type: ParticipantType(rawValue: row[1]) ?? .user, permission: SharePermission(rawValue: row[2]) ?? .readOnly,
+            status: ParticipantStatus(rawValue: row[3]) ?? .invited, email: row[4]
+        )
+    }
+
     /// Loads shares selected by a condition on `s` (shares), `z` (zones) and `d` (databases).
     static func loadShares(_ db: Database, where condition: String, arguments: StatementArguments) throws -> [ShareState] {
         let rows = try Row.fetchAll(
@@ -81,14 +89,7 @@ extension SQLiteRecordStore {
             let participants = try Row.fetchAll(
                 db, sql: "SELECT user_record_name, type, permission, status, email FROM share_participants WHERE share_id = ? ORDER BY position",
                 arguments: [shareID]
-            ).map { participant in
-                ShareParticipantState(
-                    userRecordName: participant[0], type: ParticipantType(rawValue: participant[1]) ?? .user,
-                    permission: SharePermission(rawValue: participant[2]) ?? .readOnly,
-                    status: ParticipantStatus(rawValue: participant[3]) ?? .invited,
-                    email: participant[4]
-                )
-            }
+            ).map(participant)
             let shareRecordName: String = row[1]
             let record = try liveRecords(db, zoneRowID: zoneRowID, zoneID: database.zoneID(zoneName), names: [shareRecordName])[shareRecordName]
             return ShareState(
@@ -142,53 +143,33 @@ extension SQLiteRecordStore {
         )!
     }
 
-    /// What a user's accepted shares let them see in one zone.
-    struct ViewAccess: Codable, Hashable {
-        var zoneWide: Bool
-        var roots: [String]
-        var shareRecordNames: [String]
-
-        var json: String { String(decoding: (try? JSONEncoder().encode(self)) ?? Data(), as: UTF8.self) }
-
-        init(zoneWide: Bool, roots: [String], shareRecordNames: [String]) {
-            self.zoneWide = zoneWide
-            self.roots = roots
-            self.shareRecordNames = shareRecordNames
-        }
-
-        init?(json: String?) {
-            guard let json, let access = try? JSONDecoder().decode(Self.self, from: Data(json.utf8)) else { return nil }
-            self = access
-        }
-    }
-
     /// A user's access to a zone through the shares they accepted, or `nil` when they see nothing of it.
-    static func viewAccess(_ db: Database, zoneRowID: Int64, user: String) throws -> ViewAccess? {
+    static func viewAccess(_ db: Database, zoneRowID: Int64, user: String) throws -> SharedViewAccess? {
         let rows = try Row.fetchAll(
             db,
             sql: """
                 SELECT s.root_record_name, s.share_record_name FROM share_participants p JOIN shares s ON s.id = p.share_id
                 WHERE s.zone_id = ? AND p.user_record_name = ? AND p.status = 'ACCEPTED' AND p.type <> 'OWNER'
-                ORDER BY s.share_record_name
                 """,
             arguments: [zoneRowID, user]
         )
-        guard !rows.isEmpty else { return nil }
-        let roots: [String] = rows.compactMap { $0[0] }
-        return ViewAccess(zoneWide: roots.count < rows.count, roots: roots.sorted(), shareRecordNames: rows.map { $0[1] })
+        return SharedViewAccess(acceptedShares: rows.map { (rootRecordName: $0[0], shareRecordName: $0[1]) })
     }
 
-    /// Makes each user's view of a zone match their accepted shares: it appears, is reported deleted, or, when what
-    /// they may see in it changed, reports each record they started or stopped seeing.
+    /// Makes each user's view of a zone match their accepted shares (``SharePlanner/viewTransition(stored:access:)``):
+    /// it appears, is reported deleted, or, when what they may see in it changed, reports each record they started or
+    /// stopped seeing.
     static func refreshViews(_ db: Database, zoneRowID: Int64, users: Set<String>) throws {
         for user in users.sorted() {
             let access = try viewAccess(db, zoneRowID: zoneRowID, user: user)
             let view = try Row.fetchOne(
                 db, sql: "SELECT deleted, access FROM shared_zone_views WHERE user_record_name = ? AND zone_id = ?", arguments: [user, zoneRowID]
             )
-            let viewEnded: Bool? = view?[0]
-            switch (access, viewEnded) {
-            case (let access?, nil), (let access?, true?):
+            let stored = view.map { row in
+                (ended: row[0] as Bool, access: (row[1] as String?).flatMap { try? JSONDecoder().decode(SharedViewAccess.self, from: Data($0.utf8)) })
+            }
+            switch SharePlanner.viewTransition(stored: stored, access: access) {
+            case .begin(let access):
                 let sequence = try bumpSharedDatabase(db, user: user)
                 // A new view starts from nothing: the device fetches the zone without a token.
                 try db.execute(
@@ -198,9 +179,9 @@ extension SQLiteRecordStore {
                         INSERT INTO shared_zone_views (user_record_name, zone_id, view_seq, deleted, access) VALUES (?, ?, ?, 0, ?)
                         ON CONFLICT (user_record_name, zone_id) DO UPDATE SET view_seq = excluded.view_seq, deleted = 0, access = excluded.access
                         """,
-                    arguments: [user, zoneRowID, sequence, access.json]
+                    arguments: [user, zoneRowID, sequence, Self.json(access)]
                 )
-            case (nil, false?):
+            case .end:
                 let sequence = try bumpSharedDatabase(db, user: user)
                 try db.execute(
                     sql: "UPDATE shared_zone_views SET view_seq = ?, deleted = 1, access = NULL WHERE user_record_name = ? AND zone_id = ?",
@@ -208,27 +189,31 @@ extension SQLiteRecordStore {
                 )
                 try db.execute(
                     sql: "DELETE FROM participant_changes WHERE user_record_name = ? AND zone_id = ?", arguments: [user, zoneRowID])
-            case (let access?, false?):
-                let previous = ViewAccess(json: view?[1])
-                guard previous != access else { continue }
+            case .change(let previous, let current):
                 if let previous {
-                    try recordAccessChange(db, zoneRowID: zoneRowID, user: user, from: previous, to: access)
+                    try recordAccessChange(db, zoneRowID: zoneRowID, user: user, from: previous, to: current)
                 }
                 let sequence = try bumpSharedDatabase(db, user: user)
                 try db.execute(
                     sql: "UPDATE shared_zone_views SET view_seq = ?, access = ? WHERE user_record_name = ? AND zone_id = ?",
-                    arguments: [sequence, access.json, user, zoneRowID]
+                    arguments: [sequence, Self.json(current), user, zoneRowID]
                 )
-            case (nil, nil), (nil, true?):
+            case .none:
                 continue
             }
         }
     }
 
+    private static func json(_ access: SharedViewAccess) -> String {
+        String(decoding: (try? JSONEncoder().encode(access)) ?? Data("null".utf8), as: UTF8.self)
+    }
+
     /// Gives every record seen under exactly one of two accesses a new position in the user's zone feed, so the
     /// feed reports it: as its current state if the user sees it now, as a deletion if not. One statement; the zone's
     /// sequence advances past the positions taken.
-    private static func recordAccessChange(_ db: Database, zoneRowID: Int64, user: String, from old: ViewAccess, to new: ViewAccess) throws {
+    private static func recordAccessChange(_ db: Database, zoneRowID: Int64, user: String, from old: SharedViewAccess, to new: SharedViewAccess)
+        throws
+    {
         let base = try Int64.fetchOne(db, sql: "SELECT change_seq FROM zones WHERE id = ?", arguments: [zoneRowID]) ?? 0
         try db.execute(
             sql: """
