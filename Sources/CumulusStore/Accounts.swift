@@ -79,3 +79,12 @@ public struct ServerKeyRecord: Sendable, Hashable {
         self.revoked = revoked
     }
 }
+
+/// The secret that signs change tokens and continuation markers (see ``RecordStore/serverSecret(logger:)``).
+public enum ServerSecret {
+    /// 32 random bytes: what a store offers when it has no secret yet.
+    public static func makeCandidate() -> [UInt8] {
+        var generator = SystemRandomNumberGenerator()
+        return (0..<32).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
+    }
+}

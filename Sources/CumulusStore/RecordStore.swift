@@ -53,7 +53,8 @@ public protocol RecordStore: Sendable {
     func setDiscoverable(userRecordName: String, _ discoverable: Bool, logger: Logger) async throws
 
     /// A random secret created once per store and kept: it signs change tokens and continuation markers, so they stay
-    /// valid across restarts and across servers sharing the store.
+    /// valid across restarts and across servers sharing the store. A store inserts ``ServerSecret/makeCandidate()``
+    /// only if no secret exists and returns the stored one: the first writer wins, from any process.
     func serverSecret(logger: Logger) async throws -> [UInt8]
 
     // MARK: - Zones

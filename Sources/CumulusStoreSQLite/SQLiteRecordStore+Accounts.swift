@@ -183,8 +183,7 @@ extension SQLiteRecordStore {
     }
 
     public func serverSecret(logger: Logger) async throws -> [UInt8] {
-        var generator = SystemRandomNumberGenerator()
-        let candidate = Data((0..<32).map { _ in UInt8.random(in: .min ... .max, using: &generator) })
+        let candidate = Data(ServerSecret.makeCandidate())
         return try await write { db in
             // The first writer's secret wins; every later call, from any process, reads the same one.
             try db.execute(sql: "INSERT OR IGNORE INTO server_secrets (name, value) VALUES ('tokens', ?)", arguments: [candidate])

@@ -9,35 +9,21 @@ extension SQLiteRecordStore {
         _ snapshots: [LinkSnapshot], uploader: LinkUploader, quota: LinkQuota, now: Int64, logger: Logger
     ) async throws -> LinkQuotaDecision {
         try await write { db in
-            let hour: Int64 = 3_600_000
-            let day: Int64 = 24 * hour
-            // Each window: how many uploads it holds, and when its oldest one leaves it.
-            func window(_ condition: String, _ arguments: StatementArguments, length: Int64) throws -> (count: Int, oldest: Int64?) {
+            // The store counts each window in the upload log; the quota decides (the same for every store).
+            let usage = try quota.windows.map { window in
+                let (condition, arguments): (String, StatementArguments) =
+                    switch window.scope {
+                    case .device: ("container_id = ? AND device_id = ?", [uploader.container, uploader.deviceID])
+                    case .address: ("ip_address = ?", [uploader.ipAddress])
+                    }
                 let row = try Row.fetchOne(
                     db, sql: "SELECT COUNT(*), MIN(created_at) FROM link_uploads WHERE \(condition) AND created_at > ?",
-                    arguments: arguments + [now - length]
+                    arguments: arguments + [now - window.length]
                 )!
-                return (row[0], row[1])
+                return LinkQuotaUsage(count: row[0], oldest: row[1])
             }
-            let device: StatementArguments = [uploader.container, uploader.deviceID]
-            let checks: [(Int, (count: Int, oldest: Int64?), Int64, String)] = [
-                (
-                    quota.perDevicePerHour, try window("container_id = ? AND device_id = ?", device, length: hour), hour,
-                    "\(quota.perDevicePerHour) links an hour from this device"
-                ),
-                (
-                    quota.perDevicePerDay, try window("container_id = ? AND device_id = ?", device, length: day), day,
-                    "\(quota.perDevicePerDay) links a day from this device"
-                ),
-                (
-                    quota.perAddressPerHour, try window("ip_address = ?", [uploader.ipAddress], length: hour), hour,
-                    "\(quota.perAddressPerHour) links an hour from this address"
-                ),
-            ]
-            for (limit, usage, length, reason) in checks where usage.count >= limit {
-                let retryAfter = max(1, Int(((usage.oldest ?? now) + length - now + 999) / 1000))
-                return .rejected(retryAfter: retryAfter, reason: reason)
-            }
+            let decision = quota.decide(usage: usage, now: now)
+            guard decision == .accepted else { return decision }
             try db.execute(
                 sql: "INSERT INTO link_uploads (container_id, device_id, ip_address, created_at) VALUES (?, ?, ?, ?)",
                 arguments: [uploader.container, uploader.deviceID, uploader.ipAddress, now]
@@ -77,7 +63,7 @@ extension SQLiteRecordStore {
         try await write { db in
             try db.execute(sql: "DELETE FROM link_snapshots WHERE expires_at <= ?", arguments: [now])
             let deleted = db.changesCount
-            try db.execute(sql: "DELETE FROM link_uploads WHERE created_at <= ?", arguments: [now - 24 * 3_600_000])
+            try db.execute(sql: "DELETE FROM link_uploads WHERE created_at <= ?", arguments: [now - LinkQuota.retention])
             return deleted
         }
     }

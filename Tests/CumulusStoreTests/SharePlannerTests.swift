@@ -183,3 +183,32 @@ struct SharePlannerTests {
         #expect(SharePlanner.viewTransition(stored: (ended: true, access: nil), access: nil) == .none)
     }
 }
+
+/// The share-a-copy upload quota every store applies, tested without a database.
+@Suite("LinkQuota")
+struct LinkQuotaTests {
+    @Test func theFirstFullWindowRefusesAndSaysWhenItFrees() {
+        let quota = LinkQuota(perDevicePerHour: 2, perDevicePerDay: 3, perAddressPerHour: 10)
+        let now: Int64 = 10_000_000
+        #expect(quota.windows.map(\.length) == [3_600_000, 86_400_000, 3_600_000])
+        let fits = [
+            LinkQuotaUsage(count: 1, oldest: now - 1000), LinkQuotaUsage(count: 2, oldest: now - 1000), LinkQuotaUsage(count: 0, oldest: nil),
+        ]
+        #expect(quota.decide(usage: fits, now: now) == .accepted)
+        // The hour is full: its oldest upload, 10 minutes old, leaves it in 50 minutes.
+        let hourFull = [
+            LinkQuotaUsage(count: 2, oldest: now - 600_000), LinkQuotaUsage(count: 2, oldest: now - 600_000), LinkQuotaUsage(count: 2, oldest: now),
+        ]
+        #expect(quota.decide(usage: hourFull, now: now) == .rejected(retryAfter: 3_000, reason: "2 links an hour from this device"))
+        let dayFull = [
+            LinkQuotaUsage(count: 0, oldest: nil), LinkQuotaUsage(count: 3, oldest: now - 86_000_000), LinkQuotaUsage(count: 0, oldest: nil),
+        ]
+        #expect(quota.decide(usage: dayFull, now: now) == .rejected(retryAfter: 400, reason: "3 links a day from this device"))
+        #expect(LinkQuota.retention >= quota.windows.map(\.length).max()!)
+    }
+
+    @Test func serverSecretCandidatesAreRandom() {
+        #expect(ServerSecret.makeCandidate().count == 32)
+        #expect(ServerSecret.makeCandidate() != ServerSecret.makeCandidate())
+    }
+}
