@@ -48,8 +48,9 @@ public func buildRouter(configuration: ServerConfiguration, store: any RecordSto
     let accounts = AccountService(store: store, webAuthTokenLifetime: configuration.webAuthTokenLifetime, clock: clock)
     let database = DatabaseService(store: store, limits: limits, clock: clock)
 
+    let address = PublicAddress(configured: configuration.publicBaseURL)
     let router = Router(context: CumulusRequestContext.self)
-    router.add(middleware: CloudKitErrorMiddleware(publicBaseURL: configuration.publicBaseURL))
+    router.add(middleware: CloudKitErrorMiddleware(address: address))
     router.get("health") { _, _ in "ok" }
 
     let databaseGroup = router.group("database/1/:container/:environment/:database")
@@ -58,13 +59,13 @@ public func buildRouter(configuration: ServerConfiguration, store: any RecordSto
                 accounts: accounts, limits: limits, clock: clock, signatureDateTolerance: configuration.signatureDateTolerance
             )
         )
-    DatabaseRoutes(database: database, accounts: accounts, limits: limits, publicBaseURL: configuration.publicBaseURL).register(on: databaseGroup)
-    ShareRoutes(database: database, accounts: accounts, publicBaseURL: configuration.publicBaseURL, appStoreID: configuration.appStoreID)
+    DatabaseRoutes(database: database, accounts: accounts, limits: limits, address: address).register(on: databaseGroup)
+    ShareRoutes(database: database, accounts: accounts, address: address, appStoreID: configuration.appStoreID)
         .register(on: router)
     AuthRoutes(accounts: accounts, limits: limits).register(on: router.group("auth/1/:container/:environment"))
     LinkRoutes(
         links: LinkService(store: store, clock: clock, limits: configuration.linkLimits), accounts: accounts,
-        publicBaseURL: configuration.publicBaseURL,
+        address: address,
         appStoreID: configuration.appStoreID, appleAppSiteAssociation: configuration.appleAppSiteAssociation
     ).register(on: router)
     return router

@@ -75,7 +75,7 @@ extension CumulusError.Code {
 /// never described to the client.
 struct CloudKitErrorMiddleware<Context: RequestContext>: RouterMiddleware {
     /// Base URL for the sign-in page named in `AUTHENTICATION_REQUIRED` answers; `nil` uses the request's host.
-    let publicBaseURL: String?
+    let address: PublicAddress
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         do {
@@ -117,7 +117,7 @@ struct CloudKitErrorMiddleware<Context: RequestContext>: RouterMiddleware {
 
     private func signInURL(for request: Request) -> String {
         // /database/1/{container}/{environment}/… → /auth/1/{container}/{environment}/signin
-        let base = publicBaseURL ?? "http://\(request.head.authority ?? "localhost")"
+        let base = address.base(for: request)
         let parts = request.uri.path.split(separator: "/")
         guard parts.count >= 4 else { return base }
         return "\(base)/auth/1/\(parts[2])/\(parts[3])/signin"

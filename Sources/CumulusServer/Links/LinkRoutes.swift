@@ -10,7 +10,7 @@ import Logging
 struct LinkRoutes {
     let links: LinkService
     let accounts: AccountService
-    let publicBaseURL: String?
+    let address: PublicAddress
     let appStoreID: String?
     let appleAppSiteAssociation: String?
 
@@ -20,10 +20,6 @@ struct LinkRoutes {
         uploads.post("records", use: uploadRecords)
         router.get("s/:id", use: download)
         router.get(".well-known/apple-app-site-association", use: appSiteAssociation)
-    }
-
-    private func baseURL(_ request: Request) -> String {
-        publicBaseURL ?? "http://\(request.head.authority ?? "localhost")"
     }
 
     // MARK: - Uploads
@@ -70,7 +66,7 @@ struct LinkRoutes {
             writer.key("id")
             writer.string(link.id)
             writer.key("url")
-            writer.string("\(baseURL(request))/s/\(link.id)")
+            writer.string("\(address.base(for: request))/s/\(link.id)")
             writer.key("expiresAt")
             writer.string(LinkService.iso8601(link.expiresAt))
             writer.endObject()
@@ -84,13 +80,8 @@ struct LinkRoutes {
 
     /// JSON for the app (`Accept: application/json`, or always at `/s/{id}.json`), an HTML page for a browser.
     @Sendable func download(_ request: Request, context: CumulusRequestContext) async throws -> Response {
-        var id = context.parameters.get("id") ?? ""
-        var wantsJSON = request.headers[.accept]?.contains("application/json") ?? false
-        if id.hasSuffix(".json") {
-            id = String(id.dropLast(5))
-            wantsJSON = true
-        }
-        let url = "\(baseURL(request))/s/\(id)"
+        let (id, wantsJSON) = PublicAddress.pageRequest(context.parameters.get("id") ?? "", request)
+        let url = "\(address.base(for: request))/s/\(id)"
         guard let snapshot = try await links.snapshot(id: id, logger: context.logger) else {
             if wantsJSON { throw CumulusError(.notFound, "This link has expired") }
             return .html(LinkPage.expired(), status: .notFound)

@@ -15,11 +15,11 @@ struct DatabaseRoutes {
     let accounts: AccountService
     let limits: Limits
     /// The configured public URL; `nil` uses the request's host.
-    let publicBaseURL: String?
+    let address: PublicAddress
 
     /// The stable link of a share: `{public URL}/share/{shortGUID}`.
     func shareURL(_ shortGUID: String, request: Request) -> String {
-        (publicBaseURL ?? "http://\(request.head.authority ?? "localhost")") + "/share/" + shortGUID
+        address.shareURL(shortGUID, for: request)
     }
 
     /// How share records of an answer are shown to its caller: whole, with the caller's own participation.

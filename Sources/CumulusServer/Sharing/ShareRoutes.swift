@@ -13,28 +13,19 @@ import Logging
 struct ShareRoutes {
     let database: DatabaseService
     let accounts: AccountService
-    let publicBaseURL: String?
+    let address: PublicAddress
     let appStoreID: String?
 
     func register(on router: Router<CumulusRequestContext>) {
         router.get("share/:shortGUID", use: share)
     }
 
-    private func url(_ shortGUID: String, request: Request) -> String {
-        (publicBaseURL ?? "http://\(request.head.authority ?? "localhost")") + "/share/" + shortGUID
-    }
-
     @Sendable func share(_ request: Request, context: CumulusRequestContext) async throws -> Response {
-        var shortGUID = context.parameters.get("shortGUID") ?? ""
-        var wantsJSON = request.headers[.accept]?.contains("application/json") ?? false
-        if shortGUID.hasSuffix(".json") {
-            shortGUID = String(shortGUID.dropLast(5))
-            wantsJSON = true
-        }
+        let (shortGUID, wantsJSON) = PublicAddress.pageRequest(context.parameters.get("shortGUID") ?? "", request)
         let preview = try await database.sharePreview(shortGUID: shortGUID, logger: context.logger)
         guard wantsJSON else {
             guard let preview else { return .html(SharePage.notFound(), status: .notFound) }
-            return .html(SharePage.share(preview, url: url(shortGUID, request: request), appStoreID: appStoreID), status: .ok)
+            return .html(SharePage.share(preview, url: address.shareURL(shortGUID, for: request), appStoreID: appStoreID), status: .ok)
         }
         guard let preview else { throw CumulusError(.notFound, "no share has this link") }
         let query = request.uri.queryParameters
@@ -44,7 +35,7 @@ struct ShareRoutes {
             let results = try await database.resolveShares(
                 caller: caller, request: ShortGUIDRequest(entries: [.init(value: shortGUID)]), accept: false, logger: context.logger)
             var writer = JSONWriter()
-            writer.shareLinkResults(results, viewer: caller.authorName) { url($0, request: request) }
+            writer.shareLinkResults(results, viewer: caller.authorName) { address.shareURL($0, for: request) }
             return .json(writer)
         }
         var writer = JSONWriter()
@@ -66,7 +57,7 @@ struct ShareRoutes {
         writer.key("publicPermission")
         writer.string(preview.share.publicPermission.rawValue)
         writer.key("webpageURL")
-        writer.string(url(shortGUID, request: request))
+        writer.string(address.shareURL(shortGUID, for: request))
         writer.endObject()
         writer.endArray()
         writer.endObject()
