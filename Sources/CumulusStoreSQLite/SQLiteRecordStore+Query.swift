@@ -73,21 +73,47 @@ extension SQLiteRecordStore {
         }
     }
 
-    /// Creates an expression index for each queried field, once: `(zone_id, record_type, json_extract(fields, …))`.
+    /// Creates an expression index for a queried field, `(zone_id, record_type, json_extract(fields, …))`, once, and
+    /// only for a field some live record holds, while fewer than `maximumFieldIndexes` exist. A made-up field name in a
+    /// query (anyone with the app's token can send one) then costs that query a scan, never a permanent index that
+    /// slows every later write. A field that appears later is indexed by the first query after it does.
     func ensureFieldIndexes(_ fields: Set<String>) async throws {
         let missing = knownFieldIndexes.withLock { fields.subtracting($0) }
         guard !missing.isEmpty else { return }
-        try await write { db in
-            for field in missing {
+        let maximum = maximumFieldIndexes
+        let created: Set<String> = try await write { db in
+            var indexed = Set<String>()
+            var count =
+                try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name LIKE 'records\\_field\\_%' ESCAPE '\\'")
+                ?? 0
+            for field in missing.sorted() {
+                let name = SQLiteQueryCompiler.indexName(field)
+                if try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?)", arguments: [name])
+                    ?? false
+                {
+                    indexed.insert(field)
+                    continue
+                }
+                guard count < maximum else { continue }
+                let held =
+                    try Bool.fetchOne(
+                        db,
+                        sql: "SELECT EXISTS (SELECT 1 FROM records WHERE deleted = 0 AND json_type(fields, '$.\"' || ? || '\"') IS NOT NULL)",
+                        arguments: [field]
+                    ) ?? false
+                guard held else { continue }
                 try db.execute(
                     sql: """
-                        CREATE INDEX IF NOT EXISTS \(SQLiteQueryCompiler.indexName(field))
+                        CREATE INDEX IF NOT EXISTS \(name)
                         ON records(zone_id, record_type, \(SQLiteQueryCompiler.fieldExpression(field))) WHERE deleted = 0
                         """
                 )
+                count += 1
+                indexed.insert(field)
             }
+            return indexed
         }
-        knownFieldIndexes.withLock { $0.formUnion(missing) }
+        knownFieldIndexes.withLock { $0.formUnion(created) }
     }
 }
 

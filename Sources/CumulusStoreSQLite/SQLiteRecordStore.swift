@@ -20,10 +20,14 @@ public final class SQLiteRecordStore: RecordStore {
         public var busyTimeout: TimeInterval
         /// Maximum number of concurrent read connections.
         public var maximumReaderCount: Int
+        /// At most this many queried fields get an expression index; queries on further fields still work, unindexed.
+        /// Every index slows every write, so one holder of the app's token must not be able to add them without end.
+        public var maximumFieldIndexes: Int
 
-        public init(busyTimeout: TimeInterval = 10, maximumReaderCount: Int = 8) {
+        public init(busyTimeout: TimeInterval = 10, maximumReaderCount: Int = 8, maximumFieldIndexes: Int = 64) {
             self.busyTimeout = busyTimeout
             self.maximumReaderCount = maximumReaderCount
+            self.maximumFieldIndexes = maximumFieldIndexes
         }
     }
 
@@ -31,6 +35,7 @@ public final class SQLiteRecordStore: RecordStore {
     let planner: RecordBatchPlanner
     /// Field expression indexes known to exist, so queries issue their `CREATE INDEX IF NOT EXISTS` once per process.
     let knownFieldIndexes = Mutex<Set<String>>([])
+    let maximumFieldIndexes: Int
 
     /// Opens (creating if needed) a store at a file path and migrates it.
     public convenience init(path: String, configuration: Configuration = .init()) throws {
@@ -48,7 +53,7 @@ public final class SQLiteRecordStore: RecordStore {
         } catch {
             throw Self.storeError(error, "could not open \(path)")
         }
-        try self.init(writer: pool)
+        try self.init(writer: pool, maximumFieldIndexes: configuration.maximumFieldIndexes)
     }
 
     /// Opens a private in-memory store, for tests.
@@ -59,8 +64,9 @@ public final class SQLiteRecordStore: RecordStore {
     }
 
     /// Wraps an open GRDB database and migrates it.
-    public init(writer: any DatabaseWriter) throws {
+    public init(writer: any DatabaseWriter, maximumFieldIndexes: Int = Configuration().maximumFieldIndexes) throws {
         self.writer = writer
+        self.maximumFieldIndexes = maximumFieldIndexes
         self.planner = RecordBatchPlanner(makeShortGUID: ShortGUID.make)
         do {
             try Self.migrator.migrate(writer)

@@ -21,8 +21,48 @@ struct SQLiteQueryPlanTests {
         }
     }
 
+    /// A store with one record holding `fields`: only fields some record holds are indexed.
+    func store(holding fields: [String: FieldValue], maximumFieldIndexes: Int = 64) async throws -> SQLiteRecordStore {
+        var config = GRDB.Configuration()
+        config.prepareDatabase { db in db.add(function: SQLiteRecordStore.distanceFunction) }
+        let store = try SQLiteRecordStore(writer: DatabaseQueue(configuration: config), maximumFieldIndexes: maximumFieldIndexes)
+        try await store.createContainer("c", createdAt: 0, logger: logger)
+        _ = try await store.modifyZones(
+            [ZoneOperation(operationType: .create, zoneID: ZoneID(zoneName: "Z"))], in: alice, timestamp: 0, logger: logger)
+        _ = try await store.modifyRecords(
+            RecordBatch(
+                database: alice, zoneName: "Z", atomic: true,
+                operations: [RecordModification(operationType: .create, recordName: "r", recordType: "Drive", fields: fields.mapValues { $0 })],
+                author: "_alice", deviceID: "d", timestamp: 0),
+            logger: logger)
+        return store
+    }
+
+    func fieldIndexes(_ store: SQLiteRecordStore) async throws -> Set<String> {
+        try await store.writer.read { db in
+            Set(try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'index' AND name LIKE 'records_field_%'"))
+        }
+    }
+
+    @Test func madeUpFieldNamesCreateNoIndexAndIndexesAreCapped() async throws {
+        let store = try await store(holding: ["name": .string("x"), "a": .int64(1), "b": .int64(2)], maximumFieldIndexes: 2)
+        func query(_ field: String) async throws {
+            _ = try await store.queryRecords(
+                RecordQuery(
+                    database: alice, zoneName: "Z", recordType: "Drive",
+                    filters: [QueryFilter(comparator: .equals, field: .field(field), value: .string("x"))], sorts: [], limit: 10),
+                logger: logger)
+        }
+        for index in 0..<50 { try await query("madeUp\(index)") }
+        #expect(try await fieldIndexes(store).isEmpty, "no record holds those fields")
+        try await query("name")
+        try await query("a")
+        try await query("b")
+        #expect(try await fieldIndexes(store) == [SQLiteQueryCompiler.indexName("name"), SQLiteQueryCompiler.indexName("a")], "capped at two")
+    }
+
     @Test func filtersAndSortsUseFieldIndexes() async throws {
-        let store = try SQLiteRecordStore.inMemory()
+        let store = try await store(holding: ["name": .string("x"), "duration": .double(1), "startTime": .timestamp(1)])
         let equality = RecordQuery(
             database: alice, zoneName: "Z", recordType: "Drive",
             filters: [QueryFilter(comparator: .equals, field: .field("name"), value: .string("x"))],
