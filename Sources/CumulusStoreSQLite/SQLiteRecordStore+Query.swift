@@ -16,7 +16,7 @@ extension SQLiteRecordStore {
 
     public func queryRecords(_ query: RecordQuery, logger: Logger) async throws -> RecordQueryPage {
         let compiled = try SQLiteQueryCompiler(query: query)
-        try await ensureFieldIndexes(compiled.indexedFields)
+        try await ensureFieldIndexes(compiled.indexedFields, database: query.database, recordType: query.recordType)
         return try await read { db in
             guard let databaseID = try Self.databaseID(db, query.database) else {
                 if query.zoneName == nil || query.zoneName == ZoneID.defaultZoneName { return RecordQueryPage(records: [], cursor: nil) }
@@ -74,15 +74,17 @@ extension SQLiteRecordStore {
     }
 
     /// Creates an expression index for a queried field, `(zone_id, record_type, json_extract(fields, …))`, once, and
-    /// only for a field some live record holds, while fewer than `maximumFieldIndexes` exist. A made-up field name in a
-    /// query (anyone with the app's token can send one) then costs that query a scan, never a permanent index that
-    /// slows every later write. A field that appears later is indexed by the first query after it does.
-    func ensureFieldIndexes(_ fields: Set<String>) async throws {
+    /// only for a field some live record of the queried type holds in the queried database, while fewer than
+    /// `maximumFieldIndexes` exist. A made-up field name in a query (anyone with the app's token can send one) then
+    /// costs a look at the rows the query reads anyway, never a permanent index that slows every later write. A field
+    /// that appears later is indexed by the first query after it does.
+    func ensureFieldIndexes(_ fields: Set<String>, database: DatabaseRef, recordType: String) async throws {
         let missing = knownFieldIndexes.withLock { fields.subtracting($0) }
         guard !missing.isEmpty else { return }
         let maximum = maximumFieldIndexes
         let created: Set<String> = try await write { db in
             var indexed = Set<String>()
+            guard let databaseID = try Self.databaseID(db, database) else { return indexed }
             var count =
                 try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name LIKE 'records\\_field\\_%' ESCAPE '\\'")
                 ?? 0

@@ -14,7 +14,7 @@ struct SQLiteQueryPlanTests {
 
     func plan(_ query: RecordQuery, store: SQLiteRecordStore) async throws -> String {
         let compiled = try SQLiteQueryCompiler(query: query)
-        try await store.ensureFieldIndexes(compiled.indexedFields)
+        try await store.ensureFieldIndexes(compiled.indexedFields, database: query.database, recordType: query.recordType)
         let (sql, arguments) = compiled.statements(zoneRowIDs: [2])[0]
         return try await store.writer.read { db in
             try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + sql, arguments: arguments).map { $0["detail"] as String }.joined(separator: "\n")
