@@ -15,6 +15,7 @@ let package = Package(
         .library(name: "CumulusModel", targets: ["CumulusModel"]),
         .library(name: "CumulusStore", targets: ["CumulusStore"]),
         .library(name: "CumulusStoreSQLite", targets: ["CumulusStoreSQLite"]),
+        .library(name: "CumulusStorePostgres", targets: ["CumulusStorePostgres"]),
         .library(name: "CumulusCore", targets: ["CumulusCore"]),
         .library(name: "CumulusServer", targets: ["CumulusServer"]),
         .library(name: "CumulusClient", targets: ["CumulusClient"]),
@@ -35,6 +36,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         // Already built for Hummingbird; the server's connection handlers speak its HTTPTypes parts.
         .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.2"),
+        // The PostgreSQL store, for deployments of many instances: the SSWG client on SwiftNIO, no ORM.
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
     ],
     targets: [
         // Value types and the CloudKit Web Services wire format. Foundation only.
@@ -44,6 +47,17 @@ let package = Package(
             name: "CumulusStore",
             dependencies: [
                 "CumulusModel",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // PostgreSQL store (postgres-nio): many stateless instances over one database.
+        .target(
+            name: "CumulusStorePostgres",
+            dependencies: [
+                "CumulusModel",
+                "CumulusStore",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
@@ -149,7 +163,8 @@ let package = Package(
         .testTarget(
             name: "CumulusStoreTests",
             dependencies: [
-                "CumulusModel", "CumulusStore", "CumulusStoreSQLite", .product(name: "GRDB", package: "GRDB.swift"),
+                "CumulusModel", "CumulusStore", "CumulusStoreSQLite", "CumulusStorePostgres", .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings

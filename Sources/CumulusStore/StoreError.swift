@@ -13,6 +13,7 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
             case unavailable
             case corrupt
             case unexpected
+            case misconfigured
         }
 
         private let base: Base
@@ -28,6 +29,9 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
         public static var invalidState: Self { .init(.invalidState) }
         /// The store is busy or unreachable; the caller may retry.
         public static var unavailable: Self { .init(.unavailable) }
+        /// The store cannot be used as configured: a malformed URL, refused credentials, a schema newer than this
+        /// program. Retrying does not help; the reason says what to change.
+        public static var misconfigured: Self { .init(.misconfigured) }
         /// Stored data could not be read.
         public static var corrupt: Self { .init(.corrupt) }
         /// The database refused a statement for a reason a retry cannot fix (a bug, or a limit that should have been

@@ -1,0 +1,74 @@
+public import CumulusStore
+import Foundation
+public import PostgresNIO
+
+/// Where a PostgreSQL database is, read from a URL: `postgres://user:password@host:port/database` (also
+/// `postgresql://`), with `?sslmode=disable|prefer|require` (default `prefer`, as libpq's).
+public struct PostgresLocation: Sendable, Hashable {
+    public enum TLSMode: String, Sendable, Hashable {
+        case disable, prefer, require
+    }
+
+    public var host: String
+    public var port: Int
+    public var username: String
+    public var password: String?
+    public var database: String
+    public var tls: TLSMode
+
+    /// Whether a `--database` value names PostgreSQL (anything else is an SQLite data directory).
+    public static func names(_ value: String) -> Bool {
+        let lowered = value.lowercased()
+        return lowered.hasPrefix("postgres://") || lowered.hasPrefix("postgresql://")
+    }
+
+    /// Reads a URL; a malformed one is an error that names what is wrong, never the password.
+    public init(url: String) throws(StoreError) {
+        guard Self.names(url), let components = URLComponents(string: url) else {
+            throw StoreError(.misconfigured, "not a PostgreSQL URL; expected postgres://user:password@host:port/database")
+        }
+        guard let host = components.host, !host.isEmpty else {
+            throw StoreError(.misconfigured, "the PostgreSQL URL names no host; expected postgres://user:password@host:port/database")
+        }
+        guard let user = components.user, !user.isEmpty else {
+            throw StoreError(.misconfigured, "the PostgreSQL URL names no user; expected postgres://user:password@host:port/database")
+        }
+        let database = String(components.path.drop { $0 == "/" })
+        guard !database.isEmpty, !database.contains("/") else {
+            throw StoreError(.misconfigured, "the PostgreSQL URL names no database; expected postgres://user:password@host:port/database")
+        }
+        var tls = TLSMode.prefer
+        for item in components.queryItems ?? [] where item.name == "sslmode" {
+            switch item.value ?? "" {
+            case "disable", "allow": tls = .disable
+            case "prefer": tls = .prefer
+            case "require", "verify-ca", "verify-full": tls = .require
+            default: throw StoreError(.misconfigured, "sslmode must be disable, prefer or require")
+            }
+        }
+        self.host = host
+        self.port = components.port ?? 5432
+        self.username = components.percentEncodedUser?.removingPercentEncoding ?? user
+        self.password = components.percentEncodedPassword?.removingPercentEncoding
+        self.database = database.removingPercentEncoding ?? database
+        self.tls = tls
+    }
+
+    /// The URL with the password hidden, for logs and messages.
+    public var redacted: String { "postgres://\(username)\(password == nil ? "" : ":***")@\(host):\(port)/\(database)" }
+
+    /// A client configuration for this location, with at most `maximumConnections` connections.
+    public func clientConfiguration(maximumConnections: Int) -> PostgresClient.Configuration {
+        let tlsConfiguration: PostgresClient.Configuration.TLS =
+            switch tls {
+            case .disable: .disable
+            case .prefer: .prefer(.makeClientConfiguration())
+            case .require: .require(.makeClientConfiguration())
+            }
+        var configuration = PostgresClient.Configuration(
+            host: host, port: port, username: username, password: password, database: database, tls: tlsConfiguration)
+        configuration.options.maximumConnections = maximumConnections
+        configuration.options.minimumConnections = 0
+        return configuration
+    }
+}

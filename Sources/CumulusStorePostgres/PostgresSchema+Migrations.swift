@@ -1,0 +1,204 @@
+extension PostgresSchema {
+    /// The migrations, in order. The tables mirror the SQLite store's, so both stores keep the same rules with the
+    /// same shapes: see `SQLiteRecordStore+Migrations.swift` for what each table is for. Until the PostgreSQL store
+    /// ships in a release, version 1 may still change.
+    static let migrations: [Migration] = [
+        Migration(
+            version: 1, name: "containers, credentials, zones, records, shares, links",
+            statements: [
+                """
+                CREATE TABLE containers (id TEXT PRIMARY KEY, created_at BIGINT NOT NULL)
+                """,
+                """
+                CREATE TABLE api_tokens (
+                    token_hash BYTEA PRIMARY KEY,
+                    container_id TEXT NOT NULL REFERENCES containers(id) ON DELETE CASCADE,
+                    environment TEXT NOT NULL CHECK (environment IN ('development', 'production')),
+                    created_at BIGINT NOT NULL,
+                    revoked BOOLEAN NOT NULL DEFAULT false
+                )
+                """,
+                """
+                CREATE TABLE users (
+                    user_record_name TEXT PRIMARY KEY,
+                    container_id TEXT NOT NULL REFERENCES containers(id) ON DELETE CASCADE,
+                    name TEXT NOT NULL CHECK (length(name) BETWEEN 1 AND 255),
+                    email TEXT,
+                    password_hash TEXT,
+                    discoverable BOOLEAN NOT NULL DEFAULT false,
+                    created_at BIGINT NOT NULL
+                )
+                """,
+                // Names and emails are unique per container regardless of case, as SQLite's NOCASE columns are.
+                "CREATE UNIQUE INDEX users_name ON users (container_id, lower(name))",
+                "CREATE UNIQUE INDEX users_email ON users (container_id, lower(email))",
+                "CREATE INDEX users_discoverable_email ON users (container_id, lower(email)) WHERE discoverable",
+                """
+                CREATE TABLE web_auth_tokens (
+                    token_hash BYTEA PRIMARY KEY,
+                    user_record_name TEXT NOT NULL REFERENCES users(user_record_name) ON DELETE CASCADE,
+                    created_at BIGINT NOT NULL,
+                    expires_at BIGINT NOT NULL
+                )
+                """,
+                "CREATE INDEX web_auth_tokens_user ON web_auth_tokens (user_record_name)",
+                """
+                CREATE TABLE server_keys (
+                    key_id TEXT PRIMARY KEY,
+                    container_id TEXT NOT NULL REFERENCES containers(id) ON DELETE CASCADE,
+                    environment TEXT NOT NULL CHECK (environment IN ('development', 'production')),
+                    public_key_pem TEXT NOT NULL,
+                    created_at BIGINT NOT NULL,
+                    revoked BOOLEAN NOT NULL DEFAULT false
+                )
+                """,
+                "CREATE TABLE server_secrets (name TEXT PRIMARY KEY, value BYTEA NOT NULL)",
+                """
+                CREATE TABLE databases (
+                    id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                    container_id TEXT NOT NULL REFERENCES containers(id) ON DELETE CASCADE,
+                    environment TEXT NOT NULL CHECK (environment IN ('development', 'production')),
+                    scope TEXT NOT NULL CHECK (scope IN ('public', 'private')),
+                    owner_record_name TEXT NOT NULL,
+                    change_seq BIGINT NOT NULL DEFAULT 0,
+                    UNIQUE (container_id, environment, scope, owner_record_name)
+                )
+                """,
+                // A zone's row is locked by every write in it (its sequence is taken with UPDATE … RETURNING), so
+                // writers of one zone commit in sequence order and a feed reader never passes a change that commits later.
+                """
+                CREATE TABLE zones (
+                    id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                    database_id BIGINT NOT NULL REFERENCES databases(id) ON DELETE CASCADE,
+                    zone_name TEXT NOT NULL,
+                    change_seq BIGINT NOT NULL DEFAULT 0,
+                    database_change_seq BIGINT NOT NULL DEFAULT 0,
+                    deleted BOOLEAN NOT NULL DEFAULT false,
+                    short_guid TEXT,
+                    created_at BIGINT NOT NULL
+                )
+                """,
+                "CREATE UNIQUE INDEX zones_live_name ON zones (database_id, zone_name) WHERE NOT deleted",
+                "CREATE INDEX zones_database_feed ON zones (database_id, database_change_seq)",
+                // Fields are canonical JSON text, spliced into answers as stored; queries index `(fields::jsonb)`.
+                """
+                CREATE TABLE records (
+                    id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                    zone_id BIGINT NOT NULL REFERENCES zones(id) ON DELETE CASCADE,
+                    record_name TEXT NOT NULL,
+                    record_type TEXT NOT NULL,
+                    change_seq BIGINT NOT NULL,
+                    deleted BOOLEAN NOT NULL DEFAULT false,
+                    fields TEXT,
+                    parent_name TEXT,
+                    share_name TEXT,
+                    short_guid TEXT,
+                    created_at BIGINT NOT NULL,
+                    created_by TEXT NOT NULL,
+                    created_device TEXT NOT NULL,
+                    modified_at BIGINT NOT NULL,
+                    modified_by TEXT NOT NULL,
+                    modified_device TEXT NOT NULL,
+                    UNIQUE (zone_id, record_name),
+                    CHECK (deleted OR fields IS NOT NULL)
+                )
+                """,
+                "CREATE INDEX records_zone_feed ON records (zone_id, change_seq)",
+                "CREATE INDEX records_parent ON records (zone_id, parent_name) WHERE parent_name IS NOT NULL",
+                "CREATE INDEX records_created ON records (zone_id, record_type, created_at) WHERE NOT deleted",
+                "CREATE INDEX records_modified ON records (zone_id, record_type, modified_at) WHERE NOT deleted",
+                """
+                CREATE TABLE record_references (
+                    zone_id BIGINT NOT NULL REFERENCES zones(id) ON DELETE CASCADE,
+                    target_name TEXT NOT NULL,
+                    source_name TEXT NOT NULL,
+                    PRIMARY KEY (zone_id, target_name, source_name)
+                )
+                """,
+                "CREATE INDEX record_references_source ON record_references (zone_id, source_name)",
+                """
+                CREATE TABLE shares (
+                    id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                    zone_id BIGINT NOT NULL REFERENCES zones(id) ON DELETE CASCADE,
+                    share_record_name TEXT NOT NULL,
+                    root_record_name TEXT,
+                    short_guid TEXT NOT NULL UNIQUE,
+                    public_permission TEXT NOT NULL DEFAULT 'NONE' CHECK (public_permission IN ('NONE', 'READ_ONLY', 'READ_WRITE')),
+                    UNIQUE (zone_id, share_record_name)
+                )
+                """,
+                "CREATE UNIQUE INDEX shares_root ON shares (zone_id, root_record_name) WHERE root_record_name IS NOT NULL",
+                "CREATE UNIQUE INDEX shares_zone_wide ON shares (zone_id) WHERE root_record_name IS NULL",
+                """
+                CREATE TABLE share_participants (
+                    share_id BIGINT NOT NULL REFERENCES shares(id) ON DELETE CASCADE,
+                    user_record_name TEXT NOT NULL,
+                    type TEXT NOT NULL CHECK (type IN ('OWNER', 'USER', 'PUBLIC_USER')),
+                    permission TEXT NOT NULL CHECK (permission IN ('READ_ONLY', 'READ_WRITE')),
+                    status TEXT NOT NULL CHECK (status IN ('INVITED', 'ACCEPTED', 'REMOVED')),
+                    email TEXT,
+                    position INTEGER NOT NULL,
+                    PRIMARY KEY (share_id, user_record_name)
+                )
+                """,
+                "CREATE INDEX share_participants_user ON share_participants (user_record_name, status)",
+                "CREATE TABLE shared_databases (user_record_name TEXT PRIMARY KEY, change_seq BIGINT NOT NULL DEFAULT 0)",
+                """
+                CREATE TABLE shared_zone_views (
+                    user_record_name TEXT NOT NULL,
+                    zone_id BIGINT NOT NULL REFERENCES zones(id),
+                    view_seq BIGINT NOT NULL,
+                    deleted BOOLEAN NOT NULL DEFAULT false,
+                    access JSONB,
+                    PRIMARY KEY (user_record_name, zone_id)
+                )
+                """,
+                "CREATE INDEX shared_zone_views_feed ON shared_zone_views (user_record_name, view_seq)",
+                "CREATE INDEX shared_zone_views_zone ON shared_zone_views (zone_id) WHERE NOT deleted",
+                """
+                CREATE TABLE share_exits (
+                    zone_id BIGINT NOT NULL REFERENCES zones(id) ON DELETE CASCADE,
+                    root_record_name TEXT NOT NULL,
+                    record_name TEXT NOT NULL,
+                    change_seq BIGINT NOT NULL,
+                    PRIMARY KEY (zone_id, root_record_name, record_name)
+                )
+                """,
+                "CREATE INDEX share_exits_feed ON share_exits (zone_id, change_seq)",
+                """
+                CREATE TABLE participant_changes (
+                    user_record_name TEXT NOT NULL,
+                    zone_id BIGINT NOT NULL REFERENCES zones(id) ON DELETE CASCADE,
+                    record_name TEXT NOT NULL,
+                    change_seq BIGINT NOT NULL,
+                    PRIMARY KEY (user_record_name, zone_id, record_name)
+                )
+                """,
+                "CREATE INDEX participant_changes_feed ON participant_changes (user_record_name, zone_id, change_seq)",
+                """
+                CREATE TABLE link_snapshots (
+                    id TEXT PRIMARY KEY,
+                    container_id TEXT NOT NULL REFERENCES containers(id) ON DELETE CASCADE,
+                    environment TEXT NOT NULL CHECK (environment IN ('development', 'production')),
+                    kind TEXT NOT NULL CHECK (kind IN ('drive', 'records')),
+                    payload TEXT NOT NULL,
+                    created_at BIGINT NOT NULL,
+                    expires_at BIGINT NOT NULL
+                )
+                """,
+                "CREATE INDEX link_snapshots_expiry ON link_snapshots (expires_at)",
+                """
+                CREATE TABLE link_uploads (
+                    id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                    container_id TEXT NOT NULL,
+                    device_id TEXT NOT NULL,
+                    ip_address TEXT NOT NULL,
+                    created_at BIGINT NOT NULL
+                )
+                """,
+                "CREATE INDEX link_uploads_device ON link_uploads (container_id, device_id, created_at)",
+                "CREATE INDEX link_uploads_address ON link_uploads (ip_address, created_at)",
+            ]
+        )
+    ]
+}
