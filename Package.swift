@@ -38,6 +38,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.2"),
         // The PostgreSQL store, for deployments of many instances: the SSWG client on SwiftNIO, no ORM.
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
+        // Already built for postgres-nio: TLS to PostgreSQL.
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
     ],
     targets: [
         // Value types and the CloudKit Web Services wire format. Foundation only.
@@ -58,6 +60,7 @@ let package = Package(
                 "CumulusModel",
                 "CumulusStore",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings

@@ -1,5 +1,7 @@
 public import CumulusStore
 import Foundation
+public import Logging
+import NIOSSL
 public import PostgresNIO
 
 /// Where a PostgreSQL database is, read from a URL: `postgres://user:password@host:port/database` (also
@@ -56,6 +58,34 @@ public struct PostgresLocation: Sendable, Hashable {
 
     /// The URL with the password hidden, for logs and messages.
     public var redacted: String { "postgres://\(username)\(password == nil ? "" : ":***")@\(host):\(port)/\(database)" }
+
+    /// Connects once and disconnects: what an instance does before it starts, so a wrong password, a missing database
+    /// or an unreachable server is one clear error at once (a connection pool would retry for a minute).
+    public func check(logger: Logger) async throws(StoreError) {
+        let tlsConfiguration: PostgresConnection.Configuration.TLS
+        do {
+            switch tls {
+            case .disable: tlsConfiguration = .disable
+            case .prefer: tlsConfiguration = .prefer(try NIOSSLContext(configuration: .makeClientConfiguration()))
+            case .require: tlsConfiguration = .require(try NIOSSLContext(configuration: .makeClientConfiguration()))
+            }
+        } catch {
+            throw StoreError(.misconfigured, "could not set up TLS for PostgreSQL", underlying: error)
+        }
+        var configuration = PostgresConnection.Configuration(
+            host: host, port: port, username: username, password: password, database: database, tls: tlsConfiguration)
+        configuration.options.connectTimeout = .seconds(5)
+        do {
+            let connection = try await PostgresConnection.connect(configuration: configuration, id: 0, logger: logger)
+            try await connection.close().get()
+        } catch let error as PSQLError {
+            var mapped = PostgresRecordStore.storeError(error)
+            mapped.message = "\(mapped.message) at \(redacted)"
+            throw mapped
+        } catch {
+            throw StoreError(.unavailable, "PostgreSQL is unreachable at \(redacted)", underlying: error)
+        }
+    }
 
     /// A client configuration for this location, with at most `maximumConnections` connections.
     public func clientConfiguration(maximumConnections: Int) -> PostgresClient.Configuration {

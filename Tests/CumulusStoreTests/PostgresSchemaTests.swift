@@ -1,3 +1,4 @@
+import CumulusModel
 import CumulusStore
 import CumulusStorePostgres
 import Foundation
@@ -109,6 +110,88 @@ struct PostgresSchemaTests {
                 guard let error = error as? StoreError else { return false }
                 return error.code == .misconfigured && error.message.contains("version \(future), newer than this Cumulus knows")
             }
+        }
+    }
+}
+
+/// The PostgreSQL store's parts that exist so far, held to what the conformance suite asks of every store. They join
+/// ``StoreFactory/all`` once the store conforms to `RecordStore` whole.
+@Suite("PostgreSQL store: accounts", .enabled(if: PostgresTestServer.url != nil, PostgresTestServer.skipped))
+struct PostgresAccountsTests {
+    let logger = PostgresTestServer.logger
+    static let container = "iCloud.test"
+
+    @Test func containersCredentialsUsersAndTheSecret() async throws {
+        try await PostgresTestServer.withFreshDatabase { client, _ in
+            let logger = PostgresTestServer.logger
+            try await PostgresSchema.migrate(client, logger: logger)
+            let store = PostgresRecordStore(client: client)
+            try await store.createContainer(Self.container, createdAt: 0, logger: logger)
+            let again = await #expect(throws: StoreError.self) { try await store.createContainer(Self.container, createdAt: 0, logger: logger) }
+            #expect(again?.code == .duplicate)
+            #expect(try await store.containerExists(Self.container, logger: logger))
+            #expect(try await !store.containerExists("other", logger: logger))
+
+            let token = APITokenRecord(tokenHash: [1, 2, 3], container: Self.container, environment: .production, createdAt: 5)
+            try await store.saveAPIToken(token, logger: logger)
+            #expect(try await store.apiToken(hash: [1, 2, 3], logger: logger) == token)
+            try await store.revokeAPIToken(hash: [1, 2, 3], logger: logger)
+            #expect(try await store.apiToken(hash: [1, 2, 3], logger: logger)?.revoked == true)
+            #expect(try await store.apiToken(hash: [9], logger: logger) == nil)
+            let missing = await #expect(throws: StoreError.self) { try await store.revokeAPIToken(hash: [9], logger: logger) }
+            #expect(missing?.code == .notFound)
+
+            let user = UserAccount(
+                userRecordName: "_u1", container: Self.container, name: "Alice", email: "a@example.com", passwordHash: "h", createdAt: 1)
+            try await store.createUser(user, logger: logger)
+            #expect(try await store.user(container: Self.container, name: "alice", logger: logger) == user)
+            #expect(try await store.user(userRecordName: "_u1", logger: logger) == user)
+            let duplicate = UserAccount(userRecordName: "_u2", container: Self.container, name: "ALICE", createdAt: 1)
+            let error = await #expect(throws: StoreError.self) { try await store.createUser(duplicate, logger: logger) }
+            #expect(error?.code == .duplicate)
+            let orphan = UserAccount(userRecordName: "_u3", container: "nowhere", name: "Bob", createdAt: 1)
+            let noContainer = await #expect(throws: StoreError.self) { try await store.createUser(orphan, logger: logger) }
+            #expect(noContainer?.code == .notFound)
+
+            try await store.setDiscoverable(userRecordName: "_u1", true, logger: logger)
+            let found = try await store.users(container: Self.container, emails: ["A@EXAMPLE.COM"], userRecordNames: [], logger: logger)
+            #expect(found.map(\.userRecordName) == ["_u1"] && found.first?.discoverable == true)
+
+            try await store.saveWebAuthToken(WebAuthTokenRecord(tokenHash: [7], userRecordName: "_u1", createdAt: 1, expiresAt: 99), logger: logger)
+            let session = try await store.webAuthToken(hash: [7], logger: logger)
+            #expect(session?.0.expiresAt == 99 && session?.1.userRecordName == "_u1")
+            try await store.deleteWebAuthToken(hash: [7], logger: logger)
+            #expect(try await store.webAuthToken(hash: [7], logger: logger) == nil)
+
+            let key = ServerKeyRecord(keyID: "k", container: Self.container, environment: .development, publicKeyPEM: "pem", createdAt: 3)
+            try await store.saveServerKey(key, logger: logger)
+            #expect(try await store.serverKey(id: "k", logger: logger) == key)
+
+            // Instances asking for the secret at the same moment all get the first writer's.
+            let secrets = try await withThrowingTaskGroup(of: [UInt8].self) { group in
+                for _ in 0..<6 { group.addTask { try await store.serverSecret(logger: logger) } }
+                return try await group.reduce(into: Set<[UInt8]>()) { $0.insert($1) }
+            }
+            #expect(secrets.count == 1 && secrets.first?.count == 32)
+        }
+    }
+
+    @Test func wrongCredentialsAMissingDatabaseAndAnUnreachableServerAreNamedAtOnce() async throws {
+        let location = try PostgresLocation(url: try #require(PostgresTestServer.url))
+        try await location.check(logger: logger)
+        var wrong = location
+        wrong.password = "not-the-password"
+        var missing = location
+        missing.database = "no_such_database_here"
+        var nowhere = location
+        nowhere.port = 9
+        for (bad, code, words) in [
+            (wrong, StoreError.Code.misconfigured, "credentials"), (missing, .misconfigured, "does not exist"),
+            (nowhere, .unavailable, "unreachable"),
+        ] {
+            let error = await #expect(throws: StoreError.self) { try await bad.check(logger: logger) }
+            #expect(error?.code == code && error?.message.contains(words) == true, "\(String(describing: error))")
+            #expect(error?.message.contains("not-the-password") == false)
         }
     }
 }
