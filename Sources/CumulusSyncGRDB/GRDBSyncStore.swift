@@ -106,21 +106,12 @@ public final class GRDBSyncStore: SyncStateStore {
     /// Remembers the server's version of a record (its change tag and fields) after a save or fetch: the fields are the
     /// common ancestor when a later local edit meets a newer server version.
     public func setServerRecord(_ record: CloudRecord, for recordID: RecordID, in db: Database) throws {
-        try db.cachedStatement(
-            sql: """
-                INSERT INTO cumulus_sync_metadata (scope, zone_name, owner, record_name, record_type, change_tag, server_fields)
-                VALUES (?, ?, ?, ?, ?, ?, ?)
-                ON CONFLICT (scope, zone_name, owner, record_name) DO UPDATE SET change_tag = excluded.change_tag,
-                    record_type = excluded.record_type, server_fields = excluded.server_fields
-                """
-        ).execute(
-            arguments: [
-                scope, recordID.zoneID.zoneName, Self.owner(recordID.zoneID), recordID.recordName, record.recordType, record.recordChangeTag,
-                Data(ServerFieldsCoding.encode(record.fields)),
-            ])
+        var keyed = record
+        keyed.recordID = recordID
+        try setServerRecords([keyed], in: db)
     }
 
-    /// ``setServerRecord(_:for:in:)`` for a page of records: one multi-row statement.
+    /// ``setServerRecord(_:for:in:)`` for a page of records, each kept under its own record ID: one multi-row statement.
     public func setServerRecords(_ records: [CloudRecord], in db: Database) throws {
         let rowsPerStatement = 32_000 / 7
         var start = 0
