@@ -122,7 +122,8 @@ struct SharingAuthorizationTests {
                 try await client.send(operation, as: identity, database: database, body: body)
             }
             func currentTag(_ name: String) async throws -> String {
-                try #require((try await client.lookup([name], zone: "Lists", as: .user(alice))).records[0]["recordChangeTag"]?.stringValue)
+                let response = try await client.lookup([name], zone: "Lists", as: .user(alice))
+                return try #require(response.records[0]["recordChangeTag"]?.stringValue)
             }
 
             for operationKind in Operation.allCases {

@@ -66,8 +66,8 @@ struct SplitCostsTests {
             try await bobPhone.sync()
             #expect(try bobPhone.groups() == ["Flat": ""])
             #expect(try bobPhone.costs() == ["Rent": 900])
-            #expect(try await bobPhone.privateEngine.status.pendingCount == 0)
-            #expect(try await bobPhone.sharedEngine.status.pendingCount == 0)
+            #expect(await bobPhone.privateEngine.status.pendingCount == 0)
+            #expect(await bobPhone.sharedEngine.status.pendingCount == 0)
         }
     }
 
@@ -139,8 +139,8 @@ struct SplitCostsTests {
             bobPhone = nil
             let reopened = try Self.device(flaky, "bob-phone", path: path)
             try await reopened.sync()
-            #expect(try await reopened.sharedEngine.status.pendingCount == 0)
-            #expect(try await reopened.sharedEngine.status.failedCount == 0)
+            #expect(await reopened.sharedEngine.status.pendingCount == 0)
+            #expect(await reopened.sharedEngine.status.failedCount == 0)
 
             try await alicePhone.sync()
             #expect(try alicePhone.costs() == ["Snacks": 14])

@@ -21,7 +21,7 @@ enum PostgresTestServer {
         location.database = "cumulus_test_\(UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: ""))"
         let fresh = location
         try await withClient(admin) { client in
-            try await client.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(fresh.database)"), logger: logger)
+            _ = try await client.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(fresh.database)"), logger: logger)
         }
         do {
             let result = try await withClient(fresh) { client in try await body(client, fresh) }
@@ -35,11 +35,12 @@ enum PostgresTestServer {
 
     private static func dropDatabase(_ name: String, admin: PostgresLocation) async throws {
         try await withClient(admin) { client in
-            try await client.query(PostgresQuery(unsafeSQL: "DROP DATABASE IF EXISTS \(name) WITH (FORCE)"), logger: logger)
+            _ = try await client.query(PostgresQuery(unsafeSQL: "DROP DATABASE IF EXISTS \(name) WITH (FORCE)"), logger: logger)
         }
     }
 
     /// Runs a client for the duration of `body`.
+    @discardableResult
     static func withClient<T: Sendable>(_ location: PostgresLocation, _ body: @Sendable (PostgresClient) async throws -> T) async throws -> T {
         let client = PostgresClient(configuration: location.clientConfiguration(maximumConnections: 8))
         return try await withThrowingTaskGroup(of: T?.self) { group in
