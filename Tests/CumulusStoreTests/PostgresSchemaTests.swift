@@ -196,3 +196,55 @@ struct PostgresAccountsTests {
         }
     }
 }
+
+@Suite("PostgreSQL store: zones", .enabled(if: PostgresTestServer.url != nil, PostgresTestServer.skipped))
+struct PostgresZonesTests {
+    @Test func zonesAreCreatedOnceListedDeletedAndCreatedAgainAsNewIncarnations() async throws {
+        try await PostgresTestServer.withFreshDatabase { client, _ in
+            let logger = PostgresTestServer.logger
+            try await PostgresSchema.migrate(client, logger: logger)
+            let store = PostgresRecordStore(client: client)
+            try await store.createContainer("c", createdAt: 0, logger: logger)
+            let alice = DatabaseRef(container: "c", environment: .development, scope: .private, ownerRecordName: "_alice")
+            #expect(try await store.zones(in: alice, logger: logger).map(\.zoneID.zoneName) == [ZoneID.defaultZoneName])
+
+            // Instances creating the same zone at the same moment get one zone.
+            let created = try await withThrowingTaskGroup(of: [ZoneModificationResult].self) { group in
+                for _ in 0..<6 {
+                    group.addTask {
+                        try await store.modifyZones(
+                            [ZoneOperation(operationType: .create, zoneID: ZoneID(zoneName: "Lists"))], in: alice, timestamp: 1, logger: logger)
+                    }
+                }
+                return try await group.reduce(into: Set<Int64>()) { incarnations, results in
+                    if case .saved(let zone) = results.first { incarnations.insert(zone.incarnation) }
+                }
+            }
+            #expect(created.count == 1)
+            _ = try await store.modifyZones(
+                [ZoneOperation(operationType: .create, zoneID: ZoneID(zoneName: "Archive"))], in: alice, timestamp: 2, logger: logger)
+            #expect(try await store.zones(in: alice, logger: logger).map(\.zoneID.zoneName) == [ZoneID.defaultZoneName, "Archive", "Lists"])
+            let named = try await store.zones(named: ["Lists", "Nope"], in: alice, logger: logger)
+            #expect(Set(named.keys) == ["Lists"] && named["Lists"]?.incarnation == created.first)
+
+            let deleted = try await store.modifyZones(
+                [
+                    ZoneOperation(operationType: .delete, zoneID: ZoneID(zoneName: "Lists")),
+                    ZoneOperation(operationType: .delete, zoneID: ZoneID(zoneName: "Nope")),
+                ],
+                in: alice, timestamp: 3, logger: logger)
+            #expect(deleted.first == .deleted(alice.zoneID("Lists")))
+            guard case .failed(_, .zoneNotFound, _)? = deleted.last else {
+                Issue.record("deleting a missing zone: \(deleted)")
+                return
+            }
+            let again = try await store.modifyZones(
+                [ZoneOperation(operationType: .create, zoneID: ZoneID(zoneName: "Lists"))], in: alice, timestamp: 4, logger: logger)
+            guard case .saved(let recreated)? = again.first else {
+                Issue.record("\(again)")
+                return
+            }
+            #expect(recreated.incarnation != created.first && recreated.changeSequence == 0)
+        }
+    }
+}

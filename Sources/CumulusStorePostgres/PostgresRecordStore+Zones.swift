@@ -1,0 +1,178 @@
+public import CumulusModel
+public import CumulusStore
+public import Logging
+import PostgresNIO
+
+extension PostgresRecordStore {
+    /// Runs `body` in one transaction, translating PostgreSQL's errors as ``query(_:logger:duplicate:missingReference:)``
+    /// does; a ``StoreError`` thrown by `body` passes through.
+    func transaction<T: Sendable>(logger: Logger, _ body: (PostgresConnection) async throws -> T) async throws -> T {
+        do {
+            return try await client.withTransaction(logger: logger) { connection in try await body(connection) }
+        } catch let error as StoreError {
+            throw error
+        } catch let error as PSQLError {
+            throw Self.storeError(error)
+        } catch let error as PostgresTransactionError {
+            if let error = error.closureError as? StoreError { throw error }
+            if let error = (error.closureError ?? error.beginError ?? error.commitError) as? PSQLError { throw Self.storeError(error) }
+            throw StoreError(.unavailable, "PostgreSQL is unavailable", underlying: error)
+        } catch {
+            throw StoreError(.unavailable, "PostgreSQL is unavailable", underlying: error)
+        }
+    }
+
+    /// The database row's ID, or `nil` if the database was never written.
+    static func databaseID(_ connection: PostgresConnection, _ database: DatabaseRef, logger: Logger) async throws -> Int64? {
+        let rows = try await connection.query(
+            """
+            SELECT id FROM databases WHERE container_id = \(database.container) AND environment = \(database.environment.rawValue)
+            AND scope = \(database.scope.rawValue) AND owner_record_name = \(database.ownerRecordName)
+            """, logger: logger)
+        for try await id in rows.decode(Int64.self) { return id }
+        return nil
+    }
+
+    /// The database row's ID, creating the database and its default zone on first write. Instances creating the same
+    /// database at once meet on its unique key: one inserts, the others read.
+    static func ensureDatabase(_ connection: PostgresConnection, _ database: DatabaseRef, timestamp: Int64, logger: Logger) async throws -> Int64 {
+        if let id = try await databaseID(connection, database, logger: logger) { return id }
+        let inserted = try await connection.query(
+            """
+            INSERT INTO databases (container_id, environment, scope, owner_record_name)
+            VALUES (\(database.container), \(database.environment.rawValue), \(database.scope.rawValue), \(database.ownerRecordName))
+            ON CONFLICT (container_id, environment, scope, owner_record_name) DO NOTHING RETURNING id
+            """, logger: logger)
+        for try await id in inserted.decode(Int64.self) {
+            try await connection.query(
+                "INSERT INTO zones (database_id, zone_name, created_at) VALUES (\(id), \(ZoneID.defaultZoneName), \(timestamp))", logger: logger)
+            return id
+        }
+        guard let id = try await databaseID(connection, database, logger: logger) else {
+            throw StoreError(.unexpected, "database \(database.ownerRecordName) vanished while it was created")
+        }
+        return id
+    }
+
+    /// The live zone with this name, locked for the rest of the transaction when `forUpdate`: writers of one zone
+    /// then take its sequence numbers, and commit, one after the other.
+    static func zoneRow(_ connection: PostgresConnection, databaseID: Int64, zoneName: String, forUpdate: Bool = false, logger: Logger)
+        async throws -> (id: Int64, changeSequence: Int64)?
+    {
+        let lock = forUpdate ? " FOR UPDATE" : ""
+        let rows = try await connection.query(
+            PostgresQuery(
+                unsafeSQL: "SELECT id, change_seq FROM zones WHERE database_id = $1 AND zone_name = $2 AND NOT deleted\(lock)",
+                binds: try binds(databaseID, zoneName)), logger: logger)
+        for try await (id, sequence) in rows.decode((Int64, Int64).self) { return (id, sequence) }
+        return nil
+    }
+
+    /// Moves a zone to the head of its database's change feed.
+    static func touchZone(_ connection: PostgresConnection, zoneID: Int64, databaseID: Int64, logger: Logger) async throws {
+        try await connection.query(
+            """
+            WITH d AS (UPDATE databases SET change_seq = change_seq + 1 WHERE id = \(databaseID) RETURNING change_seq)
+            UPDATE zones SET database_change_seq = d.change_seq FROM d WHERE zones.id = \(zoneID)
+            """, logger: logger)
+    }
+
+    /// Ends every participant's view of a zone (it was deleted): each of their shared database feeds reports it deleted.
+    static func endViews(_ connection: PostgresConnection, zoneRowID: Int64, logger: Logger) async throws {
+        try await connection.query(
+            """
+            WITH viewers AS (SELECT user_record_name FROM shared_zone_views WHERE zone_id = \(zoneRowID) AND NOT deleted),
+            bumped AS (
+                INSERT INTO shared_databases (user_record_name, change_seq) SELECT user_record_name, 1 FROM viewers
+                ON CONFLICT (user_record_name) DO UPDATE SET change_seq = shared_databases.change_seq + 1
+                RETURNING user_record_name, change_seq
+            )
+            UPDATE shared_zone_views v SET view_seq = b.change_seq, deleted = true, access = NULL
+            FROM bumped b WHERE v.user_record_name = b.user_record_name AND v.zone_id = \(zoneRowID)
+            """, logger: logger)
+    }
+
+    private static func defaultZone(_ database: DatabaseRef) -> ZoneState {
+        ZoneState(zoneID: database.zoneID(ZoneID.defaultZoneName), changeSequence: 0, incarnation: 0)
+    }
+
+    public func zones(in database: DatabaseRef, logger: Logger) async throws -> [ZoneState] {
+        try await transaction(logger: logger) { connection in
+            guard let databaseID = try await Self.databaseID(connection, database, logger: logger) else { return [Self.defaultZone(database)] }
+            let rows = try await connection.query(
+                """
+                SELECT id, zone_name, change_seq FROM zones WHERE database_id = \(databaseID) AND NOT deleted
+                ORDER BY zone_name <> \(ZoneID.defaultZoneName), zone_name COLLATE "C"
+                """, logger: logger)
+            var zones: [ZoneState] = []
+            for try await (id, name, sequence) in rows.decode((Int64, String, Int64).self) {
+                zones.append(ZoneState(zoneID: database.zoneID(name), changeSequence: sequence, incarnation: id))
+            }
+            return zones
+        }
+    }
+
+    public func zones(named names: [String], in database: DatabaseRef, logger: Logger) async throws -> [String: ZoneState] {
+        try await transaction(logger: logger) { connection in
+            guard let databaseID = try await Self.databaseID(connection, database, logger: logger) else {
+                return names.contains(ZoneID.defaultZoneName) ? [ZoneID.defaultZoneName: Self.defaultZone(database)] : [:]
+            }
+            let rows = try await connection.query(
+                "SELECT id, zone_name, change_seq FROM zones WHERE database_id = \(databaseID) AND NOT deleted AND zone_name = ANY(\(names))",
+                logger: logger)
+            var zones: [String: ZoneState] = [:]
+            for try await (id, name, sequence) in rows.decode((Int64, String, Int64).self) {
+                zones[name] = ZoneState(zoneID: database.zoneID(name), changeSequence: sequence, incarnation: id)
+            }
+            return zones
+        }
+    }
+
+    public func modifyZones(
+        _ operations: [ZoneOperation], in database: DatabaseRef, timestamp: Int64, logger: Logger
+    ) async throws -> [ZoneModificationResult] {
+        try await transaction(logger: logger) { connection in
+            let databaseID = try await Self.ensureDatabase(connection, database, timestamp: timestamp, logger: logger)
+            var results: [ZoneModificationResult] = []
+            for operation in operations {
+                let name = operation.zoneID.zoneName
+                let zoneID = database.zoneID(name)
+                switch operation.operationType {
+                case .create:
+                    // Instances creating the same zone at once meet on the live-name index: one inserts, the others read.
+                    let inserted = try await connection.query(
+                        """
+                        INSERT INTO zones (database_id, zone_name, created_at) VALUES (\(databaseID), \(name), \(timestamp))
+                        ON CONFLICT (database_id, zone_name) WHERE NOT deleted DO NOTHING RETURNING id
+                        """, logger: logger)
+                    var newID: Int64?
+                    for try await id in inserted.decode(Int64.self) { newID = id }
+                    if let newID {
+                        try await Self.touchZone(connection, zoneID: newID, databaseID: databaseID, logger: logger)
+                        results.append(.saved(ZoneState(zoneID: zoneID, changeSequence: 0, incarnation: newID)))
+                    } else if let existing = try await Self.zoneRow(connection, databaseID: databaseID, zoneName: name, logger: logger) {
+                        results.append(.saved(ZoneState(zoneID: zoneID, changeSequence: existing.changeSequence, incarnation: existing.id)))
+                    } else {
+                        throw StoreError(.unavailable, "zone \(name) was deleted while it was created; retry")
+                    }
+                case .delete:
+                    guard
+                        let existing = try await Self.zoneRow(connection, databaseID: databaseID, zoneName: name, forUpdate: true, logger: logger)
+                    else {
+                        results.append(.failed(zoneID, .zoneNotFound, "zone \(name) does not exist"))
+                        continue
+                    }
+                    try await Self.endViews(connection, zoneRowID: existing.id, logger: logger)
+                    for table in ["shares", "record_references", "records"] {
+                        try await connection.query(
+                            PostgresQuery(unsafeSQL: "DELETE FROM \(table) WHERE zone_id = $1", binds: try Self.binds(existing.id)), logger: logger)
+                    }
+                    try await connection.query("UPDATE zones SET deleted = true WHERE id = \(existing.id)", logger: logger)
+                    try await Self.touchZone(connection, zoneID: existing.id, databaseID: databaseID, logger: logger)
+                    results.append(.deleted(zoneID))
+                }
+            }
+            return results
+        }
+    }
+}
