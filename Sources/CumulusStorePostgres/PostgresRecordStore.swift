@@ -41,7 +41,9 @@ public final class PostgresRecordStore: Sendable {
             return StoreError(.unavailable, "PostgreSQL is unavailable", underlying: error)
         case "28P01"?, "28000"?: return StoreError(.misconfigured, "PostgreSQL refused the credentials", underlying: error)
         case "3D000"?: return StoreError(.misconfigured, "the PostgreSQL database does not exist", underlying: error)
-        case .some: return StoreError(.unexpected, "PostgreSQL failed", underlying: error)
+        case let state?:
+            // For logs: the server's own words (the HTTP edge answers an unexpected error without them).
+            return StoreError(.unexpected, "PostgreSQL failed (\(state): \(error.serverInfo?[.message] ?? "no message"))", underlying: error)
         case nil:
             // No server answer: the connection failed or was lost.
             return StoreError(.unavailable, "PostgreSQL is unreachable", underlying: error)

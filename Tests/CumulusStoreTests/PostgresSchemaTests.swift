@@ -248,3 +248,46 @@ struct PostgresZonesTests {
         }
     }
 }
+
+@Suite("PostgreSQL store: share-a-copy links", .enabled(if: PostgresTestServer.url != nil, PostgresTestServer.skipped))
+struct PostgresLinksTests {
+    @Test func concurrentUploadsNeverPassTheQuotaAndSnapshotsExpire() async throws {
+        try await PostgresTestServer.withFreshDatabase { client, _ in
+            let logger = PostgresTestServer.logger
+            try await PostgresSchema.migrate(client, logger: logger)
+            let store = PostgresRecordStore(client: client)
+            try await store.createContainer("c", createdAt: 0, logger: logger)
+            let quota = LinkQuota(perDevicePerHour: 3, perDevicePerDay: 10, perAddressPerHour: 100)
+            let uploader = LinkUploader(container: "c", deviceID: "phone", ipAddress: "203.0.113.7")
+            let now: Int64 = 1_000_000_000
+            // Ten uploads at once from one device, as through several instances: exactly three fit the hour.
+            let decisions = try await withThrowingTaskGroup(of: LinkQuotaDecision.self) { group in
+                for index in 0..<10 {
+                    group.addTask {
+                        let snapshot = LinkSnapshot(
+                            id: "link-\(index)", container: "c", environment: .development, kind: "drive", payload: Array(#"{"n":\#(index)}"#.utf8),
+                            createdAt: now, expiresAt: now + 86_400_000)
+                        return try await store.createLinkSnapshots([snapshot], uploader: uploader, quota: quota, now: now, logger: logger)
+                    }
+                }
+                return try await group.reduce(into: [LinkQuotaDecision]()) { $0.append($1) }
+            }
+            #expect(decisions.filter { $0 == .accepted }.count == 3)
+            #expect(decisions.contains(.rejected(retryAfter: 3_600, reason: "3 links an hour from this device")))
+
+            let accepted = try await (0..<10).asyncCompactMap { try await store.linkSnapshot(id: "link-\($0)", now: now, logger: logger) }
+            #expect(accepted.count == 3 && accepted.allSatisfy { $0.kind == "drive" && $0.environment == .development })
+            #expect(try await store.deleteExpiredLinkSnapshots(now: now + 1, logger: logger) == 0)
+            #expect(try await store.deleteExpiredLinkSnapshots(now: now + 86_400_000, logger: logger) == 3)
+            #expect(try await store.linkSnapshot(id: accepted[0].id, now: now, logger: logger) == nil)
+        }
+    }
+}
+
+extension Sequence where Element: Sendable {
+    fileprivate func asyncCompactMap<T>(_ transform: (Element) async throws -> T?) async rethrows -> [T] {
+        var results: [T] = []
+        for element in self { if let value = try await transform(element) { results.append(value) } }
+        return results
+    }
+}
