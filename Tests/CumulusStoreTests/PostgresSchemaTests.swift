@@ -245,6 +245,29 @@ struct PostgresZonesTests {
                 return
             }
             #expect(recreated.incarnation != created.first && recreated.changeSequence == 0)
+
+            // The database feed: every zone change once, in order, paged, deletions included.
+            var position: Int64 = 0
+            var seen: [DatabaseZoneChange] = []
+            var pages = 0
+            while true {
+                let page = try await store.databaseChanges(in: alice, after: position, limit: 1, logger: logger)
+                seen += page.zones
+                position = page.sequence
+                pages += 1
+                if !page.moreComing { break }
+            }
+            let summary = seen.map { change in
+                switch change {
+                case .changed(let zone): zone.zoneID.zoneName
+                case .deleted(let zoneID): "deleted " + zoneID.zoneName
+                }
+            }
+            #expect(summary == ["Archive", "deleted Lists", "Lists"])
+            #expect(seen.last == .changed(recreated))
+            #expect(pages == 3)
+            let nothingNew = try await store.databaseChanges(in: alice, after: position, limit: 10, logger: logger)
+            #expect(nothingNew.zones.isEmpty && nothingNew.sequence == position && !nothingNew.moreComing)
         }
     }
 }
