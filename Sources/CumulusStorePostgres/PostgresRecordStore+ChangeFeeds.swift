@@ -4,11 +4,11 @@ public import Logging
 import PostgresNIO
 
 extension PostgresRecordStore {
-    /// One page of a database's zone feed, read in one transaction (a snapshot): its rows and its final position agree.
-    /// A zone's position is taken under its database's row lock, held until commit, so positions commit in order and
-    /// a change that commits after this snapshot always lands after the position returned.
+    /// One page of a database's zone feed, read in one snapshot (`REPEATABLE READ`): its rows and its final position
+    /// agree. A zone's position is taken under its database's row lock, held until commit, so positions commit in
+    /// order and a change that commits after this snapshot always lands after the position returned.
     public func databaseChanges(in database: DatabaseRef, after sequence: Int64, limit: Int, logger: Logger) async throws -> DatabaseChangePage {
-        try await transaction(logger: logger) { connection in
+        try await transaction(snapshot: true, logger: logger) { connection in
             guard let databaseID = try await Self.databaseID(connection, database, logger: logger) else {
                 return DatabaseChangePage(zones: [], sequence: 0, moreComing: false)
             }

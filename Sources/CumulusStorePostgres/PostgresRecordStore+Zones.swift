@@ -6,9 +6,15 @@ import PostgresNIO
 extension PostgresRecordStore {
     /// Runs `body` in one transaction, translating PostgreSQL's errors as ``query(_:logger:duplicate:missingReference:)``
     /// does; a ``StoreError`` thrown by `body` passes through.
-    func transaction<T: Sendable>(logger: Logger, _ body: (PostgresConnection) async throws -> T) async throws -> T {
+    ///
+    /// - Parameter snapshot: read-only, every statement seeing the same snapshot (`REPEATABLE READ`), as a feed page
+    ///   needs: PostgreSQL's default gives each statement its own, and a page's rows and its position would disagree.
+    func transaction<T: Sendable>(snapshot: Bool = false, logger: Logger, _ body: (PostgresConnection) async throws -> T) async throws -> T {
         do {
-            return try await client.withTransaction(logger: logger) { connection in try await body(connection) }
+            return try await client.withTransaction(logger: logger) { connection in
+                if snapshot { try await connection.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY", logger: logger) }
+                return try await body(connection)
+            }
         } catch let error as StoreError {
             throw error
         } catch let error as PSQLError {
@@ -97,7 +103,7 @@ extension PostgresRecordStore {
     }
 
     public func zones(in database: DatabaseRef, logger: Logger) async throws -> [ZoneState] {
-        try await transaction(logger: logger) { connection in
+        try await transaction(snapshot: true, logger: logger) { connection in
             guard let databaseID = try await Self.databaseID(connection, database, logger: logger) else { return [Self.defaultZone(database)] }
             let rows = try await connection.query(
                 """
@@ -113,7 +119,7 @@ extension PostgresRecordStore {
     }
 
     public func zones(named names: [String], in database: DatabaseRef, logger: Logger) async throws -> [String: ZoneState] {
-        try await transaction(logger: logger) { connection in
+        try await transaction(snapshot: true, logger: logger) { connection in
             guard let databaseID = try await Self.databaseID(connection, database, logger: logger) else {
                 return names.contains(ZoneID.defaultZoneName) ? [ZoneID.defaultZoneName: Self.defaultZone(database)] : [:]
             }
