@@ -134,7 +134,9 @@ public struct AccountService: Sendable {
     /// A wrong password and an unknown name give the same answer, so sign-in does not reveal who has an account.
     public func signIn(container: String, name: String, password: String, logger: Logger) async throws -> (UserAccount, String) {
         let user = try await store.user(container: container, name: name, logger: logger)
-        guard let user, let stored = user.passwordHash, passwordHasher.verify(password, against: stored) else {
+        // An unknown name costs the same key derivation as a wrong password, so sign-in time does not reveal names.
+        let matches = passwordHasher.verify(password, against: user?.passwordHash ?? passwordHasher.decoy)
+        guard let user, user.passwordHash != nil, matches else {
             throw CumulusError(.authenticationFailed, "name or password is not correct")
         }
         return (user, try await issueWebAuthToken(for: user, logger: logger))

@@ -73,6 +73,13 @@ public struct PasswordHasher: Sendable {
         return "scrypt$\(rounds)$\(blockSize)$\(parallelism)$\(salt.base64EncodedString())$\(key.base64EncodedString())"
     }
 
+    /// A well-formed hash with this hasher's parameters that no password matches: checked when the user does not exist
+    /// (or has no password), so a sign-in costs the same full key derivation either way and its time does not tell
+    /// which names exist.
+    public var decoy: String {
+        "scrypt$\(rounds)$\(blockSize)$\(parallelism)$\(Data(count: 16).base64EncodedString())$\(Data(count: 32).base64EncodedString())"
+    }
+
     /// Checks a password against a stored hash, in constant time.
     public func verify(_ password: String, against stored: String) -> Bool {
         let parts = stored.split(separator: "$").map(String.init)

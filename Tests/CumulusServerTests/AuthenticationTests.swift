@@ -211,6 +211,19 @@ struct AuthenticationTests {
                 container: TestWorld.container, environment: .development, publicKeyPEM: "not a key", logger: Logger(label: "t"))
         }
     }
+
+    /// An unknown name must cost the same key derivation as a wrong password. The decoy is that: a hash `verify` parses
+    /// in full, with the hasher's own parameters (a malformed one would return early, and fast), matching nothing.
+    @Test func unknownNamesAreCheckedAgainstADecoyOfTheSameCost() throws {
+        let hasher = PasswordHasher(rounds: 1 << 10)
+        let real = try hasher.hash("correct horse")
+        let decoyParts = hasher.decoy.split(separator: "$")
+        let realParts = real.split(separator: "$")
+        #expect(decoyParts.count == realParts.count && decoyParts.prefix(4) == realParts.prefix(4))
+        #expect(Data(base64Encoded: String(decoyParts[4]))?.count == 16 && Data(base64Encoded: String(decoyParts[5]))?.count == 32)
+        #expect(!hasher.verify("correct horse", against: hasher.decoy) && !hasher.verify("", against: hasher.decoy))
+        #expect(hasher.verify("correct horse", against: real))
+    }
 }
 
 /// A settable time for an injected clock.
