@@ -184,13 +184,15 @@ extension SQLiteRecordStore {
     static func trackHierarchyMoves(
         _ db: Database, zoneRowID: Int64, existing: [String: StoredRecord], writes: [PlannedWrite], sequence: inout Int64
     ) throws {
-        guard writes.contains(where: { write in existing[write.recordName].map { $0.header.parent != write.parent } ?? false }) else { return }
+        // Only a batch that moves records pays for reading the zone's share roots.
+        let candidates = SharePlanner.moves(writes, existing: existing, shareRoots: [])
+        guard !candidates.isEmpty else { return }
         let shareRoots = Set(
             try String.fetchAll(
                 db, sql: "SELECT root_record_name FROM shares WHERE zone_id = ? AND root_record_name IS NOT NULL", arguments: [zoneRowID])
         )
         guard !shareRoots.isEmpty else { return }
-        for write in SharePlanner.moves(writes, existing: existing, shareRoots: shareRoots) {
+        for write in SharePlanner.moves(candidates, existing: existing, shareRoots: shareRoots) {
             let oldParent = existing[write.recordName]?.header.parent
             let oldRoot = try oldParent.flatMap { try roots(of: [$0], zoneRowID: zoneRowID, among: shareRoots, db)[$0] }
             let newRoot = try write.parent.flatMap { try roots(of: [$0], zoneRowID: zoneRowID, among: shareRoots, db)[$0] }

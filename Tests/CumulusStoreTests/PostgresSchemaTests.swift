@@ -33,6 +33,16 @@ enum PostgresTestServer {
         }
     }
 
+    /// Runs `body` with a migrated store over a fresh database holding one container, `c`.
+    static func withFreshStore<T: Sendable>(_ body: @Sendable (PostgresRecordStore) async throws -> T) async throws -> T {
+        try await withFreshDatabase { client, _ in
+            try await PostgresSchema.migrate(client, logger: logger)
+            let store = PostgresRecordStore(client: client)
+            try await store.createContainer("c", createdAt: 0, logger: logger)
+            return try await body(store)
+        }
+    }
+
     private static func dropDatabase(_ name: String, admin: PostgresLocation) async throws {
         try await withClient(admin) { client in
             _ = try await client.query(PostgresQuery(unsafeSQL: "DROP DATABASE IF EXISTS \(name) WITH (FORCE)"), logger: logger)
@@ -120,14 +130,11 @@ struct PostgresSchemaTests {
 @Suite("PostgreSQL store: accounts", .enabled(if: PostgresTestServer.url != nil, PostgresTestServer.skipped))
 struct PostgresAccountsTests {
     let logger = PostgresTestServer.logger
-    static let container = "iCloud.test"
+    static let container = "c"
 
     @Test func containersCredentialsUsersAndTheSecret() async throws {
-        try await PostgresTestServer.withFreshDatabase { client, _ in
+        try await PostgresTestServer.withFreshStore { store in
             let logger = PostgresTestServer.logger
-            try await PostgresSchema.migrate(client, logger: logger)
-            let store = PostgresRecordStore(client: client)
-            try await store.createContainer(Self.container, createdAt: 0, logger: logger)
             let again = await #expect(throws: StoreError.self) { try await store.createContainer(Self.container, createdAt: 0, logger: logger) }
             #expect(again?.code == .duplicate)
             #expect(try await store.containerExists(Self.container, logger: logger))
@@ -200,11 +207,8 @@ struct PostgresAccountsTests {
 @Suite("PostgreSQL store: zones", .enabled(if: PostgresTestServer.url != nil, PostgresTestServer.skipped))
 struct PostgresZonesTests {
     @Test func zonesAreCreatedOnceListedDeletedAndCreatedAgainAsNewIncarnations() async throws {
-        try await PostgresTestServer.withFreshDatabase { client, _ in
+        try await PostgresTestServer.withFreshStore { store in
             let logger = PostgresTestServer.logger
-            try await PostgresSchema.migrate(client, logger: logger)
-            let store = PostgresRecordStore(client: client)
-            try await store.createContainer("c", createdAt: 0, logger: logger)
             let alice = DatabaseRef(container: "c", environment: .development, scope: .private, ownerRecordName: "_alice")
             #expect(try await store.zones(in: alice, logger: logger).map(\.zoneID.zoneName) == [ZoneID.defaultZoneName])
 
@@ -275,11 +279,8 @@ struct PostgresZonesTests {
 @Suite("PostgreSQL store: share-a-copy links", .enabled(if: PostgresTestServer.url != nil, PostgresTestServer.skipped))
 struct PostgresLinksTests {
     @Test func concurrentUploadsNeverPassTheQuotaAndSnapshotsExpire() async throws {
-        try await PostgresTestServer.withFreshDatabase { client, _ in
+        try await PostgresTestServer.withFreshStore { store in
             let logger = PostgresTestServer.logger
-            try await PostgresSchema.migrate(client, logger: logger)
-            let store = PostgresRecordStore(client: client)
-            try await store.createContainer("c", createdAt: 0, logger: logger)
             let quota = LinkQuota(perDevicePerHour: 3, perDevicePerDay: 10, perAddressPerHour: 100)
             let uploader = LinkUploader(container: "c", deviceID: "phone", ipAddress: "203.0.113.7")
             let now: Int64 = 1_000_000_000
