@@ -10,6 +10,20 @@ extension PostgresRecordStore {
     /// - Parameter snapshot: read-only, every statement seeing the same snapshot (`REPEATABLE READ`), as a feed page
     ///   needs: PostgreSQL's default gives each statement its own, and a page's rows and its position would disagree.
     func transaction<T: Sendable>(snapshot: Bool = false, logger: Logger, _ body: (PostgresConnection) async throws -> T) async throws -> T {
+        // A deadlock PostgreSQL broke by aborting this transaction, or a serialization failure, leaves nothing
+        // written: run it again, a few times, before answering "try again later".
+        var attempt = 1
+        while true {
+            do {
+                return try await transactionOnce(snapshot: snapshot, logger: logger, body)
+            } catch let error as StoreError where error.isRetryableConflict && attempt < 4 {
+                attempt += 1
+                logger.debug("retrying a transaction PostgreSQL aborted", metadata: ["cumulus.attempt": "\(attempt)"])
+            }
+        }
+    }
+
+    private func transactionOnce<T: Sendable>(snapshot: Bool, logger: Logger, _ body: (PostgresConnection) async throws -> T) async throws -> T {
         do {
             return try await client.withTransaction(logger: logger) { connection in
                 if snapshot { try await connection.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY", logger: logger) }
@@ -168,13 +182,14 @@ extension PostgresRecordStore {
                         results.append(.failed(zoneID, .zoneNotFound, "zone \(name) does not exist"))
                         continue
                     }
+                    // Rows are locked in one order everywhere: zone, database, then shared databases.
+                    try await connection.query("UPDATE zones SET deleted = true WHERE id = \(existing.id)", logger: logger)
+                    try await Self.touchZone(connection, zoneID: existing.id, databaseID: databaseID, logger: logger)
                     try await Self.endViews(connection, zoneRowID: existing.id, logger: logger)
                     for table in ["shares", "record_references", "records"] {
                         try await connection.query(
                             PostgresQuery(unsafeSQL: "DELETE FROM \(table) WHERE zone_id = $1", binds: try Self.binds(existing.id)), logger: logger)
                     }
-                    try await connection.query("UPDATE zones SET deleted = true WHERE id = \(existing.id)", logger: logger)
-                    try await Self.touchZone(connection, zoneID: existing.id, databaseID: databaseID, logger: logger)
                     results.append(.deleted(zoneID))
                 }
             }

@@ -122,15 +122,6 @@ public final class SQLiteRecordStore: RecordStore {
     }
 }
 
-/// Short GUIDs for share links: 22 URL-safe characters from 128 random bits.
-enum ShortGUID {
-    static func make() -> String {
-        var generator = SystemRandomNumberGenerator()
-        let alphabet = Array("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
-        return String((0..<22).map { _ in alphabet[Int(generator.next(upperBound: UInt64(alphabet.count)))] })
-    }
-}
-
 extension Array where Element == String {
     /// The names as a JSON array, for `IN (SELECT value FROM json_each(?))`: one cached statement whatever the count.
     var jsonArray: String {

@@ -39,8 +39,8 @@ struct ChangeFeedTests {
         }
     }
 
-    @Test func databaseFeedReportsChangedAndDeletedZonesOnce() async throws {
-        let world = try await TestWorld.make()
+    @Test(arguments: TestStore.all) func databaseFeedReportsChangedAndDeletedZonesOnce(_ store: TestStore) async throws {
+        let world = try await TestWorld.make(store: store)
         try await world.test { client in
             try await client.createZone("A", as: world.alice)
             try await client.createZone("B", as: world.alice)
@@ -97,8 +97,8 @@ struct ChangeFeedTests {
         return cursor!
     }
 
-    @Test func resumingFromEveryTokenGivesTheSameStateAsOneRead() async throws {
-        let world = try await TestWorld.make()
+    @Test(arguments: TestStore.all) func resumingFromEveryTokenGivesTheSameStateAsOneRead(_ store: TestStore) async throws {
+        let world = try await TestWorld.make(store: store)
         try await world.test { client in
             try await client.createZone("Z", as: world.alice)
             // After each round, remember a token and the state a client holding it has.
@@ -139,8 +139,8 @@ struct ChangeFeedTests {
         }
     }
 
-    @Test func incrementalFeedFromATokenHasOnlyLaterChanges() async throws {
-        let world = try await TestWorld.make()
+    @Test(arguments: TestStore.all) func incrementalFeedFromATokenHasOnlyLaterChanges(_ store: TestStore) async throws {
+        let world = try await TestWorld.make(store: store)
         try await world.test { client in
             try await client.createZone("Z", as: world.alice)
             _ = try await client.modify([operation("create", "old")], as: .user(world.alice))
@@ -163,8 +163,8 @@ struct ChangeFeedTests {
         }
     }
 
-    @Test func desiredRecordTypesAndKeysNarrowTheFeed() async throws {
-        let world = try await TestWorld.make()
+    @Test(arguments: TestStore.all) func desiredRecordTypesAndKeysNarrowTheFeed(_ store: TestStore) async throws {
+        let world = try await TestWorld.make(store: store)
         try await world.test { client in
             try await client.createZone("Z", as: world.alice)
             _ = try await client.modify(
@@ -178,8 +178,8 @@ struct ChangeFeedTests {
         }
     }
 
-    @Test func forgedAndForeignTokensAreRejected() async throws {
-        let world = try await TestWorld.make()
+    @Test(arguments: TestStore.all) func forgedAndForeignTokensAreRejected(_ store: TestStore) async throws {
+        let world = try await TestWorld.make(store: store)
         try await world.test { client in
             try await client.createZone("Z", as: world.alice)
             try await client.createZone("Other", as: world.alice)
@@ -209,8 +209,8 @@ struct ChangeFeedTests {
         }
     }
 
-    @Test func aRecreatedZoneIsANewZone() async throws {
-        let world = try await TestWorld.make()
+    @Test(arguments: TestStore.all) func aRecreatedZoneIsANewZone(_ store: TestStore) async throws {
+        let world = try await TestWorld.make(store: store)
         try await world.test { client in
             try await client.createZone("Z", as: world.alice)
             _ = try await client.modify([operation("create", "r")], as: .user(world.alice))
@@ -237,8 +237,8 @@ struct ChangeFeedTests {
         }
     }
 
-    @Test func feedsDoNotApplyToThePublicDatabase() async throws {
-        let world = try await TestWorld.make()
+    @Test(arguments: TestStore.all) func feedsDoNotApplyToThePublicDatabase(_ store: TestStore) async throws {
+        let world = try await TestWorld.make(store: store)
         try await world.test { client in
             let zone = try await client.send(
                 "changes/zone", as: .user(world.alice), database: "public", body: #"{"zones":[{"zoneID":{"zoneName":"_defaultZone"}}]}"#)
@@ -283,8 +283,8 @@ struct ChangeFeedTests {
         }
     }
 
-    @Test func concurrentWritesAreNeverSkippedByAPagingReader() async throws {
-        let world = try await TestWorld.make()
+    @Test(arguments: TestStore.all) func concurrentWritesAreNeverSkippedByAPagingReader(_ store: TestStore) async throws {
+        let world = try await TestWorld.make(store: store)
         try await world.test { client in
             try await client.createZone("Z", as: world.alice)
             let writerFinished = Mutex(false)

@@ -32,9 +32,9 @@ struct LinkTests {
 
     static func links(_ response: CloudKitResponse) -> [JSONValue] { response.json["links"]?.arrayValue ?? [] }
 
-    @Test func uploadGivesOneLinkPerDriveThatExpiresInADay() async throws {
+    @Test(arguments: TestStore.all) func uploadGivesOneLinkPerDriveThatExpiresInADay(_ store: TestStore) async throws {
         let time = LockedTime(Date(timeIntervalSince1970: 1_795_000_000))
-        let world = try await TestWorld.make(clock: WallClock { time.now })
+        let world = try await TestWorld.make(store: store, clock: WallClock { time.now })
         try await world.test { client in
             let response = try await Self.upload(client, [driveJSON(), driveJSON(name: nil), driveJSON(name: "Third")])
             #expect(response.status == 200, "\(response.json)")
@@ -85,8 +85,8 @@ struct LinkTests {
         }
     }
 
-    @Test func anAPIKeyAndADeviceAreRequired() async throws {
-        let world = try await TestWorld.make()
+    @Test(arguments: TestStore.all) func anAPIKeyAndADeviceAreRequired(_ store: TestStore) async throws {
+        let world = try await TestWorld.make(store: store)
         try await world.test { client in
             let missing = try await client.raw(
                 "/links/1/\(TestWorld.container)/development/drives", body: #"{"drives":[\#(driveJSON())]}"#,
@@ -147,8 +147,8 @@ struct LinkTests {
         }
     }
 
-    @Test func sizeLimits() async throws {
-        let world = try await TestWorld.make()
+    @Test(arguments: TestStore.all) func sizeLimits(_ store: TestStore) async throws {
+        let world = try await TestWorld.make(store: store)
         try await world.test { client in
             #expect(try await Self.upload(client, Array(repeating: driveJSON(points: 5), count: 6)).status == 200)
             let seven = try await Self.upload(client, Array(repeating: driveJSON(points: 5), count: 7))
@@ -183,8 +183,8 @@ struct LinkTests {
         }
     }
 
-    @Test func namesAreCleanedAndPagesEscapeEverything() async throws {
-        let world = try await TestWorld.make()
+    @Test(arguments: TestStore.all) func namesAreCleanedAndPagesEscapeEverything(_ store: TestStore) async throws {
+        let world = try await TestWorld.make(store: store)
         try await world.test { client in
             let hostile = #"<script>alert(\"x\")</script> Tom's & \"Jerry\" drive "# + String(repeating: "z", count: 200)
             let response = try await Self.upload(client, [driveJSON(name: hostile)])
@@ -204,8 +204,8 @@ struct LinkTests {
         }
     }
 
-    @Test func appSiteAssociationIsServedFromConfiguration() async throws {
-        let world = try await TestWorld.make()
+    @Test(arguments: TestStore.all) func appSiteAssociationIsServedFromConfiguration(_ store: TestStore) async throws {
+        let world = try await TestWorld.make(store: store)
         let association = #"{"applinks":{"details":[{"appIDs":["ABCDE12345.com.example.ghost"],"components":[{"/":"/s/*"}]}]}}"#
         var configuration = world.configuration
         configuration.appleAppSiteAssociation = association
@@ -250,8 +250,8 @@ struct LinkClientTests {
         points: (0..<20).map { DriveSnapshot.Point(lat: 51.5 + Double($0) * 0.001, lon: -0.12) }, customName: "Morning commute"
     )
 
-    @Test func uploadDownloadAndImportAFreshCopy() async throws {
-        let world = try await TestWorld.make()
+    @Test(arguments: TestStore.all) func uploadDownloadAndImportAFreshCopy(_ store: TestStore) async throws {
+        let world = try await TestWorld.make(store: store)
         try await withClient(world) { links in
             var unnamed = Self.drive
             unnamed.customName = nil
@@ -267,8 +267,8 @@ struct LinkClientTests {
         }
     }
 
-    @Test func errorsAreTypedForPeople() async throws {
-        let world = try await TestWorld.make()
+    @Test(arguments: TestStore.all) func errorsAreTypedForPeople(_ store: TestStore) async throws {
+        let world = try await TestWorld.make(store: store)
         try await withClient(world) { links in
             await #expect(throws: LinkError.expired) { try await links.downloadDrive("nonexistent") }
             var wrongKey = links
@@ -291,8 +291,8 @@ struct LinkClientTests {
         }
     }
 
-    @Test func genericRecordSnapshotsRoundTripAndImportWithFreshNames() async throws {
-        let world = try await TestWorld.make()
+    @Test(arguments: TestStore.all) func genericRecordSnapshotsRoundTripAndImportWithFreshNames(_ store: TestStore) async throws {
+        let world = try await TestWorld.make(store: store)
         try await withClient(world) { links in
             let records = [
                 SnapshotRecord(recordName: "list-1", recordType: "List", fields: ["name": .string("Weekend")]),
@@ -334,8 +334,8 @@ struct LinkPageBrowserTests {
         return String(decoding: data, as: UTF8.self)
     }
 
-    @Test func theDrivePageRendersTheRouteAndTheNumbers() async throws {
-        let world = try await TestWorld.make()
+    @Test(arguments: TestStore.all) func theDrivePageRendersTheRouteAndTheNumbers(_ store: TestStore) async throws {
+        let world = try await TestWorld.make(store: store)
         try await world.application().test(.live) { client in
             let base = "http://127.0.0.1:\(client.port!)"
             let links = LinkClient(serverURL: URL(string: base)!, container: TestWorld.container, apiToken: world.apiToken, deviceID: "browser-test")

@@ -53,36 +53,39 @@ struct QueryTests {
 
     static let byName = [#"{"systemFieldName":"recordName","ascending":true}"#]
 
-    @Test(arguments: [
-        (filter("EQUALS", "laps", "2"), ["drive-10", "drive-2", "drive-6"]),
-        (filter("NOT_EQUALS", "laps", "0"), ["drive-1", "drive-10", "drive-2", "drive-3", "drive-5", "drive-6", "drive-7", "drive-9"]),
-        (filter("LESS_THAN", "distance", "2000"), ["drive-0", "drive-1"]),
-        (filter("LESS_THAN_OR_EQUALS", "distance", "2001"), ["drive-0", "drive-1", "drive-2"]),
-        (filter("GREATER_THAN", "distance", "9000"), ["drive-10", "drive-9"]),
-        (filter("GREATER_THAN_OR_EQUALS", "start", "1700000540000", type: "TIMESTAMP"), ["drive-10", "drive-9"]),
-        (filter("BEGINS_WITH", "name", #""Morn""#), ["drive-0", "drive-1", "drive-2", "drive-3", "drive-4"]),
-        (filter("NOT_BEGINS_WITH", "name", #""Morn""#), ["drive-10", "drive-5", "drive-6", "drive-7", "drive-8", "drive-9"]),
-        (filter("IN", "laps", "[1,3]"), ["drive-1", "drive-3", "drive-5", "drive-7", "drive-9"]),
-        (filter("NOT_IN", "laps", "[0,1,2]"), ["drive-3", "drive-7"]),
-        (filter("EQUALS", "route", #"{"recordName":"route-1"}"#, type: "REFERENCE"), ["drive-1", "drive-10", "drive-4", "drive-7"]),
-        (filter("LIST_CONTAINS", "tags", #""odd""#), ["drive-1", "drive-3", "drive-5", "drive-7", "drive-9"]),
-        (filter("NOT_LIST_CONTAINS", "tags", #""drive""#), ["drive-11"]),
-        (filter("LIST_CONTAINS_ANY", "scores", "[30,100]"), ["drive-10", "drive-3"]),
-        (filter("NOT_LIST_CONTAINS_ANY", "tags", #"["even","drive"]"#), ["drive-11"]),
-        (filter("LIST_CONTAINS_ALL", "scores", "[4,40]"), ["drive-4"]),
-        (
-            filter("NOT_LIST_CONTAINS_ALL", "tags", #"["odd","drive"]"#),
-            ["drive-0", "drive-10", "drive-11", "drive-2", "drive-4", "drive-6", "drive-8"]
-        ),
-        (filter("LIST_MEMBER_BEGINS_WITH", "tags", #""ev""#), ["drive-0", "drive-10", "drive-2", "drive-4", "drive-6", "drive-8"]),
-        (filter("EQUALS", "recordName", #""drive-3""#, system: true), ["drive-3"]),
-        (
-            filter("NEAR", "where", #"{"latitude":51.5007,"longitude":-0.1246}"#, type: "LOCATION", extra: #","distance":2000"#),
-            ["drive-0", "drive-1", "drive-4", "drive-5", "drive-8", "drive-9"]
-        ),
-    ])
-    func comparators(_ filter: String, _ expected: [String]) async throws {
-        let world = try await TestWorld.make()
+    @Test(
+        arguments: TestStore.all,
+        [
+            (filter("EQUALS", "laps", "2"), ["drive-10", "drive-2", "drive-6"]),
+            (filter("NOT_EQUALS", "laps", "0"), ["drive-1", "drive-10", "drive-2", "drive-3", "drive-5", "drive-6", "drive-7", "drive-9"]),
+            (filter("LESS_THAN", "distance", "2000"), ["drive-0", "drive-1"]),
+            (filter("LESS_THAN_OR_EQUALS", "distance", "2001"), ["drive-0", "drive-1", "drive-2"]),
+            (filter("GREATER_THAN", "distance", "9000"), ["drive-10", "drive-9"]),
+            (filter("GREATER_THAN_OR_EQUALS", "start", "1700000540000", type: "TIMESTAMP"), ["drive-10", "drive-9"]),
+            (filter("BEGINS_WITH", "name", #""Morn""#), ["drive-0", "drive-1", "drive-2", "drive-3", "drive-4"]),
+            (filter("NOT_BEGINS_WITH", "name", #""Morn""#), ["drive-10", "drive-5", "drive-6", "drive-7", "drive-8", "drive-9"]),
+            (filter("IN", "laps", "[1,3]"), ["drive-1", "drive-3", "drive-5", "drive-7", "drive-9"]),
+            (filter("NOT_IN", "laps", "[0,1,2]"), ["drive-3", "drive-7"]),
+            (filter("EQUALS", "route", #"{"recordName":"route-1"}"#, type: "REFERENCE"), ["drive-1", "drive-10", "drive-4", "drive-7"]),
+            (filter("LIST_CONTAINS", "tags", #""odd""#), ["drive-1", "drive-3", "drive-5", "drive-7", "drive-9"]),
+            (filter("NOT_LIST_CONTAINS", "tags", #""drive""#), ["drive-11"]),
+            (filter("LIST_CONTAINS_ANY", "scores", "[30,100]"), ["drive-10", "drive-3"]),
+            (filter("NOT_LIST_CONTAINS_ANY", "tags", #"["even","drive"]"#), ["drive-11"]),
+            (filter("LIST_CONTAINS_ALL", "scores", "[4,40]"), ["drive-4"]),
+            (
+                filter("NOT_LIST_CONTAINS_ALL", "tags", #"["odd","drive"]"#),
+                ["drive-0", "drive-10", "drive-11", "drive-2", "drive-4", "drive-6", "drive-8"]
+            ),
+            (filter("LIST_MEMBER_BEGINS_WITH", "tags", #""ev""#), ["drive-0", "drive-10", "drive-2", "drive-4", "drive-6", "drive-8"]),
+            (filter("EQUALS", "recordName", #""drive-3""#, system: true), ["drive-3"]),
+            (
+                filter("NEAR", "where", #"{"latitude":51.5007,"longitude":-0.1246}"#, type: "LOCATION", extra: #","distance":2000"#),
+                ["drive-0", "drive-1", "drive-4", "drive-5", "drive-8", "drive-9"]
+            ),
+        ])
+    func comparators(_ store: TestStore, _ example: (filter: String, expected: [String])) async throws {
+        let (filter, expected) = example
+        let world = try await TestWorld.make(store: store)
         try await world.test { client in
             try await Self.seed(client, as: world.alice)
             let response = try await Self.query(client, as: world.alice, filters: [filter], sorts: Self.byName)
@@ -91,8 +94,8 @@ struct QueryTests {
         }
     }
 
-    @Test func sortsOnFieldsAndSystemFields() async throws {
-        let world = try await TestWorld.make()
+    @Test(arguments: TestStore.all) func sortsOnFieldsAndSystemFields(_ store: TestStore) async throws {
+        let world = try await TestWorld.make(store: store)
         try await world.test { client in
             try await Self.seed(client, as: world.alice)
             let byDistance = try await Self.query(client, as: world.alice, sorts: [#"{"fieldName":"distance","ascending":false}"#])
@@ -114,15 +117,17 @@ struct QueryTests {
         }
     }
 
-    @Test(arguments: [
-        // Descending: the record without the sorted field (drive-11) comes last; ascending, first.
-        [#"{"fieldName":"laps","ascending":false}"#, #"{"fieldName":"distance"}"#],
-        [#"{"fieldName":"laps","ascending":true}"#, #"{"fieldName":"distance","ascending":false}"#],
-        [#"{"fieldName":"distance","ascending":true}"#],
-        [#"{"systemFieldName":"recordName","ascending":false}"#],
-    ])
-    func continuationMarkersPageThroughEveryResultOnce(_ sorts: [String]) async throws {
-        let world = try await TestWorld.make()
+    @Test(
+        arguments: TestStore.all,
+        [
+            // Descending: the record without the sorted field (drive-11) comes last; ascending, first.
+            [#"{"fieldName":"laps","ascending":false}"#, #"{"fieldName":"distance"}"#],
+            [#"{"fieldName":"laps","ascending":true}"#, #"{"fieldName":"distance","ascending":false}"#],
+            [#"{"fieldName":"distance","ascending":true}"#],
+            [#"{"systemFieldName":"recordName","ascending":false}"#],
+        ])
+    func continuationMarkersPageThroughEveryResultOnce(_ store: TestStore, _ sorts: [String]) async throws {
+        let world = try await TestWorld.make(store: store)
         try await world.test { client in
             try await Self.seed(client, as: world.alice)
             let all = Self.names(try await Self.query(client, as: world.alice, sorts: sorts))
@@ -151,8 +156,8 @@ struct QueryTests {
         }
     }
 
-    @Test func zoneWideQueriesAndDesiredKeys() async throws {
-        let world = try await TestWorld.make()
+    @Test(arguments: TestStore.all) func zoneWideQueriesAndDesiredKeys(_ store: TestStore) async throws {
+        let world = try await TestWorld.make(store: store)
         try await world.test { client in
             try await Self.seed(client, as: world.alice)
             try await client.createZone("Archive", as: world.alice)

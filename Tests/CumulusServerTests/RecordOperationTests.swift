@@ -71,8 +71,8 @@ struct RecordOperationTests {
         }
     }
 
-    @Test func missingChangeTagIsABadRequest() async throws {
-        let world = try await TestWorld.make()
+    @Test(arguments: TestStore.all) func missingChangeTagIsABadRequest(_ store: TestStore) async throws {
+        let world = try await TestWorld.make(store: store)
         try await world.test { client in
             try await client.createZone("Z", as: world.alice)
             let response = try await client.modify([operation("update", "r", tag: nil)], as: .user(world.alice))
@@ -82,8 +82,8 @@ struct RecordOperationTests {
         }
     }
 
-    @Test func atomicBatchesAreAllOrNothingInCustomZones() async throws {
-        let world = try await TestWorld.make()
+    @Test(arguments: TestStore.all) func atomicBatchesAreAllOrNothingInCustomZones(_ store: TestStore) async throws {
+        let world = try await TestWorld.make(store: store)
         try await world.test { client in
             try await client.createZone("Z", as: world.alice)
             _ = try await client.modify([operation("create", "taken")], as: .user(world.alice))
@@ -101,8 +101,8 @@ struct RecordOperationTests {
         }
     }
 
-    @Test func theDefaultZoneIsNeverAtomic() async throws {
-        let world = try await TestWorld.make()
+    @Test(arguments: TestStore.all) func theDefaultZoneIsNeverAtomic(_ store: TestStore) async throws {
+        let world = try await TestWorld.make(store: store)
         try await world.test { client in
             _ = try await client.modify([operation("create", "taken")], zone: nil, as: .user(world.alice))
             let response = try await client.modify(
@@ -111,8 +111,8 @@ struct RecordOperationTests {
         }
     }
 
-    @Test func deleteSelfReferencesDeleteTheirRecordsInTheSameTransaction() async throws {
-        let world = try await TestWorld.make()
+    @Test(arguments: TestStore.all) func deleteSelfReferencesDeleteTheirRecordsInTheSameTransaction(_ store: TestStore) async throws {
+        let world = try await TestWorld.make(store: store)
         try await world.test { client in
             try await client.createZone("Z", as: world.alice)
             let ref = #"{"list":{"value":{"recordName":"list","action":"DELETE_SELF"},"type":"REFERENCE"}}"#
@@ -126,8 +126,8 @@ struct RecordOperationTests {
         }
     }
 
-    @Test func desiredKeysNarrowTheFieldsReturned() async throws {
-        let world = try await TestWorld.make()
+    @Test(arguments: TestStore.all) func desiredKeysNarrowTheFieldsReturned(_ store: TestStore) async throws {
+        let world = try await TestWorld.make(store: store)
         try await world.test { client in
             try await client.createZone("Z", as: world.alice)
             let fields = #"{"a":{"value":1},"b":{"value":"x"},"c":{"value":2.5}}"#
@@ -149,8 +149,8 @@ struct RecordOperationTests {
         }
     }
 
-    @Test func everyFieldTypeRoundTripsExactly() async throws {
-        let world = try await TestWorld.make()
+    @Test(arguments: TestStore.all) func everyFieldTypeRoundTripsExactly(_ store: TestStore) async throws {
+        let world = try await TestWorld.make(store: store)
         let fields = #"""
             {"string":{"value":"Morning commute ☀️","type":"STRING"},
              "int":{"value":9223372036854775807,"type":"INT64"},
@@ -183,8 +183,8 @@ struct RecordOperationTests {
         }
     }
 
-    @Test func numbersAsStringsWritesNumbersAsStrings() async throws {
-        let world = try await TestWorld.make()
+    @Test(arguments: TestStore.all) func numbersAsStringsWritesNumbersAsStrings(_ store: TestStore) async throws {
+        let world = try await TestWorld.make(store: store)
         try await world.test { client in
             _ = try await client.modify(
                 [operation("create", "r", fields: #"{"n":{"value":5},"d":{"value":1.5}}"#)], zone: nil, as: .user(world.alice))
@@ -194,8 +194,8 @@ struct RecordOperationTests {
         }
     }
 
-    @Test func systemFieldsAreReturned() async throws {
-        let world = try await TestWorld.make()
+    @Test(arguments: TestStore.all) func systemFieldsAreReturned(_ store: TestStore) async throws {
+        let world = try await TestWorld.make(store: store)
         try await world.test { client in
             try await client.createZone("Z", as: world.alice)
             _ = try await client.modify([operation("create", "parent")], as: .user(world.alice))
@@ -220,8 +220,8 @@ struct RecordOperationTests {
         }
     }
 
-    @Test func bodiesAreJSONWhateverTheContentType() async throws {
-        let world = try await TestWorld.make()
+    @Test(arguments: TestStore.all) func bodiesAreJSONWhateverTheContentType(_ store: TestStore) async throws {
+        let world = try await TestWorld.make(store: store)
         try await world.test { client in
             for contentType in ["text/plain", "application/json", "application/x-www-form-urlencoded"] {
                 let response = try await client.send(

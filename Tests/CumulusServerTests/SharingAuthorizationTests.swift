@@ -56,9 +56,9 @@ struct SharingAuthorizationTests {
         }
     }
 
-    @Test(arguments: Role.allCases)
-    func roleAgainstEveryOperation(_ role: Role) async throws {
-        let world = try await TestWorld.make()
+    @Test(arguments: TestStore.all, Role.allCases)
+    func roleAgainstEveryOperation(_ store: TestStore, _ role: Role) async throws {
+        let world = try await TestWorld.make(store: store)
         let logger = Logger(label: "test")
         func user(_ name: String) async throws -> TestUser {
             let account = try await world.accounts.createUser(

@@ -68,8 +68,8 @@ struct SharingTests {
         response.zones.first?["records"]?.arrayValue ?? []
     }
 
-    @Test func shoppingListStory() async throws {
-        let world = try await TestWorld.make()
+    @Test(arguments: TestStore.all) func shoppingListStory(_ store: TestStore) async throws {
+        let world = try await TestWorld.make(store: store)
         let (alice, bob) = (world.alice, world.bob)
         try await world.test { client in
             // The owner makes a list with an item, and keeps one record of the zone private.
@@ -173,8 +173,8 @@ struct SharingTests {
         }
     }
 
-    @Test func zoneWideShareStory() async throws {
-        let world = try await TestWorld.make()
+    @Test(arguments: TestStore.all) func zoneWideShareStory(_ store: TestStore) async throws {
+        let world = try await TestWorld.make(store: store)
         let (alice, bob) = (world.alice, world.bob)
         try await world.test { client in
             try await client.createZone("SharedZone", as: alice)
@@ -205,8 +205,8 @@ struct SharingTests {
         }
     }
 
-    @Test func joiningByPublicLinkLeavingStoppingAndResharing() async throws {
-        let world = try await TestWorld.make()
+    @Test(arguments: TestStore.all) func joiningByPublicLinkLeavingStoppingAndResharing(_ store: TestStore) async throws {
+        let world = try await TestWorld.make(store: store)
         let (alice, bob) = (world.alice, world.bob)
         try await world.test { client in
             try await client.createZone("Lists", as: alice)
@@ -246,8 +246,8 @@ struct SharingTests {
         }
     }
 
-    @Test func recordsMovedOutOfASharedHierarchyLeaveParticipantsDevices() async throws {
-        let world = try await TestWorld.make()
+    @Test(arguments: TestStore.all) func recordsMovedOutOfASharedHierarchyLeaveParticipantsDevices(_ store: TestStore) async throws {
+        let world = try await TestWorld.make(store: store)
         let (alice, bob) = (world.alice, world.bob)
         try await world.test { client in
             try await client.createZone("Lists", as: alice)
@@ -294,8 +294,8 @@ struct SharingTests {
 
     /// Seed `001`'s groups: two groups of one zone shared with the same participant. What they may see changes while
     /// the zone stays in their shared database, and their feed reports exactly the records that came or went.
-    @Test func accessChangesInAZoneStillSharedReachTheParticipantsFeed() async throws {
-        let world = try await TestWorld.make()
+    @Test(arguments: TestStore.all) func accessChangesInAZoneStillSharedReachTheParticipantsFeed(_ store: TestStore) async throws {
+        let world = try await TestWorld.make(store: store)
         let (alice, bob) = (world.alice, world.bob)
         try await world.test { client in
             try await client.createZone("Groups", as: alice)
@@ -366,8 +366,8 @@ struct SharingTests {
         }
     }
 
-    @Test func joiningAPublicShareStopsAtTheParticipantLimit() async throws {
-        let world = try await TestWorld.make(limits: Limits(maximumShareParticipants: 2))
+    @Test(arguments: TestStore.all) func joiningAPublicShareStopsAtTheParticipantLimit(_ store: TestStore) async throws {
+        let world = try await TestWorld.make(store: store, limits: Limits(maximumShareParticipants: 2))
         let logger = Logger(label: "t")
         try await world.test { client in
             try await client.createZone("Lists", as: world.alice)
@@ -392,8 +392,8 @@ struct SharingTests {
         }
     }
 
-    @Test func sharingRulesAreEnforced() async throws {
-        let world = try await TestWorld.make()
+    @Test(arguments: TestStore.all) func sharingRulesAreEnforced(_ store: TestStore) async throws {
+        let world = try await TestWorld.make(store: store)
         let alice = world.alice
         try await world.test { client in
             try await client.createZone("Lists", as: alice)

@@ -6,8 +6,8 @@ import Testing
 
 @Suite("zones/list, zones/lookup, zones/modify")
 struct ZoneTests {
-    @Test func customZonesAreCreatedLookedUpAndDeleted() async throws {
-        let world = try await TestWorld.make()
+    @Test(arguments: TestStore.all) func customZonesAreCreatedLookedUpAndDeleted(_ store: TestStore) async throws {
+        let world = try await TestWorld.make(store: store)
         try await world.test { client in
             let created = try await client.send(
                 "zones/modify", as: .user(world.alice),
@@ -45,8 +45,8 @@ struct ZoneTests {
         }
     }
 
-    @Test func theDefaultZoneCannotBeCreatedOrDeleted() async throws {
-        let world = try await TestWorld.make()
+    @Test(arguments: TestStore.all) func theDefaultZoneCannotBeCreatedOrDeleted(_ store: TestStore) async throws {
+        let world = try await TestWorld.make(store: store)
         try await world.test { client in
             let response = try await client.send(
                 "zones/modify", as: .user(world.alice),
@@ -56,8 +56,8 @@ struct ZoneTests {
         }
     }
 
-    @Test func customZonesLiveOnlyInThePrivateDatabase() async throws {
-        let world = try await TestWorld.make()
+    @Test(arguments: TestStore.all) func customZonesLiveOnlyInThePrivateDatabase(_ store: TestStore) async throws {
+        let world = try await TestWorld.make(store: store)
         try await world.test { client in
             for database in ["public", "shared"] {
                 let response = try await client.send(
@@ -74,8 +74,8 @@ struct ZoneTests {
         }
     }
 
-    @Test func unknownPathsAndDatabasesAreCloudKitErrors() async throws {
-        let world = try await TestWorld.make()
+    @Test(arguments: TestStore.all) func unknownPathsAndDatabasesAreCloudKitErrors(_ store: TestStore) async throws {
+        let world = try await TestWorld.make(store: store)
         try await world.test { client in
             let badDatabase = try await client.send("zones/list", as: .user(world.alice), database: "secret", method: .get)
             #expect(badDatabase.status == 400)

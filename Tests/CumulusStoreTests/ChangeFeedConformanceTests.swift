@@ -10,7 +10,7 @@ struct ChangeFeedConformanceTests {
     let alice = DatabaseRef(container: "c", environment: .development, scope: .private, ownerRecordName: "_alice")
 
     private func store(_ factory: StoreFactory) async throws -> any RecordStore {
-        let store = try factory.make()
+        let store = try await factory.make()
         try await store.createContainer("c", createdAt: 0, logger: logger)
         _ = try await store.modifyZones(
             [ZoneOperation(operationType: .create, zoneID: ZoneID(zoneName: "Z"))], in: alice, timestamp: 0, logger: logger)

@@ -43,6 +43,44 @@ enum PostgresTestServer {
         }
     }
 
+    /// A migrated store over a fresh database that lives as long as the test process; its client runs in a task of
+    /// its own. Databases left by earlier test processes (named by their process ID) are dropped first, once.
+    static func makeStore() async throws -> PostgresRecordStore {
+        let admin = try PostgresLocation(url: try #require(url))
+        await sweep.value
+        var location = admin
+        location.database = "cumulus_test_p\(getpid())_\(UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(16))"
+        let fresh = location
+        try await withClient(admin) { client in
+            _ = try await client.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(fresh.database)"), logger: logger)
+        }
+        // Tests run side by side, each with a store that lives on: few connections each, closed soon when idle, so
+        // the server's connection limit is never reached.
+        var configuration = fresh.clientConfiguration(maximumConnections: 2)
+        configuration.options.connectionIdleTimeout = .seconds(2)
+        let client = PostgresClient(configuration: configuration)
+        Task { await client.run() }
+        try await PostgresSchema.migrate(client, logger: logger)
+        return PostgresRecordStore(client: client)
+    }
+
+    /// Drops the databases of test processes that are gone.
+    private static let sweep = Task {
+        guard let url, let admin = try? PostgresLocation(url: url) else { return }
+        try? await withClient(admin) { client in
+            var stale: [String] = []
+            for try await name in try await client.query("SELECT datname FROM pg_database WHERE datname LIKE 'cumulus\\_test\\_p%'", logger: logger)
+                .decode(String.self)
+            {
+                let pid = name.dropFirst("cumulus_test_p".count).prefix { $0.isNumber }
+                if let pid = Int32(pid), pid != getpid(), kill(pid, 0) != 0 { stale.append(name) }
+            }
+            for name in stale {
+                _ = try? await client.query(PostgresQuery(unsafeSQL: "DROP DATABASE IF EXISTS \(name) WITH (FORCE)"), logger: logger)
+            }
+        }
+    }
+
     private static func dropDatabase(_ name: String, admin: PostgresLocation) async throws {
         try await withClient(admin) { client in
             _ = try await client.query(PostgresQuery(unsafeSQL: "DROP DATABASE IF EXISTS \(name) WITH (FORCE)"), logger: logger)
@@ -125,64 +163,12 @@ struct PostgresSchemaTests {
     }
 }
 
-/// The PostgreSQL store's parts that exist so far, held to what the conformance suite asks of every store. They join
-/// ``StoreFactory/all`` once the store conforms to `RecordStore` whole.
+/// What only the PostgreSQL store has: connection failures named at once, concurrency across instances. Everything a
+/// store must do is in the conformance suites, which run on PostgreSQL too.
 @Suite("PostgreSQL store: accounts", .enabled(if: PostgresTestServer.url != nil, PostgresTestServer.skipped))
 struct PostgresAccountsTests {
     let logger = PostgresTestServer.logger
     static let container = "c"
-
-    @Test func containersCredentialsUsersAndTheSecret() async throws {
-        try await PostgresTestServer.withFreshStore { store in
-            let logger = PostgresTestServer.logger
-            let again = await #expect(throws: StoreError.self) { try await store.createContainer(Self.container, createdAt: 0, logger: logger) }
-            #expect(again?.code == .duplicate)
-            #expect(try await store.containerExists(Self.container, logger: logger))
-            #expect(try await !store.containerExists("other", logger: logger))
-
-            let token = APITokenRecord(tokenHash: [1, 2, 3], container: Self.container, environment: .production, createdAt: 5)
-            try await store.saveAPIToken(token, logger: logger)
-            #expect(try await store.apiToken(hash: [1, 2, 3], logger: logger) == token)
-            try await store.revokeAPIToken(hash: [1, 2, 3], logger: logger)
-            #expect(try await store.apiToken(hash: [1, 2, 3], logger: logger)?.revoked == true)
-            #expect(try await store.apiToken(hash: [9], logger: logger) == nil)
-            let missing = await #expect(throws: StoreError.self) { try await store.revokeAPIToken(hash: [9], logger: logger) }
-            #expect(missing?.code == .notFound)
-
-            let user = UserAccount(
-                userRecordName: "_u1", container: Self.container, name: "Alice", email: "a@example.com", passwordHash: "h", createdAt: 1)
-            try await store.createUser(user, logger: logger)
-            #expect(try await store.user(container: Self.container, name: "alice", logger: logger) == user)
-            #expect(try await store.user(userRecordName: "_u1", logger: logger) == user)
-            let duplicate = UserAccount(userRecordName: "_u2", container: Self.container, name: "ALICE", createdAt: 1)
-            let error = await #expect(throws: StoreError.self) { try await store.createUser(duplicate, logger: logger) }
-            #expect(error?.code == .duplicate)
-            let orphan = UserAccount(userRecordName: "_u3", container: "nowhere", name: "Bob", createdAt: 1)
-            let noContainer = await #expect(throws: StoreError.self) { try await store.createUser(orphan, logger: logger) }
-            #expect(noContainer?.code == .notFound)
-
-            try await store.setDiscoverable(userRecordName: "_u1", true, logger: logger)
-            let found = try await store.users(container: Self.container, emails: ["A@EXAMPLE.COM"], userRecordNames: [], logger: logger)
-            #expect(found.map(\.userRecordName) == ["_u1"] && found.first?.discoverable == true)
-
-            try await store.saveWebAuthToken(WebAuthTokenRecord(tokenHash: [7], userRecordName: "_u1", createdAt: 1, expiresAt: 99), logger: logger)
-            let session = try await store.webAuthToken(hash: [7], logger: logger)
-            #expect(session?.0.expiresAt == 99 && session?.1.userRecordName == "_u1")
-            try await store.deleteWebAuthToken(hash: [7], logger: logger)
-            #expect(try await store.webAuthToken(hash: [7], logger: logger) == nil)
-
-            let key = ServerKeyRecord(keyID: "k", container: Self.container, environment: .development, publicKeyPEM: "pem", createdAt: 3)
-            try await store.saveServerKey(key, logger: logger)
-            #expect(try await store.serverKey(id: "k", logger: logger) == key)
-
-            // Instances asking for the secret at the same moment all get the first writer's.
-            let secrets = try await withThrowingTaskGroup(of: [UInt8].self) { group in
-                for _ in 0..<6 { group.addTask { try await store.serverSecret(logger: logger) } }
-                return try await group.reduce(into: Set<[UInt8]>()) { $0.insert($1) }
-            }
-            #expect(secrets.count == 1 && secrets.first?.count == 32)
-        }
-    }
 
     @Test func wrongCredentialsAMissingDatabaseAndAnUnreachableServerAreNamedAtOnce() async throws {
         let location = try PostgresLocation(url: try #require(PostgresTestServer.url))
@@ -313,5 +299,147 @@ extension Sequence where Element: Sendable {
         var results: [T] = []
         for element in self { if let value = try await transform(element) { results.append(value) } }
         return results
+    }
+}
+
+/// Point 4 of the PostgreSQL store: two instances (two stores, each with its own connection pool) over one database.
+@Suite("PostgreSQL store: concurrency across instances", .enabled(if: PostgresTestServer.url != nil, PostgresTestServer.skipped))
+struct PostgresConcurrencyTests {
+    let logger = PostgresTestServer.logger
+    static let alice = DatabaseRef(container: "c", environment: .development, scope: .private, ownerRecordName: "_alice")
+
+    /// Runs `body` with two stores over one fresh, migrated database holding container `c` and zones `A` and `B`.
+    private func withTwoInstances(_ body: @Sendable (PostgresRecordStore, PostgresRecordStore, PostgresLocation) async throws -> Void)
+        async throws
+    {
+        try await PostgresTestServer.withFreshDatabase { client, location in
+            try await PostgresSchema.migrate(client, logger: logger)
+            let first = PostgresRecordStore(client: client)
+            try await first.createContainer("c", createdAt: 0, logger: logger)
+            _ = try await first.modifyZones(
+                ["A", "B"].map { ZoneOperation(operationType: .create, zoneID: ZoneID(zoneName: $0)) }, in: Self.alice, timestamp: 0, logger: logger)
+            try await PostgresTestServer.withClient(location) { other in
+                try await body(first, PostgresRecordStore(client: other), location)
+            }
+        }
+    }
+
+    private static func batch(_ zone: String, _ operations: [RecordModification]) -> RecordBatch {
+        RecordBatch(database: alice, zoneName: zone, atomic: true, operations: operations, author: "_alice", deviceID: "d", timestamp: 1)
+    }
+
+    @Test func concurrentCompareAndSetThroughTwoInstancesLosesNoUpdate() async throws {
+        try await withTwoInstances { first, second, _ in
+            let logger = PostgresTestServer.logger
+            _ = try await first.modifyRecords(
+                Self.batch("A", [RecordModification(operationType: .create, recordName: "counter", recordType: "T", fields: ["n": .int64(0)])]),
+                logger: logger)
+            // 8 writers, half through each instance, each adding 1 ten times by read, then update with the change tag.
+            let tags = try await withThrowingTaskGroup(of: [String].self) { group in
+                for writer in 0..<8 {
+                    let store = writer.isMultiple(of: 2) ? first : second
+                    group.addTask {
+                        var saved: [String] = []
+                        while saved.count < 10 {
+                            let current = try #require(
+                                try await store.records(named: ["counter"], zoneName: "A", in: Self.alice, access: nil, logger: logger)["counter"])
+                            guard case .int64(let n)? = try current.fields()["n"] else { throw StoreError(.corrupt, "no counter") }
+                            let result = try await store.modifyRecords(
+                                Self.batch(
+                                    "A",
+                                    [
+                                        RecordModification(
+                                            operationType: .update, recordName: "counter", recordChangeTag: current.header.recordChangeTag,
+                                            fields: ["n": .int64(n + 1)])
+                                    ]), logger: logger)
+                            if case .saved(let record) = result.first { saved.append(record.header.recordChangeTag) }
+                        }
+                        return saved
+                    }
+                }
+                return try await group.reduce(into: [String]()) { $0 += $1 }
+            }
+            #expect(tags.count == 80 && Set(tags).count == 80, "every successful write has its own change tag")
+            let final = try await second.records(named: ["counter"], zoneName: "A", in: Self.alice, access: nil, logger: logger)["counter"]
+            #expect(try final?.fields()["n"] == .int64(80), "no update was lost")
+        }
+    }
+
+    @Test func aFeedReaderPagingThroughConcurrentWritersNeverSkipsAChange() async throws {
+        try await withTwoInstances { first, second, _ in
+            let logger = PostgresTestServer.logger
+            let written = try await withThrowingTaskGroup(of: [String].self) { group in
+                for writer in 0..<6 {
+                    let store = writer.isMultiple(of: 2) ? first : second
+                    group.addTask {
+                        var names: [String] = []
+                        for step in 0..<15 {
+                            let batch = (0..<3).map {
+                                RecordModification(operationType: .create, recordName: "w\(writer)-\(step)-\($0)", recordType: "T")
+                            }
+                            _ = try await store.modifyRecords(Self.batch("A", batch), logger: logger)
+                            names += batch.map(\.recordName)
+                        }
+                        return names
+                    }
+                }
+                // A reader pages through the feed while the writers commit, through either instance in turn.
+                group.addTask {
+                    var seen: [String] = []
+                    var position: Int64 = 0
+                    for page in 0..<400 {
+                        let store = page.isMultiple(of: 2) ? first : second
+                        let changes = try await store.zoneChanges(
+                            ZoneChangeRequest(database: Self.alice, zoneName: "A", incarnation: nil, after: position, limit: 7), logger: logger)
+                        #expect(changes.sequence >= position)
+                        position = changes.sequence
+                        for case .changed(let record) in changes.changes { seen.append(record.header.recordName) }
+                        if !changes.moreComing { try await Task.sleep(for: .milliseconds(2)) }
+                    }
+                    return seen.map { "seen:" + $0 }
+                }
+                return try await group.reduce(into: [String]()) { $0 += $1 }
+            }
+            let names = Set(written.filter { !$0.hasPrefix("seen:") })
+            var seen = Set(written.filter { $0.hasPrefix("seen:") }.map { String($0.dropFirst(5)) })
+            // Whatever the reader had not reached yet when it stopped, it finds after its last position.
+            let page = try await first.zoneChanges(
+                ZoneChangeRequest(database: Self.alice, zoneName: "A", incarnation: nil, after: 0, limit: 10_000), logger: logger)
+            let all = Set(page.changes.compactMap { if case .changed(let record) = $0 { record.header.recordName } else { nil } })
+            #expect(names.count == 270 && all == names)
+            seen.formUnion(all.subtracting(seen))
+            #expect(seen == names)
+        }
+    }
+
+    @Test func writesToOneZoneWaitForItsLockWhileOtherZonesProceed() async throws {
+        try await withTwoInstances { first, second, location in
+            let logger = PostgresTestServer.logger
+            // A third connection holds zone A's row lock, as a writer in the middle of its batch does.
+            try await PostgresTestServer.withClient(location) { holder in
+                try await holder.withTransaction(logger: logger) { connection in
+                    try await connection.query("SELECT id FROM zones WHERE zone_name = 'A' FOR UPDATE", logger: logger)
+                    let blocked = Task {
+                        try await first.modifyRecords(
+                            Self.batch("A", [RecordModification(operationType: .create, recordName: "a", recordType: "T")]), logger: logger)
+                    }
+                    // Zone B is written through the other instance while A is held.
+                    let other = try await second.modifyRecords(
+                        Self.batch("B", [RecordModification(operationType: .create, recordName: "b", recordType: "T")]), logger: logger)
+                    guard case .saved = other.first else { Issue.record("zone B was not written: \(other)"); return }
+                    try await Task.sleep(for: .milliseconds(200))
+                    let heldRows = try await second.records(named: ["a"], zoneName: "A", in: Self.alice, access: nil, logger: logger)
+                    #expect(heldRows.isEmpty, "the write to zone A waits for the lock")
+                    _ = blocked
+                }
+            }
+            // Once the lock is released, the waiting write completes.
+            var written: [String: StoredRecord] = [:]
+            for _ in 0..<100 where written.isEmpty {
+                written = try await second.records(named: ["a"], zoneName: "A", in: Self.alice, access: nil, logger: logger)
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            #expect(written["a"]?.header.recordChangeTag == "1")
+        }
     }
 }

@@ -12,7 +12,7 @@ struct RecordStoreConformanceTests {
     let bob = DatabaseRef(container: container, environment: .development, scope: .private, ownerRecordName: "_bob")
 
     private func prepared(_ factory: StoreFactory) async throws -> any RecordStore {
-        let store = try factory.make()
+        let store = try await factory.make()
         try await store.createContainer(Self.container, createdAt: 0, logger: logger)
         return store
     }
@@ -52,17 +52,30 @@ struct RecordStoreConformanceTests {
         let duplicate = UserAccount(userRecordName: "_u2", container: Self.container, name: "ALICE", createdAt: 1)
         let error = await #expect(throws: StoreError.self) { try await store.createUser(duplicate, logger: logger) }
         #expect(error?.code == .duplicate)
+        let orphan = UserAccount(userRecordName: "_u3", container: "nowhere", name: "Bob", createdAt: 1)
+        let noContainer = await #expect(throws: StoreError.self) { try await store.createUser(orphan, logger: logger) }
+        #expect(noContainer?.code == .notFound)
+        try await store.setDiscoverable(userRecordName: "_u1", true, logger: logger)
+        let discovered = try await store.users(container: Self.container, emails: ["A@EXAMPLE.COM"], userRecordNames: [], logger: logger)
+        #expect(discovered.map(\.userRecordName) == ["_u1"] && discovered.first?.discoverable == true)
 
         try await store.saveWebAuthToken(WebAuthTokenRecord(tokenHash: [7], userRecordName: "_u1", createdAt: 1, expiresAt: 99), logger: logger)
         let found = try await store.webAuthToken(hash: [7], logger: logger)
         #expect(found?.0.expiresAt == 99)
-        #expect(found?.1 == user)
+        #expect(found?.1.userRecordName == user.userRecordName && found?.1.discoverable == true)
         try await store.deleteWebAuthToken(hash: [7], logger: logger)
         #expect(try await store.webAuthToken(hash: [7], logger: logger) == nil)
 
         let key = ServerKeyRecord(keyID: "k", container: Self.container, environment: .development, publicKeyPEM: "pem", createdAt: 3)
         try await store.saveServerKey(key, logger: logger)
         #expect(try await store.serverKey(id: "k", logger: logger) == key)
+
+        // Instances asking for the token secret at the same moment all get the first writer's.
+        let secrets = try await withThrowingTaskGroup(of: [UInt8].self) { group in
+            for _ in 0..<6 { group.addTask { try await store.serverSecret(logger: logger) } }
+            return try await group.reduce(into: Set<[UInt8]>()) { $0.insert($1) }
+        }
+        #expect(secrets.count == 1 && secrets.first?.count == 32)
     }
 
     @Test(arguments: StoreFactory.all)

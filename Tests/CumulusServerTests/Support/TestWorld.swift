@@ -22,7 +22,7 @@ struct TestWorld: Sendable {
     static let container = "iCloud.com.example.tests"
     static let otherContainer = "iCloud.com.example.other"
 
-    let store: SQLiteRecordStore
+    let store: any RecordStore
     let accounts: AccountService
     let clock: WallClock
     var configuration: ServerConfiguration
@@ -32,8 +32,8 @@ struct TestWorld: Sendable {
     let alice: TestUser
     let bob: TestUser
 
-    static func make(clock: WallClock = .system, limits: Limits = .init()) async throws -> TestWorld {
-        let store = try SQLiteRecordStore.inMemory()
+    static func make(store kind: TestStore = .sqlite, clock: WallClock = .system, limits: Limits = .init()) async throws -> TestWorld {
+        let store = try await kind.make()
         let logger = Logger(label: "test")
         // A light scrypt cost keeps user creation fast in tests.
         let accounts = AccountService(store: store, passwordHasher: PasswordHasher(rounds: 1 << 10), clock: clock)

@@ -1,0 +1,480 @@
+public import CumulusModel
+public import CumulusStore
+import Foundation
+public import Logging
+import PostgresNIO
+import Synchronization
+
+extension PostgresRecordStore {
+    public func queryRecords(_ query: RecordQuery, logger: Logger) async throws -> RecordQueryPage {
+        var compiled = try PostgresQueryCompiler(query: query)
+        try await ensureFieldIndexes(compiled.indexedFields, database: query.database, recordType: query.recordType, logger: logger)
+        return try await transaction(snapshot: true, logger: logger) { connection in
+            guard let databaseID = try await Self.databaseID(connection, query.database, logger: logger) else {
+                if query.zoneName == nil || query.zoneName == ZoneID.defaultZoneName { return RecordQueryPage(records: [], cursor: nil) }
+                throw StoreError(.zoneNotFound, "zone \(query.zoneName!) does not exist")
+            }
+            var zoneIDs: [Int64: ZoneID] = [:]
+            if let zoneName = query.zoneName {
+                guard let zone = try await Self.zoneRow(connection, databaseID: databaseID, zoneName: zoneName, logger: logger) else {
+                    throw StoreError(.zoneNotFound, "zone \(zoneName) does not exist")
+                }
+                zoneIDs[zone.id] = query.database.zoneID(zoneName)
+            } else {
+                let rows = try await connection.query(
+                    "SELECT id, zone_name FROM zones WHERE database_id = \(databaseID) AND NOT deleted", logger: logger)
+                for try await (id, name) in rows.decode((Int64, String).self) { zoneIDs[id] = query.database.zoneID(name) }
+            }
+            var records: [StoredRecord] = []
+            for statement in compiled.statements(zoneRowIDs: Array(zoneIDs.keys)) {
+                for try await row in try await connection.query(statement, logger: logger) {
+                    let reader = RowReader(row)
+                    if records.count == query.limit {
+                        return RecordQueryPage(records: records, cursor: compiled.lastCursor)
+                    }
+                    // Columns: id, zone_id, recordColumns (13), then the sort keys as text.
+                    records.append(try Self.storedRecord(reader, zoneID: zoneIDs[try reader[1]]!, offset: 2))
+                    compiled.lastCursor = QueryCursor(
+                        keys: try (0..<compiled.sortCount).map { try compiled.keyValue(reader[15 + $0, as: String?.self], sort: $0) },
+                        rowID: try reader[0])
+                }
+            }
+            return RecordQueryPage(records: records, cursor: nil)
+        }
+    }
+
+    /// Creates an expression index for a queried field, once, and only for a field some live record of the queried
+    /// type holds in the queried database, while fewer than `maximumFieldIndexes` exist: a made-up field name in a
+    /// query (anyone with the app's token can send one) never becomes a permanent index that slows every later write.
+    ///
+    /// Indexes are built `CONCURRENTLY`, so writers of other instances are not blocked while a large table is
+    /// indexed; two instances building the same index at once is harmless (one gives way).
+    func ensureFieldIndexes(_ fields: Set<String>, database: DatabaseRef, recordType: String, logger: Logger) async throws {
+        let missing = knownFieldIndexes.withLock { fields.subtracting($0) }
+        guard !missing.isEmpty else { return }
+        var existing = Set<String>()
+        let rows = try await query(
+            "SELECT indexname FROM pg_indexes WHERE tablename = 'records' AND indexname LIKE 'records\\_field\\_%'", logger: logger)
+        for try await name in rows.decode(String.self) { existing.insert(name) }
+        var count = existing.count
+        var indexed = Set<String>()
+        for field in missing.sorted() {
+            let name = PostgresQueryCompiler.indexName(field)
+            if existing.contains(name) {
+                indexed.insert(field)
+                continue
+            }
+            guard count < maximumFieldIndexes else { continue }
+            let held = try await query(
+                """
+                SELECT EXISTS (
+                    SELECT 1 FROM records r JOIN zones z ON z.id = r.zone_id JOIN databases d ON d.id = z.database_id
+                    WHERE NOT r.deleted AND r.record_type = \(recordType) AND d.container_id = \(database.container)
+                    AND d.environment = \(database.environment.rawValue) AND d.scope = \(database.scope.rawValue)
+                    AND d.owner_record_name = \(database.ownerRecordName) AND (r.fields::jsonb) ? \(field)
+                )
+                """, logger: logger)
+            var isHeld = false
+            for try await value in held.decode(Bool.self) { isHeld = value }
+            guard isHeld else { continue }
+            do {
+                try await query(
+                    PostgresQuery(
+                        unsafeSQL: """
+                            CREATE INDEX CONCURRENTLY IF NOT EXISTS \(name)
+                            ON records (zone_id, record_type, (\(PostgresQueryCompiler.fieldExpression(field))) NULLS FIRST, id) WHERE NOT deleted
+                            """), logger: logger)
+            } catch let error as StoreError where error.code == .duplicate {
+                // Another instance built it at the same moment.
+            }
+            count += 1
+            indexed.insert(field)
+        }
+        knownFieldIndexes.withLock { $0.formUnion(indexed) }
+    }
+}
+
+/// Translates a ``RecordQuery`` into PostgreSQL, as `SQLiteQueryCompiler` does for SQLite: the same filters, sorts and
+/// keyset pagination, over `jsonb` expressions of the stored fields that match the expression indexes.
+///
+/// A field's value is compared as `jsonb` (`(fields::jsonb) -> 'name' -> 'value'`): numbers compare as numbers,
+/// strings as strings, and one expression index per field serves every type. Missing fields are NULL and sort first
+/// ascending and last descending, as in the SQLite store.
+struct PostgresQueryCompiler: Sendable {
+    /// How a sort key's text is read back into a ``QueryKeyValue`` for the cursor.
+    enum KeyKind: Sendable {
+        case json, text, integer, real
+    }
+
+    private(set) var conditions: [String] = []
+    private(set) var binds = PostgresBindings()
+    private(set) var sortExpressions: [(expression: String, ascending: Bool, kind: KeyKind)] = []
+    private(set) var indexedFields: Set<String> = []
+    let query: RecordQuery
+    var lastCursor: QueryCursor?
+
+    var sortCount: Int { sortExpressions.count }
+    var idAscending: Bool { sortExpressions.first?.ascending ?? true }
+
+    /// A field name as an SQL string literal.
+    static func literal(_ name: String) -> String { "'" + name.replacingOccurrences(of: "'", with: "''") + "'" }
+
+    /// The value of a field, exactly as the expression indexes write it.
+    static func fieldExpression(_ field: String) -> String { "(fields::jsonb) -> \(literal(field)) -> 'value'" }
+
+    /// An index name within PostgreSQL's 63 bytes whatever the field's length: a 64-bit FNV-1a hash of the name.
+    static func indexName(_ field: String) -> String {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in field.utf8 {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x100_0000_01b3
+        }
+        return "records_field_" + String(hash, radix: 16)
+    }
+
+    init(query: RecordQuery) throws {
+        self.query = query
+        for (index, filter) in query.filters.enumerated() {
+            try add(filter, path: "query.filterBy[\(index)]")
+        }
+        for (index, sort) in query.sorts.enumerated() {
+            try add(sort, path: "query.sortBy[\(index)]")
+        }
+    }
+
+    /// Appends a parameter and returns its placeholder.
+    private mutating func bind(_ value: some PostgresEncodable) -> String {
+        try? binds.append(value, context: .default)
+        return "$\(binds.count)"
+    }
+
+    private mutating func bindNull() -> String {
+        binds.appendNull()
+        return "$\(binds.count)"
+    }
+
+    // MARK: - Statements
+
+    /// The statements of a page, run in order until the page is full. After a cursor, the first sort key gets a range
+    /// condition an index can seek with; a page that may cross between NULL and non-NULL keys is read in two segments.
+    mutating func statements(zoneRowIDs: [Int64]) -> [PostgresQuery] {
+        guard let cursor = query.after, let first = sortExpressions.first else {
+            return [statement(zoneRowIDs: zoneRowIDs, segment: nil)]
+        }
+        let key = first.expression
+        switch (first.ascending, cursor.keys[0]) {
+        case (true, .null):
+            return [statement(zoneRowIDs: zoneRowIDs, segment: "\(key) IS NULL"), statement(zoneRowIDs: zoneRowIDs, segment: "\(key) IS NOT NULL")]
+        case (true, let value):
+            var copy = self
+            let segment = "\(key) >= \(copy.keyBind(value, kind: first.kind))"
+            return [copy.statement(zoneRowIDs: zoneRowIDs, segment: segment)]
+        case (false, .null):
+            return [statement(zoneRowIDs: zoneRowIDs, segment: "\(key) IS NULL")]
+        case (false, let value):
+            var copy = self
+            let segment = "\(key) <= \(copy.keyBind(value, kind: first.kind))"
+            return [copy.statement(zoneRowIDs: zoneRowIDs, segment: segment), statement(zoneRowIDs: zoneRowIDs, segment: "\(key) IS NULL")]
+        }
+    }
+
+    /// One statement; `segment` narrows it to part of the first sort key's range. Binds accumulate on a copy, so each
+    /// statement carries exactly its own parameters.
+    private func statement(zoneRowIDs: [Int64], segment: String?) -> PostgresQuery {
+        var copy = self
+        var sql = "SELECT id, zone_id, \(PostgresRecordStore.recordColumns)"
+        for (index, sort) in sortExpressions.enumerated() { sql += ", (\(sort.expression))::text AS sort_\(index)" }
+        sql += " FROM records WHERE NOT deleted AND record_type = \(copy.bind(query.recordType))"
+        sql += zoneRowIDs.count == 1 ? " AND zone_id = \(copy.bind(zoneRowIDs[0]))" : " AND zone_id = ANY(\(copy.bind(zoneRowIDs)))"
+        if let access = query.access, !access.zoneWide {
+            // A participant queries only the shared hierarchies.
+            sql += """
+                 AND record_name IN (
+                    WITH RECURSIVE tree(name) AS (
+                        SELECT unnest(\(copy.bind(Array(access.roots)))::text[])
+                        UNION SELECT r.record_name FROM records r JOIN tree ON r.zone_id = \(copy.bind(zoneRowIDs.first ?? 0))
+                            AND r.parent_name = tree.name
+                    ) SELECT name FROM tree)
+                """
+        }
+        for condition in conditions { sql += " AND \(condition)" }
+        if let segment { sql += " AND \(segment)" }
+        if let cursor = query.after { sql += " AND (\(copy.keysetCondition(cursor)))" }
+        sql += " ORDER BY "
+        sql +=
+            (sortExpressions.map { "\($0.expression) \($0.ascending ? "ASC NULLS FIRST" : "DESC NULLS LAST")" } + [
+                "id \(idAscending ? "ASC" : "DESC")"
+            ])
+            .joined(separator: ", ")
+        sql += " LIMIT \(query.limit + 1)"
+        return PostgresQuery(unsafeSQL: sql, binds: copy.binds)
+    }
+
+    /// Rows after the cursor in (sort keys…, id) order, NULLs first ascending and last descending.
+    private mutating func keysetCondition(_ cursor: QueryCursor) -> String {
+        var disjuncts: [String] = []
+        for index in 0...sortExpressions.count {
+            // Nothing sorts after NULL descending: no disjunct (and no parameters) for this key.
+            if index < sortExpressions.count, !sortExpressions[index].ascending, cursor.keys[index] == .null { continue }
+            var terms: [String] = []
+            for prior in 0..<index {
+                let (expression, _, kind) = sortExpressions[prior]
+                terms.append("\(expression) IS NOT DISTINCT FROM \(keyBind(cursor.keys[prior], kind: kind))")
+            }
+            if index == sortExpressions.count {
+                terms.append(idAscending ? "id > \(bind(cursor.rowID))" : "id < \(bind(cursor.rowID))")
+            } else {
+                let (expression, ascending, kind) = sortExpressions[index]
+                let key = cursor.keys[index]
+                switch (ascending, key) {
+                case (true, .null): terms.append("\(expression) IS NOT NULL")
+                case (true, _): terms.append("\(expression) > \(keyBind(key, kind: kind))")
+                case (false, .null): continue  // skipped above
+                case (false, _):
+                    let placeholder = keyBind(key, kind: kind)
+                    terms.append("(\(expression) < \(placeholder) OR \(expression) IS NULL)")
+                }
+            }
+            disjuncts.append("(" + terms.joined(separator: " AND ") + ")")
+        }
+        return disjuncts.joined(separator: " OR ")
+    }
+
+    /// A cursor key as a parameter of its expression's type.
+    private mutating func keyBind(_ key: QueryKeyValue, kind: KeyKind) -> String {
+        switch (key, kind) {
+        case (.null, .json): return bindNull() + "::jsonb"
+        case (.null, _): return bindNull()
+        case (_, .json):
+            var writer = JSONWriter()
+            switch key {
+            case .integer(let int): writer.int(int)
+            case .real(let double): writer.double(double)
+            case .text(let text): writer.string(text)
+            case .null: writer.null()
+            }
+            return bind(String(decoding: writer.bytes, as: UTF8.self)) + "::jsonb"
+        case (.integer(let int), _): return bind(int)
+        case (.real(let double), _): return bind(double)
+        case (.text(let text), _): return bind(text)
+        }
+    }
+
+    /// Reads a sort key selected as text back into a cursor value.
+    func keyValue(_ text: String?, sort index: Int) throws -> QueryKeyValue {
+        guard let text else { return .null }
+        switch sortExpressions[index].kind {
+        case .text: return .text(text)
+        case .integer: return Int64(text).map(QueryKeyValue.integer) ?? .text(text)
+        case .real: return Double(text).map(QueryKeyValue.real) ?? .null
+        case .json:
+            if text.hasPrefix("\"") { return .text(try JSONDecoder().decode(String.self, from: Data(text.utf8))) }
+            if let int = Int64(text) { return .integer(int) }
+            if let double = Double(text) { return .real(double) }
+            return .null
+        }
+    }
+
+    // MARK: - Filters
+
+    private static func systemColumn(_ field: QuerySystemField) -> (String, KeyKind) {
+        switch field {
+        case .recordName: ("record_name", .text)
+        case .createdTimestamp: ("created_at", .integer)
+        case .modifiedTimestamp: ("modified_at", .integer)
+        case .createdUserRecordName: ("created_by", .text)
+        case .modifiedUserRecordName: ("modified_by", .text)
+        case .parent: ("parent_name", .text)
+        case .share: ("share_name", .text)
+        }
+    }
+
+    /// A filter value as JSON, as it appears in stored fields (a reference compares its record name).
+    private static func scalarJSON(_ value: FieldValue, path: String, into writer: inout JSONWriter) throws {
+        switch value {
+        case .string(let string): writer.string(string)
+        case .int64(let int): writer.int(int)
+        case .double(let double): writer.double(double)
+        case .timestamp(let milliseconds): writer.int(milliseconds)
+        case .bytes(let data): writer.string(data.base64EncodedString())
+        case .reference(let reference): writer.string(reference.recordName)
+        case .location, .asset, .list:
+            throw StoreError(.invalidState, "\(path).fieldValue: a \(value.typeTag) value cannot be compared this way")
+        }
+    }
+
+    private static func scalarJSON(_ value: FieldValue, path: String) throws -> String {
+        var writer = JSONWriter()
+        try scalarJSON(value, path: path, into: &writer)
+        return String(decoding: writer.bytes, as: UTF8.self)
+    }
+
+    private static func listJSON(_ value: FieldValue, path: String) throws -> String {
+        guard case .list(_, let elements) = value else {
+            throw StoreError(.invalidState, "\(path).comparator: this comparator needs a list value")
+        }
+        var writer = JSONWriter()
+        writer.beginArray()
+        for element in elements { try scalarJSON(element, path: path, into: &writer) }
+        writer.endArray()
+        return String(decoding: writer.bytes, as: UTF8.self)
+    }
+
+    private static func isReferenceComparison(_ value: FieldValue) -> Bool {
+        switch value {
+        case .reference: true
+        case .list(.reference, _): true
+        default: false
+        }
+    }
+
+    /// The value a filter compares with, bound as its column's type: a system column's native type, or `jsonb`.
+    private mutating func comparand(_ field: QueryField, _ value: FieldValue, path: String) throws -> (expression: String, placeholder: String) {
+        switch field {
+        case .system(let system):
+            let (column, kind) = Self.systemColumn(system)
+            switch (kind, value) {
+            case (.integer, .int64(let int)), (.integer, .timestamp(let int)): return (column, bind(int))
+            case (.integer, .double(let double)): return (column, bind(double))
+            case (_, .reference(let reference)): return (column, bind(reference.recordName))
+            case (.text, .string(let string)): return (column, bind(string))
+            default:
+                throw StoreError(.invalidState, "\(path).fieldValue: a \(value.typeTag) value cannot be compared with \(system.rawValue)")
+            }
+        case .field(let name):
+            if case .reference = value {
+                return (
+                    "(fields::jsonb) -> \(Self.literal(name)) -> 'value' -> 'recordName'", bind(try Self.scalarJSON(value, path: path)) + "::jsonb"
+                )
+            }
+            indexedFields.insert(name)
+            return (Self.fieldExpression(name), bind(try Self.scalarJSON(value, path: path)) + "::jsonb")
+        }
+    }
+
+    /// A field or system column as text, for prefix matching.
+    private static func textExpression(_ field: QueryField) -> String {
+        switch field {
+        case .system(let system): "\(systemColumn(system).0)::text"
+        case .field(let name): "((fields::jsonb) -> \(literal(name)) ->> 'value')"
+        }
+    }
+
+    private mutating func add(_ filter: QueryFilter, path: String) throws {
+        let value = filter.value
+        switch filter.comparator {
+        case .equals, .notEquals, .lessThan, .lessThanOrEquals, .greaterThan, .greaterThanOrEquals:
+            let operators: [QueryComparator: String] = [
+                .equals: "=", .notEquals: "<>", .lessThan: "<", .lessThanOrEquals: "<=", .greaterThan: ">", .greaterThanOrEquals: ">=",
+            ]
+            let (expression, placeholder) = try comparand(filter.field, value, path: path)
+            conditions.append("\(expression) \(operators[filter.comparator]!) \(placeholder)")
+        case .beginsWith, .notBeginsWith:
+            guard case .string(let prefix) = value else {
+                throw StoreError(.invalidState, "\(path).fieldValue: BEGINS_WITH needs a STRING value")
+            }
+            let condition = "starts_with(\(Self.textExpression(filter.field)), \(bind(prefix)))"
+            conditions.append(filter.comparator == .beginsWith ? condition : "NOT \(condition)")
+        case .in, .notIn:
+            let list = try Self.listJSON(value, path: path)
+            let condition: String
+            switch filter.field {
+            case .system(let system):
+                condition = "\(Self.systemColumn(system).0)::text IN (SELECT jsonb_array_elements_text(\(bind(list))::jsonb))"
+            case .field(let name):
+                let expression =
+                    Self.isReferenceComparison(value)
+                    ? "(fields::jsonb) -> \(Self.literal(name)) -> 'value' -> 'recordName'" : Self.fieldExpression(name)
+                if !Self.isReferenceComparison(value) { indexedFields.insert(name) }
+                condition = "\(expression) IN (SELECT jsonb_array_elements(\(bind(list))::jsonb))"
+            }
+            conditions.append(filter.comparator == .in ? condition : "NOT \(condition)")
+        case .listContains, .notListContains, .listContainsAny, .notListContainsAny, .listContainsAll, .notListContainsAll,
+            .listMemberBeginsWith, .notListMemberBeginsWith:
+            try addListFilter(filter, path: path)
+        case .near:
+            try addNear(filter, path: path)
+        case .containsAllTokens, .containsAnyTokens:
+            throw StoreError(.invalidState, "\(path).comparator: \(filter.comparator.rawValue) (full-text search) is not supported")
+        }
+    }
+
+    private mutating func addListFilter(_ filter: QueryFilter, path: String) throws {
+        guard case .field(let name) = filter.field else {
+            throw StoreError(.invalidState, "\(path).comparator: \(filter.comparator.rawValue) applies to list fields, not system fields")
+        }
+        let element = Self.isReferenceComparison(filter.value) ? "(e.value -> 'recordName')" : "e.value"
+        // A field that is not a list (or is missing) has no elements, rather than failing the statement.
+        let list = Self.fieldExpression(name)
+        let elements = "jsonb_array_elements(CASE WHEN jsonb_typeof(\(list)) = 'array' THEN \(list) ELSE '[]'::jsonb END) AS e(value)"
+        switch filter.comparator {
+        case .listContains, .notListContains:
+            let exists = "EXISTS (SELECT 1 FROM \(elements) WHERE \(element) = \(bind(try Self.scalarJSON(filter.value, path: path)))::jsonb)"
+            conditions.append(filter.comparator == .listContains ? exists : "NOT \(exists)")
+        case .listContainsAny, .notListContainsAny:
+            let wanted = bind(try Self.listJSON(filter.value, path: path))
+            let exists = "EXISTS (SELECT 1 FROM \(elements) WHERE \(element) IN (SELECT jsonb_array_elements(\(wanted)::jsonb)))"
+            conditions.append(filter.comparator == .listContainsAny ? exists : "NOT \(exists)")
+        case .listContainsAll, .notListContainsAll:
+            let wanted = bind(try Self.listJSON(filter.value, path: path))
+            let all =
+                "NOT EXISTS (SELECT 1 FROM jsonb_array_elements(\(wanted)::jsonb) AS w(value) WHERE w.value NOT IN (SELECT \(element) FROM \(elements)))"
+            conditions.append(filter.comparator == .listContainsAll ? all : "NOT \(all)")
+        default:
+            guard case .string(let prefix) = filter.value else {
+                throw StoreError(.invalidState, "\(path).fieldValue: BEGINS_WITH needs a STRING value")
+            }
+            let exists =
+                "EXISTS (SELECT 1 FROM \(elements) WHERE jsonb_typeof(e.value) = 'string' AND starts_with(e.value #>> '{}', \(bind(prefix))))"
+            conditions.append(filter.comparator == .listMemberBeginsWith ? exists : "NOT \(exists)")
+        }
+    }
+
+    /// Great-circle distance in metres, in SQL (haversine), from a location field to a point given as literals, so
+    /// the expression can repeat in the keyset condition.
+    private static func distanceExpression(field name: String, latitude: Double, longitude: Double) -> String {
+        let location = "(fields::jsonb) -> \(literal(name)) -> 'value'"
+        let lat = "((\(location) ->> 'latitude')::float8)"
+        let lon = "((\(location) ->> 'longitude')::float8)"
+        return """
+            (2 * 6371008.8 * asin(least(1, sqrt(power(sin(radians(\(latitude) - \(lat)) / 2), 2) \
+            + cos(radians(\(lat))) * cos(radians(\(latitude))) * power(sin(radians(\(longitude) - \(lon)) / 2), 2)))))
+            """
+    }
+
+    private mutating func addNear(_ filter: QueryFilter, path: String) throws {
+        guard case .field(let name) = filter.field else {
+            throw StoreError(.invalidState, "\(path).comparator: NEAR applies to LOCATION fields")
+        }
+        guard case .location(let center) = filter.value else {
+            throw StoreError(.invalidState, "\(path).fieldValue: NEAR needs a LOCATION value")
+        }
+        guard let distance = filter.distance, distance >= 0 else {
+            throw StoreError(.invalidState, "\(path).distance: NEAR needs a distance in metres")
+        }
+        let latitude = "(((fields::jsonb) -> \(Self.literal(name)) -> 'value' ->> 'latitude')::float8)"
+        // A bounding box first, so the exact distance is computed only for nearby rows.
+        let latitudeDelta = distance / 6_371_008.8 * 180 / .pi
+        conditions.append("\(latitude) BETWEEN \(bind(center.latitude - latitudeDelta)) AND \(bind(center.latitude + latitudeDelta))")
+        conditions.append(
+            "\(Self.distanceExpression(field: name, latitude: center.latitude, longitude: center.longitude)) <= \(bind(distance))")
+    }
+
+    // MARK: - Sorts
+
+    private mutating func add(_ sort: QuerySort, path: String) throws {
+        switch sort.field {
+        case .system(let system):
+            let (column, kind) = Self.systemColumn(system)
+            sortExpressions.append((column, sort.ascending, kind))
+        case .field(let name):
+            if let location = sort.relativeLocation {
+                sortExpressions.append(
+                    (Self.distanceExpression(field: name, latitude: location.latitude, longitude: location.longitude), sort.ascending, .real))
+            } else {
+                indexedFields.insert(name)
+                sortExpressions.append((Self.fieldExpression(name), sort.ascending, .json))
+            }
+        }
+    }
+}

@@ -1,0 +1,43 @@
+import CumulusStore
+import CumulusStorePostgres
+import CumulusStoreSQLite
+import Foundation
+import Logging
+import PostgresNIO
+import Testing
+
+/// The store a server test runs on: SQLite always, and PostgreSQL when `CUMULUS_TEST_POSTGRES` names a server (as the
+/// store suites; see the README). The HTTP suites for records, zones, feeds, queries, sharing and links run on each.
+struct TestStore: Sendable, CustomTestStringConvertible {
+    var name: String
+    var make: @Sendable () async throws -> any RecordStore
+
+    var testDescription: String { name }
+
+    static let sqlite = TestStore(name: "SQLite") { try SQLiteRecordStore.inMemory() }
+    static let postgresURL = ProcessInfo.processInfo.environment["CUMULUS_TEST_POSTGRES"]
+    static let all: [TestStore] = [.sqlite] + (postgresURL == nil ? [] : [TestStore(name: "PostgreSQL") { try await makePostgresStore() }])
+
+    /// A migrated store over a fresh database named after this process (the store suites drop those of finished
+    /// processes); its client runs for the rest of the process.
+    static func makePostgresStore() async throws -> PostgresRecordStore {
+        let logger = Logger(label: "postgres-test")
+        let admin = try PostgresLocation(url: try #require(postgresURL))
+        var location = admin
+        location.database = "cumulus_test_p\(getpid())_\(UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(16))"
+        let adminClient = PostgresClient(configuration: admin.clientConfiguration(maximumConnections: 1))
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await adminClient.run() }
+            defer { group.cancelAll() }
+            _ = try await adminClient.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(location.database)"), logger: logger)
+        }
+        // Tests run side by side, each with a store that lives on: few connections each, closed soon when idle, so
+        // the server's connection limit is never reached.
+        var configuration = location.clientConfiguration(maximumConnections: 2)
+        configuration.options.connectionIdleTimeout = .seconds(2)
+        let client = PostgresClient(configuration: configuration)
+        Task { await client.run() }
+        try await PostgresSchema.migrate(client, logger: logger)
+        return PostgresRecordStore(client: client)
+    }
+}
