@@ -3,10 +3,13 @@ import CumulusCore
 public import CumulusModel
 import CumulusServer
 import CumulusStore
+import CumulusStorePostgres
 import CumulusStoreSQLite
 import Foundation
 import Hummingbird
 import Logging
+import PostgresNIO
+import ServiceLifecycle
 
 @main
 struct CumulusCommand: AsyncParsableCommand {
@@ -42,16 +45,68 @@ struct CumulusCommand: AsyncParsableCommand {
     }
 }
 
-/// Options every command shares.
+/// Where the data lives, for every command: an SQLite data directory (the default) or a PostgreSQL database.
 struct DataOptions: ParsableArguments {
-    @Option(name: .long, help: "Data directory (default: $CUMULUS_DATA or ./cumulus-data).")
+    @Option(
+        name: .long,
+        help: """
+            A PostgreSQL URL (postgres://user:password@host:port/database) or an SQLite data directory \
+            (default: $CUMULUS_DATABASE, else $CUMULUS_DATA, else ./cumulus-data).
+            """)
+    var database: String?
+    @Option(name: .long, help: "SQLite data directory; the same as --database DIRECTORY.")
     var data: String?
+    @Option(
+        name: .customLong("database-connections"),
+        help: "PostgreSQL connections this instance may open (default: $CUMULUS_DATABASE_CONNECTIONS or 20).")
+    var databaseConnections: Int?
 
-    /// Opens the SQLite store in the data directory, creating both if needed.
-    func openStore() throws -> SQLiteRecordStore {
-        let directory = data ?? ProcessInfo.processInfo.environment["CUMULUS_DATA"] ?? "./cumulus-data"
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        return try SQLiteRecordStore(path: (directory as NSString).appendingPathComponent("cumulus.sqlite"))
+    /// The store to open, from the options and the environment.
+    func location() throws -> StoreLocation {
+        let environment = ProcessInfo.processInfo.environment
+        let value = database ?? data ?? environment["CUMULUS_DATABASE"] ?? environment["CUMULUS_DATA"] ?? "./cumulus-data"
+        guard PostgresLocation.names(value) else { return .sqlite(directory: value) }
+        let connections = databaseConnections ?? Int(environment["CUMULUS_DATABASE_CONNECTIONS"] ?? "20")
+        guard let connections, connections > 0 else { throw ValidationError("--database-connections must be a positive number") }
+        return .postgres(try PostgresLocation(url: value), connections: connections)
+    }
+
+    /// Opens the store for the length of `body`, running its connection pool alongside.
+    func withStore<T: Sendable>(_ body: (any RecordStore) async throws -> T) async throws -> T {
+        let opened = try await location().open(logger: Logger(label: "cumulus"))
+        guard let service = opened.service else { return try await body(opened.store) }
+        return try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await service.run() }
+            defer { group.cancelAll() }
+            return try await body(opened.store)
+        }
+    }
+}
+
+/// An SQLite data directory or a PostgreSQL database.
+enum StoreLocation {
+    case sqlite(directory: String)
+    case postgres(PostgresLocation, connections: Int)
+
+    /// Opens the store. SQLite: the file in the data directory, both created if needed. PostgreSQL: one connection
+    /// first, so a bad URL, wrong credentials or an unreachable server is one clear error at once; then the schema is
+    /// migrated (once, however many instances start together), and the pool is returned as a service to run.
+    func open(logger: Logger) async throws -> (store: any RecordStore, service: (any Service)?) {
+        switch self {
+        case .sqlite(let directory):
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            return (try SQLiteRecordStore(path: (directory as NSString).appendingPathComponent("cumulus.sqlite")), nil)
+        case .postgres(let location, let connections):
+            try await location.check(logger: logger)
+            let migrator = PostgresClient(configuration: location.clientConfiguration(maximumConnections: 1))
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { await migrator.run() }
+                defer { group.cancelAll() }
+                try await PostgresSchema.migrate(migrator, logger: logger)
+            }
+            let client = PostgresClient(configuration: location.clientConfiguration(maximumConnections: connections), backgroundLogger: logger)
+            return (PostgresRecordStore(client: client), client)
+        }
     }
 }
 
@@ -79,8 +134,8 @@ struct Serve: AsyncParsableCommand {
         guard let port = port ?? Int(environment["CUMULUS_PORT"] ?? "8080") else {
             throw ValidationError("CUMULUS_PORT must be a number")
         }
-        let store = try options.openStore()
         let logger = Logger(label: "cumulus")
+        let opened = try await options.location().open(logger: logger)
         var association: String?
         if let path = appSiteAssociation {
             guard let text = try? String(contentsOfFile: path, encoding: .utf8), (try? JSONValue(parsing: text)) != nil else {
@@ -88,14 +143,19 @@ struct Serve: AsyncParsableCommand {
             }
             association = text
         }
-        let app = buildApplication(
+        var app = buildApplication(
             configuration: ServerConfiguration(
                 host: host, port: port, publicBaseURL: publicURL ?? environment["CUMULUS_PUBLIC_URL"], appleAppSiteAssociation: association,
                 appStoreID: appStoreID
             ),
-            store: store, logger: logger,
+            store: opened.store, logger: logger,
             onServerRunning: { url in printResult(url) }
         )
+        // PostgreSQL's connection pool runs beside the server and shuts down after it.
+        if let service = opened.service { app.addServices(service) }
+        if case .postgres(let location, let connections) = try options.location() {
+            logger.info("using PostgreSQL", metadata: ["cumulus.database": "\(location.redacted)", "cumulus.connections": "\(connections)"])
+        }
         // SIGINT and SIGTERM start a graceful shutdown: in-flight requests finish before the process exits.
         try await app.runService()
     }
@@ -110,7 +170,7 @@ struct Containers: AsyncParsableCommand {
         @OptionGroup var options: DataOptions
 
         func run() async throws {
-            try await AccountService(store: options.openStore()).createContainer(id, logger: Logger(label: "cumulus"))
+            try await options.withStore { store in try await AccountService(store: store).createContainer(id, logger: Logger(label: "cumulus")) }
             printResult(id)
         }
     }
@@ -126,8 +186,10 @@ struct Tokens: AsyncParsableCommand {
         @OptionGroup var options: DataOptions
 
         func run() async throws {
-            let token = try await AccountService(store: options.openStore())
-                .createAPIToken(container: container, environment: environment, logger: Logger(label: "cumulus"))
+            let token = try await options.withStore { store in
+                try await AccountService(store: store).createAPIToken(
+                    container: container, environment: environment, logger: Logger(label: "cumulus"))
+            }
             printResult(token)
         }
     }
@@ -146,10 +208,13 @@ struct Users: AsyncParsableCommand {
         @OptionGroup var options: DataOptions
 
         func run() async throws {
-            let accounts = try AccountService(store: options.openStore())
             let logger = Logger(label: "cumulus")
-            let user = try await accounts.createUser(container: container, name: name, password: password, email: email, logger: logger)
-            if discoverable { try await accounts.setDiscoverable(user, true, logger: logger) }
+            let user = try await options.withStore { store in
+                let accounts = AccountService(store: store)
+                let user = try await accounts.createUser(container: container, name: name, password: password, email: email, logger: logger)
+                if discoverable { try await accounts.setDiscoverable(user, true, logger: logger) }
+                return user
+            }
             printResult(user.userRecordName)
         }
     }
@@ -161,8 +226,9 @@ struct Users: AsyncParsableCommand {
         @OptionGroup var options: DataOptions
 
         func run() async throws {
-            let token = try await AccountService(store: options.openStore())
-                .issueWebAuthToken(container: container, name: name, logger: Logger(label: "cumulus"))
+            let token = try await options.withStore { store in
+                try await AccountService(store: store).issueWebAuthToken(container: container, name: name, logger: Logger(label: "cumulus"))
+            }
             printResult(token)
         }
     }
@@ -185,8 +251,10 @@ struct Keys: AsyncParsableCommand {
             } catch {
                 throw CumulusError(.badRequest, "cannot read \(publicKey)")
             }
-            let keyID = try await AccountService(store: options.openStore())
-                .addServerKey(container: container, environment: environment, publicKeyPEM: pem, logger: Logger(label: "cumulus"))
+            let keyID = try await options.withStore { store in
+                try await AccountService(store: store)
+                    .addServerKey(container: container, environment: environment, publicKeyPEM: pem, logger: Logger(label: "cumulus"))
+            }
             printResult(keyID)
         }
     }

@@ -25,11 +25,16 @@ struct ServeProcessTests {
         var stderr: String
     }
 
-    /// Runs a command to completion.
+    /// Runs a command to completion on an SQLite data directory.
     static func run(_ arguments: [String], data: URL) throws -> CommandResult {
+        try run(arguments + ["--data", data.path])
+    }
+
+    /// Runs a command to completion.
+    static func run(_ arguments: [String]) throws -> CommandResult {
         let process = Process()
         process.executableURL = binary
-        process.arguments = arguments + ["--data", data.path]
+        process.arguments = arguments
         let out = Pipe()
         let err = Pipe()
         process.standardOutput = out
@@ -47,10 +52,15 @@ struct ServeProcessTests {
         let process: Process
         let url: String
 
-        init(data: URL) throws {
+        convenience init(data: URL) throws {
+            try self.init(arguments: ["--data", data.path])
+        }
+
+        /// Starts `cumulus serve --port 0` with more arguments (where the data is).
+        init(arguments: [String]) throws {
             let process = Process()
             process.executableURL = ServeProcessTests.binary
-            process.arguments = ["serve", "--port", "0", "--data", data.path]
+            process.arguments = ["serve", "--port", "0"] + arguments
             let out = Pipe()
             process.standardOutput = out
             process.standardError = FileHandle.nullDevice

@@ -22,15 +22,7 @@ struct TestStore: Sendable, CustomTestStringConvertible {
     /// processes); its client runs for the rest of the process.
     static func makePostgresStore() async throws -> PostgresRecordStore {
         let logger = Logger(label: "postgres-test")
-        let admin = try PostgresLocation(url: try #require(postgresURL))
-        var location = admin
-        location.database = "cumulus_test_p\(getpid())_\(UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(16))"
-        let adminClient = PostgresClient(configuration: admin.clientConfiguration(maximumConnections: 1))
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { await adminClient.run() }
-            defer { group.cancelAll() }
-            _ = try await adminClient.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(location.database)"), logger: logger)
-        }
+        let location = try await makePostgresDatabase()
         // Tests run side by side, each with a store that lives on: few connections each, closed soon when idle, so
         // the server's connection limit is never reached.
         var configuration = location.clientConfiguration(maximumConnections: 2)
@@ -39,5 +31,19 @@ struct TestStore: Sendable, CustomTestStringConvertible {
         Task { await client.run() }
         try await PostgresSchema.migrate(client, logger: logger)
         return PostgresRecordStore(client: client)
+    }
+
+    /// A fresh, empty database named after this process, on the server `CUMULUS_TEST_POSTGRES` names.
+    static func makePostgresDatabase() async throws -> PostgresLocation {
+        let admin = try PostgresLocation(url: try #require(postgresURL))
+        var location = admin
+        location.database = "cumulus_test_p\(getpid())_\(UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(16))"
+        let adminClient = PostgresClient(configuration: admin.clientConfiguration(maximumConnections: 1))
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await adminClient.run() }
+            defer { group.cancelAll() }
+            _ = try await adminClient.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(location.database)"), logger: Logger(label: "postgres-test"))
+        }
+        return location
     }
 }

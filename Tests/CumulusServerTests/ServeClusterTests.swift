@@ -1,0 +1,170 @@
+import CumulusModel
+import CumulusStorePostgres
+import Foundation
+import Testing
+
+/// Two real `cumulus serve` processes over one PostgreSQL database, as a deployment behind a load balancer runs them.
+@Suite(
+    "Two cumulus instances over one PostgreSQL", .serialized,
+    .enabled(if: TestStore.postgresURL != nil, "needs CUMULUS_TEST_POSTGRES (see README)"))
+struct ServeClusterTests {
+    static let container = "iCloud.com.example.cluster"
+
+    /// A fresh database's URL, and the container, users and tokens made with the command line against it.
+    struct Cluster {
+        var database: String
+        var apiToken: String
+        var alice: String
+        var bob: String
+
+        func query(_ webToken: String) -> String { "ckAPIToken=\(apiToken)&ckWebAuthToken=\(webToken)" }
+    }
+
+    static func makeCluster() async throws -> Cluster {
+        let location = try await TestStore.makePostgresDatabase()
+        let serverURL = try #require(TestStore.postgresURL)
+        var components = try #require(URLComponents(string: serverURL))
+        components.path = "/" + location.database
+        let database = try #require(components.string)
+        func run(_ arguments: [String]) throws -> String {
+            let result = try ServeProcessTests.run(arguments + ["--database", database])
+            #expect(result.status == 0, "\(arguments): \(result.stderr)")
+            return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        _ = try run(["containers", "create", container])
+        let apiToken = try run(["tokens", "create", "--container", container])
+        for name in ["alice", "bob"] { _ = try run(["users", "create", name, "--container", container, "--email", "\(name)@example.com"]) }
+        return Cluster(
+            database: database, apiToken: apiToken, alice: try run(["users", "token", "alice", "--container", container]),
+            bob: try run(["users", "token", "bob", "--container", container]))
+    }
+
+    static func post(_ server: ServeProcessTests.Server, _ database: String, _ operation: String, _ query: String, _ body: String) async throws
+        -> (Int, JSONValue)
+    {
+        try await ServeProcessTests.post("\(server.url)/database/1/\(container)/development/\(database)/\(operation)?\(query)", body)
+    }
+
+    static func create(_ name: String, type: String = "Item", fields: String = "{}", parent: String? = nil) -> String {
+        let parentPart = parent.map { #","parent":{"recordName":"\#($0)"}"# } ?? ""
+        return #"{"operationType":"create","record":{"recordName":"\#(name)","recordType":"\#(type)","fields":\#(fields)\#(parentPart)}}"#
+    }
+
+    static func names(_ json: JSONValue, key: String = "records") -> Set<String> {
+        Set((json[key]?.arrayValue ?? []).compactMap { $0["serverErrorCode"] == nil ? $0["recordName"]?.stringValue : nil })
+    }
+
+    @Test func anyInstanceAnswersForEveryOtherAndOneCanBeKilled() async throws {
+        let cluster = try await Self.makeCluster()
+        let first = try ServeProcessTests.Server(arguments: ["--database", cluster.database])
+        let second = try ServeProcessTests.Server(arguments: ["--database", cluster.database])
+        defer {
+            _ = first.stop(SIGKILL)
+            _ = second.stop(SIGKILL)
+        }
+        #expect(first.url.hasPrefix("http://") && second.url.hasPrefix("http://") && first.url != second.url)
+        let alice = cluster.query(cluster.alice)
+        let bob = cluster.query(cluster.bob)
+        let lists = #""zoneID":{"zoneName":"Lists"}"#
+
+        // Written through the first instance…
+        let (zoneStatus, _) = try await Self.post(
+            first, "private", "zones/modify", alice, #"{"operations":[{"operationType":"create","zone":{"zoneID":{"zoneName":"Lists"}}}]}"#)
+        #expect(zoneStatus == 200)
+        let (saveStatus, saved) = try await Self.post(
+            first, "private", "records/modify", alice,
+            #"{\#(lists),"operations":[\#(Self.create("list", type: "List", fields: #"{"name":{"value":"Weekend"}}"#)),\#(Self.create("milk", parent: "list")),\#(Self.create("diary", type: "Note"))]}"#
+        )
+        #expect(saveStatus == 200 && Self.names(saved) == ["list", "milk", "diary"], "\(saved)")
+
+        // …is read, queried and fed through the second, and a change token of one is good at the other.
+        let (_, lookedUp) = try await Self.post(second, "private", "records/lookup", alice, #"{\#(lists),"records":[{"recordName":"list"}]}"#)
+        #expect(lookedUp["records"]?[0]?["fields"]?["name"]?["value"] == .string("Weekend"))
+        let (_, queried) = try await Self.post(second, "private", "records/query", alice, #"{\#(lists),"query":{"recordType":"List"}}"#)
+        #expect(Self.names(queried) == ["list"])
+        let (_, fed) = try await Self.post(first, "private", "changes/zone", alice, #"{"zones":[{\#(lists)}]}"#)
+        #expect(Self.names(fed["zones"]?[0] ?? .null) == ["list", "milk", "diary"])
+        let token = try #require(fed["zones"]?[0]?["syncToken"]?.stringValue)
+        _ = try await Self.post(first, "private", "records/modify", alice, #"{\#(lists),"operations":[\#(Self.create("eggs", parent: "list"))]}"#)
+        let (_, later) = try await Self.post(second, "private", "changes/zone", alice, #"{"zones":[{\#(lists),"syncToken":"\#(token)"}]}"#)
+        #expect(Self.names(later["zones"]?[0] ?? .null) == ["eggs"])
+
+        // Conflicting writers through both instances converge: every increment is kept (change tags compare-and-set).
+        _ = try await Self.post(
+            first, "private", "records/modify", alice,
+            #"{\#(lists),"operations":[\#(Self.create("counter", type: "Counter", fields: #"{"n":{"value":0}}"#))]}"#)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for writer in 0..<4 {
+                let server = writer.isMultiple(of: 2) ? first : second
+                group.addTask {
+                    var done = 0
+                    while done < 8 {
+                        let (_, current) = try await Self.post(
+                            server, "private", "records/lookup", alice, #"{\#(lists),"records":[{"recordName":"counter"}]}"#)
+                        let record = try #require(current["records"]?[0])
+                        guard case .number(let n)? = record["fields"]?["n"]?["value"] else { throw CancellationError() }
+                        let tag = record["recordChangeTag"]?.stringValue ?? ""
+                        let (_, result) = try await Self.post(
+                            server, "private", "records/modify", alice,
+                            #"{\#(lists),"operations":[{"operationType":"update","record":{"recordName":"counter","recordType":"Counter","recordChangeTag":"\#(tag)","fields":{"n":{"value":\#((Int(n) ?? -1) + 1)}}}}]}"#
+                        )
+                        if result["records"]?[0]?["serverErrorCode"] == nil { done += 1 }
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        let (_, counter) = try await Self.post(first, "private", "records/lookup", alice, #"{\#(lists),"records":[{"recordName":"counter"}]}"#)
+        #expect(counter["records"]?[0]?["fields"]?["n"]?["value"] == .number("32"))
+
+        // A share saved and accepted through the first instance is enforced by the second.
+        let share =
+            #"{"operationType":"create","record":{"recordName":"share-1","recordType":"cloudkit.share","fields":{},"forRecord":{"recordName":"list"},"publicPermission":"NONE","participants":[{"type":"USER","permission":"READ_ONLY","acceptanceStatus":"INVITED","userIdentity":{"lookupInfo":{"emailAddress":"bob@example.com"}}}]}}"#
+        let (_, shared) = try await Self.post(first, "private", "records/modify", alice, #"{\#(lists),"operations":[\#(share)]}"#)
+        let guid = try #require(shared["records"]?[0]?["shortGUID"]?.stringValue, "\(shared)")
+        let (acceptStatus, _) = try await Self.post(first, "public", "records/accept", bob, #"{"shortGUIDs":[{"value":"\#(guid)"}]}"#)
+        #expect(acceptStatus == 200)
+        let owner = try #require(fed["zones"]?[0]?["zoneID"]?["ownerRecordName"]?.stringValue)
+        let ownerZone = #""zoneID":{"zoneName":"Lists","ownerRecordName":"\#(owner)"}"#
+        let (_, bobSees) = try await Self.post(
+            second, "shared", "records/lookup", bob, #"{\#(ownerZone),"records":[{"recordName":"milk"},{"recordName":"diary"}]}"#)
+        #expect(Self.names(bobSees) == ["milk"], "\(bobSees)")
+        let (_, bobWrites) = try await Self.post(
+            second, "shared", "records/modify", bob,
+            #"{\#(ownerZone),"operations":[{"operationType":"forceUpdate","record":{"recordName":"milk","recordType":"Item","fields":{"x":{"value":1}}}}]}"#
+        )
+        #expect(bobWrites["records"]?[0]?["serverErrorCode"] != nil, "a read-only participant cannot write: \(bobWrites)")
+
+        // The first instance is killed while atomic batches go through it; the second keeps serving, and each batch is
+        // there whole or not at all.
+        let attempted = await withTaskGroup(of: [[String]].self) { group in
+            group.addTask {
+                var batches: [[String]] = []
+                // Until the instance is gone: the last batch is the one the kill cut off.
+                for batch in 0..<100_000 {
+                    let names = (0..<5).map { "k\(batch)-\($0)" }
+                    batches.append(names)
+                    let body = #"{\#(lists),"operations":[\#(names.map { Self.create($0) }.joined(separator: ","))]}"#
+                    guard (try? await Self.post(first, "private", "records/modify", alice, body)) != nil else { break }
+                }
+                return batches
+            }
+            group.addTask {
+                try? await Task.sleep(for: .milliseconds(400))
+                _ = first.stop(SIGKILL)
+                return []
+            }
+            return await group.reduce(into: []) { $0 += $1 }
+        }
+        let (afterStatus, after) = try await Self.post(
+            second, "private", "records/modify", alice, #"{\#(lists),"operations":[\#(Self.create("after-the-kill"))]}"#)
+        #expect(afterStatus == 200 && Self.names(after) == ["after-the-kill"])
+        #expect(!attempted.isEmpty && attempted.count < 100_000, "the kill came while batches were being written")
+        for batch in attempted {
+            let body = #"{\#(lists),"records":[\#(batch.map { #"{"recordName":"\#($0)"}"# }.joined(separator: ","))]}"#
+            let (_, found) = try await Self.post(second, "private", "records/lookup", alice, body)
+            let count = Self.names(found).count
+            #expect(count == 0 || count == batch.count, "a batch was half applied: \(count) of \(batch.count)")
+        }
+    }
+}
