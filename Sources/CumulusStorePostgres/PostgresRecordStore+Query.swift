@@ -7,9 +7,10 @@ import Synchronization
 
 extension PostgresRecordStore {
     public func queryRecords(_ query: RecordQuery, logger: Logger) async throws -> RecordQueryPage {
-        var compiled = try PostgresQueryCompiler(query: query)
-        try await ensureFieldIndexes(compiled.indexedFields, database: query.database, recordType: query.recordType, logger: logger)
+        let compiler = try PostgresQueryCompiler(query: query)
+        try await ensureFieldIndexes(compiler.indexedFields, database: query.database, recordType: query.recordType, logger: logger)
         return try await transaction(snapshot: true, logger: logger) { connection in
+            var compiled = compiler
             guard let databaseID = try await Self.databaseID(connection, query.database, logger: logger) else {
                 if query.zoneName == nil || query.zoneName == ZoneID.defaultZoneName { return RecordQueryPage(records: [], cursor: nil) }
                 throw StoreError(.zoneNotFound, "zone \(query.zoneName!) does not exist")
@@ -78,14 +79,17 @@ extension PostgresRecordStore {
             for try await value in held.decode(Bool.self) { isHeld = value }
             guard isHeld else { continue }
             do {
-                try await query(
+                // Not under the connection wait: building an index on a large table takes as long as it takes.
+                try await client.query(
                     PostgresQuery(
                         unsafeSQL: """
                             CREATE INDEX CONCURRENTLY IF NOT EXISTS \(name)
                             ON records (zone_id, record_type, (\(PostgresQueryCompiler.fieldExpression(field))) NULLS FIRST, id) WHERE NOT deleted
                             """), logger: logger)
-            } catch let error as StoreError where error.code == .duplicate {
+            } catch let error as PSQLError where error.serverInfo?[.sqlState] == "23505" {
                 // Another instance built it at the same moment.
+            } catch let error as PSQLError {
+                throw Self.storeError(error)
             }
             count += 1
             indexed.insert(field)

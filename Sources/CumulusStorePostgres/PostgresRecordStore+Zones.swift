@@ -9,7 +9,9 @@ extension PostgresRecordStore {
     ///
     /// - Parameter snapshot: read-only, every statement seeing the same snapshot (`REPEATABLE READ`), as a feed page
     ///   needs: PostgreSQL's default gives each statement its own, and a page's rows and its position would disagree.
-    func transaction<T: Sendable>(snapshot: Bool = false, logger: Logger, _ body: (PostgresConnection) async throws -> T) async throws -> T {
+    func transaction<T: Sendable>(
+        snapshot: Bool = false, logger: Logger, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
+    ) async throws -> T {
         // A deadlock PostgreSQL broke by aborting this transaction, or a serialization failure, leaves nothing
         // written: run it again, a few times, before answering "try again later".
         var attempt = 1
@@ -23,11 +25,19 @@ extension PostgresRecordStore {
         }
     }
 
-    private func transactionOnce<T: Sendable>(snapshot: Bool, logger: Logger, _ body: (PostgresConnection) async throws -> T) async throws -> T {
+    private func transactionOnce<T: Sendable>(
+        snapshot: Bool, logger: Logger, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
+    ) async throws -> T {
         do {
-            return try await client.withTransaction(logger: logger) { connection in
-                if snapshot { try await connection.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY", logger: logger) }
-                return try await body(connection)
+            let client = self.client
+            return try await withConnectionWait { leased in
+                try await client.withConnection { connection in
+                    leased()
+                    return try await connection.withTransaction(logger: logger) { connection in
+                        if snapshot { try await connection.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY", logger: logger) }
+                        return try await body(connection)
+                    }
+                }
             }
         } catch let error as StoreError {
             throw error

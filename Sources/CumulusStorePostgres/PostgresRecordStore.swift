@@ -23,13 +23,43 @@ public final class PostgresRecordStore: RecordStore {
     /// Fields known to have an expression index (created here or by another instance).
     let knownFieldIndexes = Mutex<Set<String>>([])
     let maximumFieldIndexes: Int
+    /// How long a request waits for a connection before it is answered "try again later".
+    let connectionWait: Duration
 
     /// - Parameters:
     ///   - client: The connection pool, run by the caller.
     ///   - maximumFieldIndexes: How many queried fields may get an expression index, at most (as the SQLite store).
-    public init(client: PostgresClient, maximumFieldIndexes: Int = 64) {
+    ///   - connectionWait: How long an operation waits for a connection (PostgreSQL down, or every connection busy)
+    ///     before it fails with ``StoreError/Code/unavailable``: the HTTP edge answers `503 TRY_AGAIN_LATER`, and the
+    ///     client retries, instead of every request hanging until the pool gives up (a minute).
+    public init(client: PostgresClient, maximumFieldIndexes: Int = 64, connectionWait: Duration = .seconds(5)) {
         self.client = client
         self.maximumFieldIndexes = maximumFieldIndexes
+        self.connectionWait = connectionWait
+    }
+
+    /// Runs `work`, failing with ``StoreError/Code/unavailable`` if it has not called `leased` within
+    /// ``connectionWait``. Cancelling a waiting lease takes the request off the pool's queue.
+    func withConnectionWait<T: Sendable>(_ work: @escaping @Sendable (_ leased: @escaping @Sendable () -> Void) async throws -> T) async throws -> T {
+        let leased = LeaseFlag()
+        let wait = connectionWait
+        return try await withThrowingTaskGroup(of: T?.self) { group in
+            group.addTask { try await work { leased.value.withLock { $0 = true } } }
+            group.addTask {
+                try await Task.sleep(for: wait)
+                if !leased.value.withLock({ $0 }) {
+                    throw StoreError(.unavailable, "no PostgreSQL connection within \(wait); PostgreSQL is down or every connection is busy")
+                }
+                return nil
+            }
+            while let next = try await group.next() {
+                if let value = next {
+                    group.cancelAll()
+                    return value
+                }
+            }
+            throw StoreError(.unexpected, "an operation ended without a result")
+        }
     }
 
     /// Runs a query, translating PostgreSQL's errors into ``StoreError``s: a unique violation is a duplicate, a lost or
@@ -38,7 +68,14 @@ public final class PostgresRecordStore: RecordStore {
         -> PostgresRowSequence
     {
         do {
-            return try await client.query(query, logger: logger)
+            let client = self.client
+            return try await withConnectionWait { leased in
+                let rows = try await client.query(query, logger: logger)
+                leased()
+                return rows
+            }
+        } catch let error as StoreError {
+            throw error
         } catch let error as PSQLError {
             throw Self.storeError(error, duplicate: duplicate, missingReference: missingReference)
         } catch {
@@ -74,4 +111,9 @@ extension StoreError {
         guard code == .unavailable, let error = underlying as? PSQLError else { return false }
         return ["40P01", "40001"].contains(error.serverInfo?[.sqlState])
     }
+}
+
+/// Whether an operation got its connection; shared by the operation and its deadline.
+private final class LeaseFlag: Sendable {
+    let value = Mutex(false)
 }

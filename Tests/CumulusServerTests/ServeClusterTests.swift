@@ -1,6 +1,7 @@
 import CumulusModel
 import CumulusStorePostgres
 import Foundation
+import NIOCore
 import Testing
 
 /// Two real `cumulus serve` processes over one PostgreSQL database, as a deployment behind a load balancer runs them.
@@ -166,5 +167,48 @@ struct ServeClusterTests {
             let count = Self.names(found).count
             #expect(count == 0 || count == batch.count, "a batch was half applied: \(count) of \(batch.count)")
         }
+    }
+
+    @Test func aPostgreSQLOutageIsTryAgainLaterAndTheInstanceReconnectsByItself() async throws {
+        // The instance reaches PostgreSQL through a proxy the test can cut, as a PostgreSQL restart would.
+        let cluster = try await Self.makeCluster()
+        var components = try #require(URLComponents(string: cluster.database))
+        let proxy = try await TCPProxy(to: try #require(components.host), port: components.port ?? 5432)
+        components.port = proxy.port
+        let server = try ServeProcessTests.Server(arguments: ["--database", try #require(components.string)])
+        defer { _ = server.stop(SIGKILL) }
+        let alice = cluster.query(cluster.alice)
+        func write(_ name: String) async throws -> (Int, JSONValue) {
+            try await Self.post(server, "private", "records/modify", alice, #"{"operations":[\#(Self.create(name))]}"#)
+        }
+        #expect(try await write("before").0 == 200)
+
+        proxy.cut()
+        // Every request during the outage is answered, quickly, with 503 TRY_AGAIN_LATER and a retryAfter: none hangs
+        // until the pool gives up, none crashes the instance.
+        for attempt in 0..<3 {
+            let started = ContinuousClock.now
+            let (status, json) = try await ServeProcessTests.post(
+                "\(server.url)/database/1/\(Self.container)/development/private/records/modify?\(alice)",
+                #"{"operations":[\#(Self.create("during-" + String(attempt)))]}"#, timeout: .seconds(30))
+            #expect(status == 503, "\(json)")
+            #expect(json["serverErrorCode"]?.stringValue == "TRY_AGAIN_LATER")
+            #expect(json["retryAfter"] != nil)
+            #expect(ContinuousClock.now - started < .seconds(15))
+        }
+
+        proxy.restore()
+        // The instance reconnects by itself: a client retrying as told succeeds again.
+        var recovered = false
+        let deadline = ContinuousClock.now + .seconds(60)
+        while !recovered, ContinuousClock.now < deadline {
+            recovered = (try? await write("after"))?.0 == 200
+            if !recovered { try await Task.sleep(for: .milliseconds(500)) }
+        }
+        #expect(recovered, "the instance did not reconnect within a minute")
+        let (_, found) = try await Self.post(
+            server, "private", "records/lookup", alice, #"{"records":[{"recordName":"before"},{"recordName":"after"},{"recordName":"during-0"}]}"#)
+        #expect(Self.names(found) == ["before", "after"], "nothing answered 503 was written")
+        try await proxy.close()
     }
 }

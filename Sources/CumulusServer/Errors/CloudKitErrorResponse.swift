@@ -94,6 +94,10 @@ struct CloudKitErrorMiddleware<Context: RequestContext>: RouterMiddleware {
                 code: error.code.serverErrorCode, reason: error.code == .internalError ? "internal error" : error.reason,
                 retryAfter: error.retryAfter, redirectURL: redirectURL
             )
+        } catch let error as StoreError where error.code == .unavailable {
+            // A store failure no service mapped (signing in, say): the store is down or busy, and a retry may succeed.
+            context.logger.error("request failed", metadata: ["error": "\(error)"])
+            throw CloudKitErrorResponse(code: .tryAgainLater, reason: "the store is unavailable; retry", retryAfter: 1)
         } catch let error as WireFormatError {
             throw CloudKitErrorResponse(code: .badRequest, reason: error.description)
         } catch let error as HTTPParserError {

@@ -1,0 +1,77 @@
+import NIOCore
+import NIOPosix
+import Synchronization
+
+/// A TCP proxy on loopback that can cut every connection and refuse new ones, then come back: what an instance sees
+/// of a PostgreSQL server that restarts, without stopping the server the other suites use.
+final class TCPProxy: Sendable {
+    let port: Int
+    private let channel: any Channel
+    private let state: State
+
+    private final class State: Sendable {
+        let mutex = Mutex<(up: Bool, open: [any Channel])>((true, []))
+        func withLockedValue<T>(_ body: (inout (up: Bool, open: [any Channel])) -> T) -> T { mutex.withLock { body(&$0) } }
+    }
+
+    init(to targetHost: String, port targetPort: Int) async throws {
+        let state = State()
+        let group = MultiThreadedEventLoopGroup.singleton
+        channel = try await ServerBootstrap(group: group)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelInitializer { inbound in
+                guard state.withLockedValue({ $0.up }) else { return inbound.close() }
+                return ClientBootstrap(group: inbound.eventLoop).connect(host: targetHost, port: targetPort).flatMap { outbound in
+                    state.withLockedValue { $0.open += [inbound, outbound] }
+                    return inbound.pipeline.addHandler(Forward(to: outbound)).flatMap {
+                        outbound.pipeline.addHandler(Forward(to: inbound))
+                    }
+                }
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+        port = channel.localAddress?.port ?? 0
+        self.state = state
+    }
+
+    /// Closes every connection and refuses new ones, as a server that went down.
+    func cut() {
+        let open = state.withLockedValue { state in
+            state.up = false
+            defer { state.open = [] }
+            return state.open
+        }
+        for channel in open { channel.close(promise: nil) }
+    }
+
+    /// Accepts connections again, as a server that came back.
+    func restore() {
+        state.withLockedValue { $0.up = true }
+    }
+
+    func close() async throws {
+        cut()
+        try await channel.close()
+    }
+
+    /// Copies what one side reads to the other, and closes the other when one closes.
+    private final class Forward: ChannelInboundHandler, Sendable {
+        typealias InboundIn = ByteBuffer
+        let peer: any Channel
+
+        init(to peer: any Channel) {
+            self.peer = peer
+        }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            peer.writeAndFlush(unwrapInboundIn(data), promise: nil)
+        }
+
+        func channelInactive(context: ChannelHandlerContext) {
+            peer.close(promise: nil)
+        }
+
+        func errorCaught(context: ChannelHandlerContext, error: any Error) {
+            context.close(promise: nil)
+        }
+    }
+}
