@@ -4,6 +4,7 @@ import CumulusCore
 import CumulusModel
 import CumulusServer
 import CumulusStore
+import CumulusStorePostgres
 import CumulusStoreSQLite
 import CumulusSyncGRDB
 import Foundation
@@ -14,9 +15,13 @@ import HummingbirdTesting
 import Logging
 import NIOCore
 import NIOHTTP1
+import PostgresNIO
 import Synchronization
 
 /// Cumulus benchmarks. Run in release mode: `swift run -c release CumulusBenchmarks [--records N] [--concurrency C]`.
+///
+/// With `--store postgres://user:password@host:port/database` (a role that may create databases), the write, feed and
+/// query benchmarks run on SQLite and on PostgreSQL side by side, with PostgreSQL's own ceiling (`COPY`).
 ///
 /// Results are printed as a Markdown table for `docs/BENCHMARKS.md`.
 @main
@@ -27,13 +32,17 @@ struct Benchmarks {
         var concurrency = 4
         var feedRecords = 100_000
         var only: String?
+        var postgres: PostgresLocation?
         while let argument = arguments.popFirst() {
             switch argument {
             case "--only": only = arguments.popFirst()
+            case "--store": postgres = try PostgresLocation(url: arguments.popFirst() ?? "")
             case "--records": records = Int(arguments.popFirst() ?? "") ?? records
             case "--concurrency": concurrency = Int(arguments.popFirst() ?? "") ?? concurrency
             case "--feed-records": feedRecords = Int(arguments.popFirst() ?? "") ?? feedRecords
-            default: fatalError("unknown argument \(argument); use --records N --concurrency C --feed-records N --only sync")
+            default:
+                fatalError(
+                    "unknown argument \(argument); use --records N --concurrency C --feed-records N --only sync|feed|modify --store postgres://…")
             }
         }
         LoggingSystem.bootstrap { StreamLogHandler.standardError(label: $0, metadataProvider: nil) }
@@ -43,12 +52,40 @@ struct Benchmarks {
             try await initialSyncAndLatency(records: feedRecords)
             return
         }
+        if let postgres {
+            let stores = [BenchStore.sqlite, .postgres(postgres)]
+            if only == "feed" {
+                for store in stores { try await feedAndQuery(records: feedRecords, on: store) }
+                return
+            }
+            if only == "modify" {
+                for store in stores {
+                    try await writePathParts(records: records, on: store)
+                    try await modifyOverHTTP(records: records, concurrency: concurrency, on: store)
+                    try await modifyOverHTTP(records: records, concurrency: concurrency, on: store, zonePerClient: true)
+                }
+                return
+            }
+            for store in stores {
+                for clients in Set([1, concurrency]).sorted() {
+                    try await modifyOverHTTP(records: records, concurrency: clients, on: store)
+                }
+                try await modifyOverHTTP(records: records, concurrency: concurrency, on: store, zonePerClient: true)
+                try await writePathParts(records: records, on: store)
+            }
+            try directSQLiteInserts(records: records)
+            try await directPostgresCopy(records: records, on: postgres)
+            for store in stores {
+                try await feedAndQuery(records: feedRecords, on: store)
+            }
+            return
+        }
         for clients in Set([1, concurrency]).sorted() {
-            try await modifyOverHTTP(records: records, concurrency: clients)
+            try await modifyOverHTTP(records: records, concurrency: clients, on: .sqlite)
         }
         try directSQLiteInserts(records: records)
         try await writePathParts(records: records)
-        try await feedAndQuery(records: feedRecords)
+        try await feedAndQuery(records: feedRecords, on: .sqlite)
         try await initialSyncAndLatency(records: feedRecords)
     }
 
@@ -70,12 +107,14 @@ struct Benchmarks {
         return (try SQLiteRecordStore(path: path.path), directory)
     }
 
-    /// `records/modify` over HTTP on loopback, against the embedded SQLite store on disk.
-    static func modifyOverHTTP(records: Int, concurrency: Int) async throws {
-        let world = try await BenchWorld.make()
-        defer { try? FileManager.default.removeItem(at: world.directory) }
-        let (store, _, _, container, apiToken, _, webToken) =
-            (world.store, world.directory, world.logger, world.container, world.apiToken, world.user, world.webToken)
+    /// `records/modify` over HTTP on loopback, against a store (SQLite on disk, or PostgreSQL).
+    ///
+    /// - Parameter zonePerClient: Each client writes its own zone (as devices of different users do) instead of all
+    ///   writing one zone, whose writers a store serializes.
+    static func modifyOverHTTP(records: Int, concurrency: Int, on kind: BenchStore, zonePerClient: Bool = false) async throws {
+        let world = try await BenchWorld.make(kind)
+        defer { world.cleanUp() }
+        let (store, container, apiToken, webToken) = (world.store, world.container, world.apiToken, world.webToken)
 
         var silent = Logger(label: "bench-server")
         silent.logLevel = .warning
@@ -83,8 +122,11 @@ struct Benchmarks {
         try await app.test(.live) { client in
             let base = "http://127.0.0.1:\(client.port!)/database/1/\(container)/development/private"
             let query = "ckAPIToken=\(apiToken)&ckWebAuthToken=\(webToken)"
-            _ = try await post(
-                "\(base)/zones/modify?\(query)", #"{"operations":[{"operationType":"create","zone":{"zoneID":{"zoneName":"Drives"}}}]}"#)
+            let zones = zonePerClient ? (0..<concurrency).map { "Drives\($0)" } : ["Drives"]
+            for zone in zones {
+                _ = try await post(
+                    "\(base)/zones/modify?\(query)", #"{"operations":[{"operationType":"create","zone":{"zoneID":{"zoneName":"\#(zone)"}}}]}"#)
+            }
 
             let requests = records / batchSize
             let bodies = (0..<requests).map { request in
@@ -92,7 +134,9 @@ struct Benchmarks {
                     let index = request * batchSize + offset
                     return #"{"operationType":"create","record":{"recordName":"drive-\#(index)","recordType":"Drive","fields":\#(fields(index))}}"#
                 }
-                return #"{"zoneID":{"zoneName":"Drives"},"operations":[\#(operations.joined(separator: ","))]}"#
+                // Requests go to clients round-robin, so request r is sent by client r % concurrency.
+                let zone = zones[request % zones.count]
+                return #"{"zoneID":{"zoneName":"\#(zone)"},"operations":[\#(operations.joined(separator: ","))]}"#
             }
             let averageBody = bodies.map(\.utf8.count).reduce(0, +) / max(bodies.count, 1)
             let start = ContinuousClock.now
@@ -110,7 +154,8 @@ struct Benchmarks {
             let seconds = (ContinuousClock.now - start).seconds
             let total = requests * batchSize
             print(
-                "| records/modify over HTTP, \(concurrency) client\(concurrency == 1 ? "" : "s") | \(total) | \(format(seconds)) | "
+                "| records/modify over HTTP, \(kind.name), \(concurrency) client\(concurrency == 1 ? "" : "s")"
+                    + "\(zonePerClient ? ", a zone each" : concurrency == 1 ? "" : ", one zone") | \(total) | \(format(seconds)) | "
                     + "\(Int(Double(total) / seconds)) | \(batchSize) creates of ~1 KB per request, \(averageBody / 1024) KB bodies |"
             )
         }
@@ -137,11 +182,11 @@ struct Benchmarks {
 
     /// A zone of `records` drives read through `changes/zone` from a zero token, and a filtered, sorted query paged
     /// through with continuation markers, both over HTTP.
-    static func feedAndQuery(records: Int) async throws {
-        let world = try await BenchWorld.make()
-        defer { try? FileManager.default.removeItem(at: world.directory) }
-        let (store, _, logger, container, apiToken, user, webToken) =
-            (world.store, world.directory, world.logger, world.container, world.apiToken, world.user, world.webToken)
+    static func feedAndQuery(records: Int, on kind: BenchStore) async throws {
+        let world = try await BenchWorld.make(kind)
+        defer { world.cleanUp() }
+        let (store, logger, container, apiToken, user, webToken) =
+            (world.store, world.logger, world.container, world.apiToken, world.user, world.webToken)
         let database = DatabaseRef(container: container, environment: .development, scope: .private, ownerRecordName: user.userRecordName)
         _ = try await store.modifyZones(
             [ZoneOperation(operationType: .create, zoneID: ZoneID(zoneName: "Drives"))], in: database, timestamp: 0, logger: logger)
@@ -188,7 +233,7 @@ struct Benchmarks {
                 more = page.moreComing
             }
             print(
-                "| zone feed, store only (no HTTP) | \(read) | \(format(storeSeconds)) | \(Int(Double(read) / storeSeconds)) | SQLite read and row decoding |"
+                "| zone feed, \(kind.name) store only (no HTTP) | \(read) | \(format(storeSeconds)) | \(Int(Double(read) / storeSeconds)) | read and row decoding |"
             )
             print(
                 "| zone feed, response encoding only | \(read) | \(format(encodeSeconds)) | \(Int(Double(read) / encodeSeconds)) | records written as JSON, fields spliced |"
@@ -220,7 +265,7 @@ struct Benchmarks {
             precondition(received == records, "feed returned \(received) of \(records)")
             let parse = clientParseTime.withLock { $0 }.seconds
             print(
-                "| changes/zone from a zero token over HTTP | \(received) | \(format(seconds)) | \(Int(Double(received) / seconds)) | "
+                "| changes/zone from a zero token over HTTP, \(kind.name) | \(received) | \(format(seconds)) | \(Int(Double(received) / seconds)) | "
                     + "pages of 200, 1 client; \(format(parse)) s of it is the client parsing the JSON |"
             )
 
@@ -245,10 +290,10 @@ struct Benchmarks {
             }
             let perPage = (ContinuousClock.now - pagesStart).seconds / Double(max(pages, 1)) * 1000
             print(
-                "| records/query, filter + sort, first page (builds indexes) | \(records) | \(format(firstSeconds)) | — | 200 per page |"
+                "| records/query, \(kind.name), filter + sort, first page (builds indexes) | \(records) | \(format(firstSeconds)) | — | 200 per page |"
             )
             print(
-                "| records/query, filter + sort, next \(pages) pages | \(records) | \(String(format: "%.1f", perPage)) ms/page | — | "
+                "| records/query, \(kind.name), filter + sort, next \(pages) pages | \(records) | \(String(format: "%.1f", perPage)) ms/page | — | "
                     + "duration > 650 (~half), sorted by startTime desc, continuation markers; \(matched) records read |"
             )
         }
@@ -265,7 +310,7 @@ struct Benchmarks {
     }
 
     /// The write path without HTTP: parsing request bodies, then the store applying the batches.
-    static func writePathParts(records: Int) async throws {
+    static func writePathParts(records: Int, on kind: BenchStore = .sqlite) async throws {
         let bodies = modifyBodies(records: records).map { Array($0.utf8) }
         var parsed: [RecordsModifyRequest] = []
         let parseStart = ContinuousClock.now
@@ -277,8 +322,8 @@ struct Benchmarks {
             "| records/modify request parsing only | \(records) | \(format(parseSeconds)) | \(Int(Double(records) / parseSeconds)) | JSON to typed operations |"
         )
 
-        let (store, directory) = try temporaryStore()
-        defer { try? FileManager.default.removeItem(at: directory) }
+        let (store, cleanUp) = try await kind.make()
+        defer { cleanUp() }
         let logger = Logger(label: "bench")
         try await store.createContainer("c", createdAt: 0, logger: logger)
         let database = DatabaseRef(container: "c", environment: .development, scope: .private, ownerRecordName: "_u")
@@ -299,7 +344,7 @@ struct Benchmarks {
         for batch in batches { _ = try await store.modifyRecords(batch, logger: logger) }
         let storeSeconds = (ContinuousClock.now - storeStart).seconds
         print(
-            "| records/modify store only | \(records) | \(format(storeSeconds)) | \(Int(Double(records) / storeSeconds)) | plan and apply 200-record batches, no HTTP |"
+            "| records/modify store only, \(kind.name) | \(records) | \(format(storeSeconds)) | \(Int(Double(records) / storeSeconds)) | plan and apply 200-record batches, no HTTP |"
         )
     }
 
@@ -314,9 +359,15 @@ struct Benchmarks {
     /// takes to reach another that polls.
     static func initialSyncAndLatency(records: Int) async throws {
         let world = try await BenchWorld.make()
-        defer { try? FileManager.default.removeItem(at: world.directory) }
-        let (store, directory, logger, container, apiToken, user, webToken) =
-            (world.store, world.directory, world.logger, world.container, world.apiToken, world.user, world.webToken)
+        // The devices' own SQLite files.
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cumulus-bench-devices-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer {
+            world.cleanUp()
+            try? FileManager.default.removeItem(at: directory)
+        }
+        let (store, logger, container, apiToken, user, webToken) =
+            (world.store, world.logger, world.container, world.apiToken, world.user, world.webToken)
         let database = DatabaseRef(container: container, environment: .development, scope: .private, ownerRecordName: user.userRecordName)
         _ = try await store.modifyZones([ZoneOperation(operationType: .create, zoneID: GhostCar.zone)], in: database, timestamp: 0, logger: logger)
         let route = Data((0..<675).map { UInt8(truncatingIfNeeded: $0 &* 31) })
@@ -450,21 +501,124 @@ struct Benchmarks {
         )
     }
 
+    /// PostgreSQL's ceiling: the same rows loaded with `COPY … FROM STDIN` (text format), 200 per transaction, into a
+    /// migrated schema, so the indexes are the store's.
+    static func directPostgresCopy(records: Int, on server: PostgresLocation) async throws {
+        let (store, cleanUp) = try await BenchStore.postgres(server).make()
+        defer { cleanUp() }
+        guard let store = store as? PostgresRecordStore else { return }
+        let logger = Logger(label: "bench")
+        try await store.createContainer("c", createdAt: 0, logger: logger)
+        _ = try await store.modifyZones(
+            [ZoneOperation(operationType: .create, zoneID: ZoneID(zoneName: "Drives"))],
+            in: DatabaseRef(container: "c", environment: .development, scope: .private, ownerRecordName: "_u"), timestamp: 0, logger: logger)
+        let zoneID =
+            try await store.client.query("SELECT id FROM zones WHERE zone_name = 'Drives'", logger: logger).collect().first?.decode(
+                Int64.self) ?? 0
+        // COPY's text format: tab-separated, with backslash, tab and newline escaped.
+        let lines = (0..<records).map { index in
+            let fields = String(
+                decoding: RecordFieldsCoding.canonical((try? RecordFieldsCoding.parseCanonical(Array(fields(index).utf8))) ?? [:]), as: UTF8.self
+            )
+            .replacingOccurrences(of: "\\", with: "\\\\")
+            return "\(zoneID)\tdrive-\(index)\tDrive\t\(index + 1)\t\(fields)\t0\t_u\td\t0\t_u\td\n"
+        }
+        let start = ContinuousClock.now
+        for batch in stride(from: 0, to: records, by: batchSize) {
+            try await store.client.withTransaction(logger: logger) { connection in
+                try await connection.copyFrom(
+                    table: "records",
+                    columns: [
+                        "zone_id", "record_name", "record_type", "change_seq", "fields", "created_at", "created_by", "created_device", "modified_at",
+                        "modified_by", "modified_device",
+                    ], logger: logger
+                ) { writer in
+                    var buffer = ByteBuffer()
+                    for index in batch..<min(batch + batchSize, records) { buffer.writeString(lines[index]) }
+                    try await writer.write(buffer)
+                }
+            }
+        }
+        let seconds = (ContinuousClock.now - start).seconds
+        print(
+            "| direct PostgreSQL COPY (ceiling) | \(records) | \(format(seconds)) | \(Int(Double(records) / seconds)) | same rows and indexes, COPY FROM STDIN, 200 per transaction |"
+        )
+    }
+
     static func format(_ seconds: Double) -> String { String(format: "%.2f", seconds) }
 }
 
-/// A fresh on-disk store with a container, an API token and a signed-in user.
+/// Which store a benchmark runs on.
+enum BenchStore {
+    case sqlite
+    /// A fresh database on this server, dropped afterwards.
+    case postgres(PostgresLocation)
+
+    var name: String {
+        switch self {
+        case .sqlite: "SQLite"
+        case .postgres: "PostgreSQL"
+        }
+    }
+
+    /// A fresh store, and how to remove it.
+    func make() async throws -> (any RecordStore, cleanUp: @Sendable () -> Void) {
+        switch self {
+        case .sqlite:
+            let (store, directory) = try Benchmarks.temporaryStore()
+            return (store, { try? FileManager.default.removeItem(at: directory) })
+        case .postgres(let server):
+            let logger = Logger(label: "bench")
+            var location = server
+            location.database = "cumulus_bench_\(UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(16))"
+            let name = location.database
+            try await Self.onServer(server) { client in
+                _ = try await client.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"), logger: logger)
+            }
+            // As many connections as a deployed instance would have by default.
+            let client = PostgresClient(configuration: location.clientConfiguration(maximumConnections: 20))
+            let running = Task { await client.run() }
+            try await PostgresSchema.migrate(client, logger: logger)
+            return (
+                PostgresRecordStore(client: client),
+                {
+                    running.cancel()
+                    let done = DispatchSemaphore(value: 0)
+                    Task {
+                        try? await Self.onServer(server) { client in
+                            _ = try await client.query(PostgresQuery(unsafeSQL: "DROP DATABASE IF EXISTS \(name) WITH (FORCE)"), logger: logger)
+                        }
+                        done.signal()
+                    }
+                    done.wait()
+                }
+            )
+        }
+    }
+
+    /// Runs `body` with a one-connection client of the server's own database.
+    static func onServer(_ location: PostgresLocation, _ body: @Sendable (PostgresClient) async throws -> Void) async throws {
+        let client = PostgresClient(configuration: location.clientConfiguration(maximumConnections: 1))
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await client.run() }
+            defer { group.cancelAll() }
+            try await body(client)
+        }
+    }
+}
+
+/// A fresh store with a container, an API token and a signed-in user.
 struct BenchWorld {
-    let store: SQLiteRecordStore
-    let directory: URL
+    let store: any RecordStore
+    let cleanUp: @Sendable () -> Void
     let logger = Logger(label: "bench")
     let container = "iCloud.com.example.bench"
     let apiToken: String
     let user: UserAccount
     let webToken: String
 
-    static func make() async throws -> BenchWorld {
-        let (store, directory) = try Benchmarks.temporaryStore()
+    static func make(_ kind: BenchStore = .sqlite) async throws -> BenchWorld {
+        let (store, cleanUp) = try await kind.make()
         let logger = Logger(label: "bench")
         let accounts = AccountService(store: store)
         let container = "iCloud.com.example.bench"
@@ -472,7 +626,7 @@ struct BenchWorld {
         let apiToken = try await accounts.createAPIToken(container: container, environment: .development, logger: logger)
         let user = try await accounts.createUser(container: container, name: "bench", password: nil, email: nil, logger: logger)
         return BenchWorld(
-            store: store, directory: directory, apiToken: apiToken, user: user,
+            store: store, cleanUp: cleanUp, apiToken: apiToken, user: user,
             webToken: try await accounts.issueWebAuthToken(for: user, logger: logger)
         )
     }

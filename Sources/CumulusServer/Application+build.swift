@@ -66,7 +66,8 @@ public func buildRouter(configuration: ServerConfiguration, store: any RecordSto
     LinkRoutes(
         links: LinkService(store: store, clock: clock, limits: configuration.linkLimits), accounts: accounts,
         address: address,
-        appStoreID: configuration.appStoreID, appleAppSiteAssociation: configuration.appleAppSiteAssociation
+        appStoreID: configuration.appStoreID, appleAppSiteAssociation: configuration.appleAppSiteAssociation,
+        trustsForwardedFor: configuration.trustsForwardedFor
     ).register(on: router)
     return router
 }

@@ -27,12 +27,17 @@ public struct ServerConfiguration: Sendable {
     /// How long the rest of a refused request body (over a size limit, or malformed) is read and discarded before the
     /// connection closes, so a client that sends its whole body before reading still reads the `413`.
     public var refusedBodyLinger: Duration
+    /// Whether a client's address is the last entry of `X-Forwarded-For` (set it when every request comes through a
+    /// load balancer that appends it, such as nginx's `$proxy_add_x_forwarded_for`), instead of the connection's peer.
+    /// Per-address limits (link uploads) then count each client, not the load balancer. Never set it when clients can
+    /// reach the server directly: they could claim any address.
+    public var trustsForwardedFor: Bool
 
     public init(
         host: String = "127.0.0.1", port: Int = 8080, publicBaseURL: String? = nil, limits: Limits = .init(),
         signatureDateTolerance: TimeInterval = 600, webAuthTokenLifetime: Duration = .seconds(14 * 24 * 3600), linkLimits: LinkLimits = .init(),
         linkCleanupInterval: Duration = .seconds(3600), appleAppSiteAssociation: String? = nil, appStoreID: String? = nil,
-        refusedBodyLinger: Duration = .seconds(10)
+        refusedBodyLinger: Duration = .seconds(10), trustsForwardedFor: Bool = false
     ) {
         self.host = host
         self.port = port
@@ -45,5 +50,6 @@ public struct ServerConfiguration: Sendable {
         self.appleAppSiteAssociation = appleAppSiteAssociation
         self.appStoreID = appStoreID
         self.refusedBodyLinger = refusedBodyLinger
+        self.trustsForwardedFor = trustsForwardedFor
     }
 }

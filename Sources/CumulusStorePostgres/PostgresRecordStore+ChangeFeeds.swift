@@ -48,14 +48,12 @@ extension PostgresRecordStore {
     public func zoneChanges(_ request: ZoneChangeRequest, logger: Logger) async throws -> ZoneChangePage {
         try await transaction(snapshot: true, logger: logger) { connection in
             let zoneID = request.database.zoneID(request.zoneName)
-            guard let databaseID = try await Self.databaseID(connection, request.database, logger: logger) else {
+            guard let zone = try await Self.zoneRow(connection, request.database, zoneName: request.zoneName, logger: logger) else {
+                // The default zone of a database never written: empty, and its token stays good once it is written.
                 if request.zoneName == ZoneID.defaultZoneName, request.incarnation == nil || request.incarnation == 0 {
                     return ZoneChangePage(
                         zone: ZoneState(zoneID: zoneID, changeSequence: 0, incarnation: 0), changes: [], sequence: 0, moreComing: false)
                 }
-                throw StoreError(.zoneNotFound, "zone \(request.zoneName) does not exist")
-            }
-            guard let zone = try await Self.zoneRow(connection, databaseID: databaseID, zoneName: request.zoneName, logger: logger) else {
                 throw StoreError(.zoneNotFound, "zone \(request.zoneName) does not exist")
             }
             if !request.matches(incarnation: zone.id) {

@@ -59,6 +59,7 @@ extension PostgresRecordStore {
         for try await name in rows.decode(String.self) { existing.insert(name) }
         var count = existing.count
         var indexed = Set<String>()
+        var built = false
         for field in missing.sorted() {
             let name = PostgresQueryCompiler.indexName(field)
             if existing.contains(name) {
@@ -93,6 +94,12 @@ extension PostgresRecordStore {
             }
             count += 1
             indexed.insert(field)
+            built = true
+        }
+        if built {
+            // An expression index has no statistics until the table is analyzed: without them the planner may ignore
+            // it and sort every match on every page.
+            _ = try? await client.query("ANALYZE records", logger: logger)
         }
         knownFieldIndexes.withLock { $0.formUnion(indexed) }
     }

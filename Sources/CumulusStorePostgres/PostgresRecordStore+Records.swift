@@ -27,11 +27,9 @@ extension PostgresRecordStore {
         named names: [String], zoneName: String, in database: DatabaseRef, access: ParticipantAccess?, logger: Logger
     ) async throws -> [String: StoredRecord] {
         try await transaction(snapshot: true, logger: logger) { connection in
-            guard let databaseID = try await Self.databaseID(connection, database, logger: logger) else {
+            guard let zone = try await Self.zoneRow(connection, database, zoneName: zoneName, logger: logger) else {
+                // The default zone of a database never written holds nothing.
                 if zoneName == ZoneID.defaultZoneName { return [:] }
-                throw StoreError(.zoneNotFound, "zone \(zoneName) does not exist")
-            }
-            guard let zone = try await Self.zoneRow(connection, databaseID: databaseID, zoneName: zoneName, logger: logger) else {
                 throw StoreError(.zoneNotFound, "zone \(zoneName) does not exist")
             }
             let found = try await Self.liveRecords(connection, zoneRowID: zone.id, zoneID: database.zoneID(zoneName), names: names, logger: logger)
@@ -47,18 +45,14 @@ extension PostgresRecordStore {
     public func modifyRecords(_ batch: RecordBatch, logger: Logger) async throws -> [RecordModificationResult] {
         let planner = self.planner
         return try await transaction(logger: logger) { connection in
-            let databaseID: Int64
-            if batch.zoneName == ZoneID.defaultZoneName {
-                databaseID = try await Self.ensureDatabase(connection, batch.database, timestamp: batch.timestamp, logger: logger)
-            } else if let id = try await Self.databaseID(connection, batch.database, logger: logger) {
-                databaseID = id
-            } else {
-                throw StoreError(.zoneNotFound, "zone \(batch.zoneName) does not exist")
+            var zone = try await Self.zoneRow(connection, batch.database, zoneName: batch.zoneName, forUpdate: true, logger: logger)
+            if zone == nil, batch.zoneName == ZoneID.defaultZoneName {
+                // The database's first write: it and its default zone are created.
+                _ = try await Self.ensureDatabase(connection, batch.database, timestamp: batch.timestamp, logger: logger)
+                zone = try await Self.zoneRow(connection, batch.database, zoneName: batch.zoneName, forUpdate: true, logger: logger)
             }
-            guard let zone = try await Self.zoneRow(connection, databaseID: databaseID, zoneName: batch.zoneName, forUpdate: true, logger: logger)
-            else {
-                throw StoreError(.zoneNotFound, "zone \(batch.zoneName) does not exist")
-            }
+            guard let zone else { throw StoreError(.zoneNotFound, "zone \(batch.zoneName) does not exist") }
+            let databaseID = zone.databaseID
             let zoneID = batch.database.zoneID(batch.zoneName)
             let existing = try await Self.liveRecords(
                 connection, zoneRowID: zone.id, zoneID: zoneID, names: Array(batch.namesToRead), logger: logger)
@@ -75,12 +69,10 @@ extension PostgresRecordStore {
                 saved = try await Self.apply(plan, connection, zoneRowID: zone.id, zoneID: zoneID, batch: batch, sequence: &sequence, logger: logger)
                 try await Self.trackHierarchyMoves(
                     connection, zoneRowID: zone.id, existing: existing, writes: plan.writes, sequence: &sequence, logger: logger)
-                try await connection.query("UPDATE zones SET change_seq = \(sequence) WHERE id = \(zone.id)", logger: logger)
                 // Rows are locked in one order everywhere (zone, database, then shared databases), so writers of one
                 // database's zones never wait for each other in a circle.
-                try await Self.touchZone(connection, zoneID: zone.id, databaseID: databaseID, logger: logger)
+                try await Self.finishZoneWrite(connection, zoneRowID: zone.id, databaseID: databaseID, sequence: sequence, logger: logger)
                 try await Self.applyShareChanges(shareWork, zoneRowID: zone.id, batch: batch, connection, logger: logger)
-                try await Self.touchSharedViews(connection, zoneRowID: zone.id, logger: logger)
                 // Share changes and moves may have given records new change tags: answer with what is stored now.
                 let movedAny = plan.writes.contains { write in existing[write.recordName].map { $0.header.parent != write.parent } ?? false }
                 if !shareWork.isEmpty || movedAny {

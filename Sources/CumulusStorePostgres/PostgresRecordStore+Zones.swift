@@ -33,9 +33,15 @@ extension PostgresRecordStore {
             return try await withConnectionWait { leased in
                 try await client.withConnection { connection in
                     leased()
-                    return try await connection.withTransaction(logger: logger) { connection in
-                        if snapshot { try await connection.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY", logger: logger) }
-                        return try await body(connection)
+                    // BEGIN with its isolation in one statement: a round trip fewer than BEGIN then SET TRANSACTION.
+                    try await connection.query(snapshot ? "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY" : "BEGIN", logger: logger)
+                    do {
+                        let value = try await body(connection)
+                        try await connection.query("COMMIT", logger: logger)
+                        return value
+                    } catch {
+                        _ = try? await connection.query("ROLLBACK", logger: logger)
+                        throw error
                     }
                 }
             }
@@ -96,6 +102,47 @@ extension PostgresRecordStore {
                 binds: try binds(databaseID, zoneName)), logger: logger)
         for try await (id, sequence) in rows.decode((Int64, Int64).self) { return (id, sequence) }
         return nil
+    }
+
+    /// The live zone with this name in a database, and the database's row ID, in one statement; the zone's row is
+    /// locked for the rest of the transaction when `forUpdate`.
+    static func zoneRow(_ connection: PostgresConnection, _ database: DatabaseRef, zoneName: String, forUpdate: Bool = false, logger: Logger)
+        async throws -> (id: Int64, changeSequence: Int64, databaseID: Int64)?
+    {
+        let lock = forUpdate ? " FOR UPDATE OF z" : ""
+        let rows = try await connection.query(
+            """
+            SELECT z.id, z.change_seq, d.id FROM zones z JOIN databases d ON d.id = z.database_id
+            WHERE d.container_id = \(database.container) AND d.environment = \(database.environment.rawValue)
+            AND d.scope = \(database.scope.rawValue) AND d.owner_record_name = \(database.ownerRecordName)
+            AND z.zone_name = \(zoneName) AND NOT z.deleted\(unescaped: lock)
+            """, logger: logger)
+        for try await (id, sequence, databaseID) in rows.decode((Int64, Int64, Int64).self) { return (id, sequence, databaseID) }
+        return nil
+    }
+
+    /// After a batch: the zone takes its new change sequence and moves to the head of its database's feed and of every
+    /// viewer's shared database feed, in one statement. Rows are locked in the order every writer takes them: the zone
+    /// (already held), its database, then shared databases by user.
+    static func finishZoneWrite(_ connection: PostgresConnection, zoneRowID: Int64, databaseID: Int64, sequence: Int64, logger: Logger)
+        async throws
+    {
+        try await connection.query(
+            """
+            WITH d AS (UPDATE databases SET change_seq = change_seq + 1 WHERE id = \(databaseID) RETURNING change_seq),
+            z AS (
+                UPDATE zones SET change_seq = \(sequence), database_change_seq = (SELECT change_seq FROM d) WHERE id = \(zoneRowID) RETURNING id
+            ),
+            viewers AS (
+                SELECT user_record_name FROM shared_zone_views WHERE zone_id = (SELECT id FROM z) AND NOT deleted ORDER BY user_record_name
+            ),
+            bumped AS (
+                UPDATE shared_databases s SET change_seq = s.change_seq + 1 FROM viewers v
+                WHERE s.user_record_name = v.user_record_name RETURNING s.user_record_name, s.change_seq
+            )
+            UPDATE shared_zone_views v SET view_seq = b.change_seq FROM bumped b
+            WHERE v.user_record_name = b.user_record_name AND v.zone_id = \(zoneRowID)
+            """, logger: logger)
     }
 
     /// Moves a zone to the head of its database's change feed.

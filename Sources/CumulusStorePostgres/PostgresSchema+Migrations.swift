@@ -2,17 +2,20 @@ extension PostgresSchema {
     /// The migrations, in order. The tables mirror the SQLite store's, so both stores keep the same rules with the
     /// same shapes: see `SQLiteRecordStore+Migrations.swift` for what each table is for. Until the PostgreSQL store
     /// ships in a release, version 1 may still change.
+    ///
+    /// Names and identifiers are `COLLATE "C"`: compared byte by byte, as SQLite's BINARY does, whatever the
+    /// database's locale, which also makes their indexes cheaper to search than a linguistic collation's.
     static let migrations: [Migration] = [
         Migration(
             version: 1, name: "containers, credentials, zones, records, shares, links",
             statements: [
                 """
-                CREATE TABLE containers (id TEXT PRIMARY KEY, created_at BIGINT NOT NULL)
+                CREATE TABLE containers (id TEXT COLLATE "C" PRIMARY KEY, created_at BIGINT NOT NULL)
                 """,
                 """
                 CREATE TABLE api_tokens (
                     token_hash BYTEA PRIMARY KEY,
-                    container_id TEXT NOT NULL REFERENCES containers(id) ON DELETE CASCADE,
+                    container_id TEXT COLLATE "C" NOT NULL REFERENCES containers(id) ON DELETE CASCADE,
                     environment TEXT NOT NULL CHECK (environment IN ('development', 'production')),
                     created_at BIGINT NOT NULL,
                     revoked BOOLEAN NOT NULL DEFAULT false
@@ -20,8 +23,8 @@ extension PostgresSchema {
                 """,
                 """
                 CREATE TABLE users (
-                    user_record_name TEXT PRIMARY KEY,
-                    container_id TEXT NOT NULL REFERENCES containers(id) ON DELETE CASCADE,
+                    user_record_name TEXT COLLATE "C" PRIMARY KEY,
+                    container_id TEXT COLLATE "C" NOT NULL REFERENCES containers(id) ON DELETE CASCADE,
                     name TEXT NOT NULL CHECK (length(name) BETWEEN 1 AND 255),
                     email TEXT,
                     password_hash TEXT,
@@ -36,7 +39,7 @@ extension PostgresSchema {
                 """
                 CREATE TABLE web_auth_tokens (
                     token_hash BYTEA PRIMARY KEY,
-                    user_record_name TEXT NOT NULL REFERENCES users(user_record_name) ON DELETE CASCADE,
+                    user_record_name TEXT COLLATE "C" NOT NULL REFERENCES users(user_record_name) ON DELETE CASCADE,
                     created_at BIGINT NOT NULL,
                     expires_at BIGINT NOT NULL
                 )
@@ -44,8 +47,8 @@ extension PostgresSchema {
                 "CREATE INDEX web_auth_tokens_user ON web_auth_tokens (user_record_name)",
                 """
                 CREATE TABLE server_keys (
-                    key_id TEXT PRIMARY KEY,
-                    container_id TEXT NOT NULL REFERENCES containers(id) ON DELETE CASCADE,
+                    key_id TEXT COLLATE "C" PRIMARY KEY,
+                    container_id TEXT COLLATE "C" NOT NULL REFERENCES containers(id) ON DELETE CASCADE,
                     environment TEXT NOT NULL CHECK (environment IN ('development', 'production')),
                     public_key_pem TEXT NOT NULL,
                     created_at BIGINT NOT NULL,
@@ -56,10 +59,10 @@ extension PostgresSchema {
                 """
                 CREATE TABLE databases (
                     id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-                    container_id TEXT NOT NULL REFERENCES containers(id) ON DELETE CASCADE,
+                    container_id TEXT COLLATE "C" NOT NULL REFERENCES containers(id) ON DELETE CASCADE,
                     environment TEXT NOT NULL CHECK (environment IN ('development', 'production')),
                     scope TEXT NOT NULL CHECK (scope IN ('public', 'private')),
-                    owner_record_name TEXT NOT NULL,
+                    owner_record_name TEXT COLLATE "C" NOT NULL,
                     change_seq BIGINT NOT NULL DEFAULT 0,
                     UNIQUE (container_id, environment, scope, owner_record_name)
                 )
@@ -70,11 +73,11 @@ extension PostgresSchema {
                 CREATE TABLE zones (
                     id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
                     database_id BIGINT NOT NULL REFERENCES databases(id) ON DELETE CASCADE,
-                    zone_name TEXT NOT NULL,
+                    zone_name TEXT COLLATE "C" NOT NULL,
                     change_seq BIGINT NOT NULL DEFAULT 0,
                     database_change_seq BIGINT NOT NULL DEFAULT 0,
                     deleted BOOLEAN NOT NULL DEFAULT false,
-                    short_guid TEXT,
+                    short_guid TEXT COLLATE "C",
                     created_at BIGINT NOT NULL
                 )
                 """,
@@ -85,20 +88,20 @@ extension PostgresSchema {
                 CREATE TABLE records (
                     id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
                     zone_id BIGINT NOT NULL REFERENCES zones(id) ON DELETE CASCADE,
-                    record_name TEXT NOT NULL,
-                    record_type TEXT NOT NULL,
+                    record_name TEXT COLLATE "C" NOT NULL,
+                    record_type TEXT COLLATE "C" NOT NULL,
                     change_seq BIGINT NOT NULL,
                     deleted BOOLEAN NOT NULL DEFAULT false,
                     fields TEXT,
-                    parent_name TEXT,
-                    share_name TEXT,
-                    short_guid TEXT,
+                    parent_name TEXT COLLATE "C",
+                    share_name TEXT COLLATE "C",
+                    short_guid TEXT COLLATE "C",
                     created_at BIGINT NOT NULL,
-                    created_by TEXT NOT NULL,
-                    created_device TEXT NOT NULL,
+                    created_by TEXT COLLATE "C" NOT NULL,
+                    created_device TEXT COLLATE "C" NOT NULL,
                     modified_at BIGINT NOT NULL,
-                    modified_by TEXT NOT NULL,
-                    modified_device TEXT NOT NULL,
+                    modified_by TEXT COLLATE "C" NOT NULL,
+                    modified_device TEXT COLLATE "C" NOT NULL,
                     UNIQUE (zone_id, record_name),
                     CHECK (deleted OR fields IS NOT NULL)
                 )
@@ -110,8 +113,8 @@ extension PostgresSchema {
                 """
                 CREATE TABLE record_references (
                     zone_id BIGINT NOT NULL REFERENCES zones(id) ON DELETE CASCADE,
-                    target_name TEXT NOT NULL,
-                    source_name TEXT NOT NULL,
+                    target_name TEXT COLLATE "C" NOT NULL,
+                    source_name TEXT COLLATE "C" NOT NULL,
                     PRIMARY KEY (zone_id, target_name, source_name)
                 )
                 """,
@@ -120,9 +123,9 @@ extension PostgresSchema {
                 CREATE TABLE shares (
                     id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
                     zone_id BIGINT NOT NULL REFERENCES zones(id) ON DELETE CASCADE,
-                    share_record_name TEXT NOT NULL,
-                    root_record_name TEXT,
-                    short_guid TEXT NOT NULL UNIQUE,
+                    share_record_name TEXT COLLATE "C" NOT NULL,
+                    root_record_name TEXT COLLATE "C",
+                    short_guid TEXT COLLATE "C" NOT NULL UNIQUE,
                     public_permission TEXT NOT NULL DEFAULT 'NONE' CHECK (public_permission IN ('NONE', 'READ_ONLY', 'READ_WRITE')),
                     UNIQUE (zone_id, share_record_name)
                 )
@@ -132,7 +135,7 @@ extension PostgresSchema {
                 """
                 CREATE TABLE share_participants (
                     share_id BIGINT NOT NULL REFERENCES shares(id) ON DELETE CASCADE,
-                    user_record_name TEXT NOT NULL,
+                    user_record_name TEXT COLLATE "C" NOT NULL,
                     type TEXT NOT NULL CHECK (type IN ('OWNER', 'USER', 'PUBLIC_USER')),
                     permission TEXT NOT NULL CHECK (permission IN ('READ_ONLY', 'READ_WRITE')),
                     status TEXT NOT NULL CHECK (status IN ('INVITED', 'ACCEPTED', 'REMOVED')),
@@ -142,10 +145,10 @@ extension PostgresSchema {
                 )
                 """,
                 "CREATE INDEX share_participants_user ON share_participants (user_record_name, status)",
-                "CREATE TABLE shared_databases (user_record_name TEXT PRIMARY KEY, change_seq BIGINT NOT NULL DEFAULT 0)",
+                "CREATE TABLE shared_databases (user_record_name TEXT COLLATE \"C\" PRIMARY KEY, change_seq BIGINT NOT NULL DEFAULT 0)",
                 """
                 CREATE TABLE shared_zone_views (
-                    user_record_name TEXT NOT NULL,
+                    user_record_name TEXT COLLATE "C" NOT NULL,
                     zone_id BIGINT NOT NULL REFERENCES zones(id),
                     view_seq BIGINT NOT NULL,
                     deleted BOOLEAN NOT NULL DEFAULT false,
@@ -158,8 +161,8 @@ extension PostgresSchema {
                 """
                 CREATE TABLE share_exits (
                     zone_id BIGINT NOT NULL REFERENCES zones(id) ON DELETE CASCADE,
-                    root_record_name TEXT NOT NULL,
-                    record_name TEXT NOT NULL,
+                    root_record_name TEXT COLLATE "C" NOT NULL,
+                    record_name TEXT COLLATE "C" NOT NULL,
                     change_seq BIGINT NOT NULL,
                     PRIMARY KEY (zone_id, root_record_name, record_name)
                 )
@@ -167,9 +170,9 @@ extension PostgresSchema {
                 "CREATE INDEX share_exits_feed ON share_exits (zone_id, change_seq)",
                 """
                 CREATE TABLE participant_changes (
-                    user_record_name TEXT NOT NULL,
+                    user_record_name TEXT COLLATE "C" NOT NULL,
                     zone_id BIGINT NOT NULL REFERENCES zones(id) ON DELETE CASCADE,
-                    record_name TEXT NOT NULL,
+                    record_name TEXT COLLATE "C" NOT NULL,
                     change_seq BIGINT NOT NULL,
                     PRIMARY KEY (user_record_name, zone_id, record_name)
                 )
@@ -177,8 +180,8 @@ extension PostgresSchema {
                 "CREATE INDEX participant_changes_feed ON participant_changes (user_record_name, zone_id, change_seq)",
                 """
                 CREATE TABLE link_snapshots (
-                    id TEXT PRIMARY KEY,
-                    container_id TEXT NOT NULL REFERENCES containers(id) ON DELETE CASCADE,
+                    id TEXT COLLATE "C" PRIMARY KEY,
+                    container_id TEXT COLLATE "C" NOT NULL REFERENCES containers(id) ON DELETE CASCADE,
                     environment TEXT NOT NULL CHECK (environment IN ('development', 'production')),
                     kind TEXT NOT NULL CHECK (kind IN ('drive', 'records')),
                     payload TEXT NOT NULL,
@@ -190,9 +193,9 @@ extension PostgresSchema {
                 """
                 CREATE TABLE link_uploads (
                     id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-                    container_id TEXT NOT NULL,
-                    device_id TEXT NOT NULL,
-                    ip_address TEXT NOT NULL,
+                    container_id TEXT COLLATE "C" NOT NULL,
+                    device_id TEXT COLLATE "C" NOT NULL,
+                    ip_address TEXT COLLATE "C" NOT NULL,
                     created_at BIGINT NOT NULL
                 )
                 """,

@@ -126,6 +126,10 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("apple-app-site-association"), help: "JSON file served at /.well-known/apple-app-site-association.")
     var appSiteAssociation: String?
     @Option(name: .customLong("app-store-id"), help: "App Store ID for the smart banner on share-a-copy pages.") var appStoreID: String?
+    @Flag(
+        name: .customLong("trust-forwarded-for"),
+        help: "Behind a load balancer: a client's address is the last X-Forwarded-For entry (default: $CUMULUS_TRUST_FORWARDED_FOR=1).")
+    var trustForwardedFor = false
     @OptionGroup var options: DataOptions
 
     func run() async throws {
@@ -146,7 +150,7 @@ struct Serve: AsyncParsableCommand {
         var app = buildApplication(
             configuration: ServerConfiguration(
                 host: host, port: port, publicBaseURL: publicURL ?? environment["CUMULUS_PUBLIC_URL"], appleAppSiteAssociation: association,
-                appStoreID: appStoreID
+                appStoreID: appStoreID, trustsForwardedFor: trustForwardedFor || environment["CUMULUS_TRUST_FORWARDED_FOR"] == "1"
             ),
             store: opened.store, logger: logger,
             onServerRunning: { url in printResult(url) }

@@ -147,6 +147,24 @@ struct LinkTests {
         }
     }
 
+    @Test func behindALoadBalancerEachClientAddressHasItsOwnCount() async throws {
+        var world = try await TestWorld.make()
+        world.configuration.trustsForwardedFor = true
+        try await world.test { client in
+            let drive = driveJSON()
+            func upload(device: String, forwardedFor: String) async throws -> Int {
+                try await client.raw(
+                    "/links/1/\(TestWorld.container)/development/drives?ckAPIToken=\(client.apiToken)", body: #"{"drives":[\#(drive)]}"#,
+                    headers: [.init("X-Cumulus-Device")!: device, .init("X-Forwarded-For")!: forwardedFor]
+                ).status
+            }
+            // Sixty an hour from one client address, the last entry, whatever a client wrote before it.
+            for index in 0..<60 { #expect(try await upload(device: "d\(index)", forwardedFor: "1.2.3.\(index), 203.0.113.7") == 200) }
+            #expect(try await upload(device: "fresh", forwardedFor: "9.9.9.9, 203.0.113.7") == 429)
+            #expect(try await upload(device: "fresh", forwardedFor: "203.0.113.8") == 200, "another client behind the same load balancer")
+        }
+    }
+
     @Test(arguments: TestStore.all) func sizeLimits(_ store: TestStore) async throws {
         let world = try await TestWorld.make(store: store)
         try await world.test { client in

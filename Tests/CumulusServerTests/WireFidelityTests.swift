@@ -370,9 +370,10 @@ struct WireFidelityTests {
             #expect(exchange.response.contains(#""serverErrorCode":"QUOTA_EXCEEDED""#))
             #expect(exchange.response.lowercased().contains("connection: close"))
             #expect(exchange.closedByServer, "the connection is closed after the answer")
-            // The failure this guards against is waiting until the client's own timeout (10 s here); on an idle machine
-            // the answer takes about 0.05 s, and the bound leaves room for a loaded CI machine.
-            #expect(exchange.secondsToAnswer < 5, "\(exchange.secondsToAnswer) s")
+            // The failure this guards against is waiting until the client's own timeout (10 s here). On an idle machine
+            // the answer and the close take about 0.05 s; with the other suites (PostgreSQL's among them) loading both
+            // cores, draining 17 MiB has taken over 6 s, so the bound sits just under the timeout.
+            #expect(exchange.secondsToAnswer < 9.5, "\(exchange.secondsToAnswer) s")
         }
     }
 
