@@ -150,7 +150,7 @@ struct LinkTests {
     @Test func behindALoadBalancerEachClientAddressHasItsOwnCount() async throws {
         var world = try await TestWorld.make()
         world.configuration.trustsForwardedFor = true
-        try await world.test { client in
+        try await world.test { client async throws in
             let drive = driveJSON()
             func upload(device: String, forwardedFor: String) async throws -> Int {
                 try await client.raw(
