@@ -208,7 +208,15 @@ public actor SyncEngine {
             var more = true
             while more {
                 let since = token
-                let changes = try await withRetries { try await self.database.databaseChanges(since: since) }
+                let changes: DatabaseChanges
+                do {
+                    changes = try await withRetries { try await self.database.databaseChanges(since: since) }
+                } catch let error as CloudError where error.code == .server(.badRequest) && error.reason.contains("syncToken") && since != nil {
+                    // The server no longer accepts the token (restored from a backup, its token secret replaced): every
+                    // zone is fetched again from its own position, and a refused zone position starts over too.
+                    token = nil
+                    continue
+                }
                 if !changes.changed.isEmpty || !changes.deleted.isEmpty {
                     try await delegate.handleEvent(.fetchedDatabaseChanges(modified: changes.changed, deleted: changes.deleted), syncEngine: self)
                 }
