@@ -16,11 +16,13 @@ public struct Limits: Sendable, Hashable {
     public var maximumQueryFilters: Int
     /// Sort descriptors (`sortBy`) in one query.
     public var maximumQuerySorts: Int
+    /// Subscriptions a user may have in one database.
+    public var maximumSubscriptions: Int
 
     public init(
         maximumOperationsPerRequest: Int = 200, maximumRecordSize: Int = 1_000_000, maximumRequestBodySize: Int = 16 * 1024 * 1024,
         maximumNameLength: Int = 255, maximumResultsLimit: Int = 200, maximumShareParticipants: Int = 100, maximumQueryFilters: Int = 32,
-        maximumQuerySorts: Int = 8
+        maximumQuerySorts: Int = 8, maximumSubscriptions: Int = 100
     ) {
         self.maximumOperationsPerRequest = maximumOperationsPerRequest
         self.maximumRecordSize = maximumRecordSize
@@ -30,5 +32,6 @@ public struct Limits: Sendable, Hashable {
         self.maximumShareParticipants = maximumShareParticipants
         self.maximumQueryFilters = maximumQueryFilters
         self.maximumQuerySorts = maximumQuerySorts
+        self.maximumSubscriptions = maximumSubscriptions
     }
 }

@@ -109,6 +109,13 @@ public protocol RecordStore: Sendable {
         userRecordName: String, container: String, environment: ContainerEnvironment, after sequence: Int64, limit: Int, logger: Logger
     ) async throws -> SharedDatabasePage
 
+    // MARK: - Subscriptions
+
+    /// A user's subscriptions in a database, oldest first; with `ids`, only those (missing ones are absent).
+    func subscriptions(of owner: SubscriptionOwner, ids: [String]?, logger: Logger) async throws -> [StoredSubscription]
+    /// Saves (creating or replacing) and deletes subscriptions of a user's database, in one transaction.
+    func modifySubscriptions(of owner: SubscriptionOwner, saving: [StoredSubscription], deleting: [String], logger: Logger) async throws
+
     // MARK: - Share-a-copy links
 
     /// Counts an upload against the quota and, if it fits, stores its snapshots, in one transaction.

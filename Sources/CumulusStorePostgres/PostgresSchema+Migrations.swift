@@ -202,6 +202,23 @@ extension PostgresSchema {
                 "CREATE INDEX link_uploads_device ON link_uploads (container_id, device_id, created_at)",
                 "CREATE INDEX link_uploads_address ON link_uploads (ip_address, created_at)",
             ]
-        )
+        ),
+        Migration(
+            version: 2, name: "subscriptions",
+            statements: [
+                """
+                CREATE TABLE subscriptions (
+                    container_id TEXT COLLATE "C" NOT NULL REFERENCES containers(id) ON DELETE CASCADE,
+                    environment TEXT NOT NULL CHECK (environment IN ('development', 'production')),
+                    database_scope TEXT NOT NULL CHECK (database_scope IN ('public', 'private', 'shared')),
+                    user_record_name TEXT COLLATE "C" NOT NULL,
+                    subscription_id TEXT COLLATE "C" NOT NULL,
+                    body TEXT NOT NULL,
+                    created_at BIGINT NOT NULL,
+                    PRIMARY KEY (container_id, environment, database_scope, user_record_name, subscription_id)
+                )
+                """
+            ]
+        ),
     ]
 }

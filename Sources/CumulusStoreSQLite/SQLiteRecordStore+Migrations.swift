@@ -219,6 +219,23 @@ extension SQLiteRecordStore {
                     """
             )
         }
+        migrator.registerMigration("v6: subscriptions") { db in
+            try db.execute(
+                sql: """
+                    -- A user's subscriptions per database; the Subscription dictionary is kept as canonical JSON.
+                    CREATE TABLE subscriptions (
+                        container_id TEXT NOT NULL REFERENCES containers(id) ON DELETE CASCADE,
+                        environment TEXT NOT NULL CHECK (environment IN ('development', 'production')),
+                        database_scope TEXT NOT NULL CHECK (database_scope IN ('public', 'private', 'shared')),
+                        user_record_name TEXT NOT NULL,
+                        subscription_id TEXT NOT NULL,
+                        body TEXT NOT NULL,
+                        created_at INTEGER NOT NULL,
+                        PRIMARY KEY (container_id, environment, database_scope, user_record_name, subscription_id)
+                    ) WITHOUT ROWID;
+                    """
+            )
+        }
         return migrator
     }
 }

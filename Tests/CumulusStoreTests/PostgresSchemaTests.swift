@@ -44,10 +44,11 @@ enum PostgresTestServer {
     }
 
     /// A migrated store over a fresh database that lives as long as the test process; its client runs in a task of
-    /// its own. Databases left by earlier test processes (named by their process ID) are dropped first, once.
+    /// its own. Databases left by earlier test processes (named by their process ID) are dropped in the background.
     static func makeStore() async throws -> PostgresRecordStore {
         let admin = try PostgresLocation(url: try #require(url))
-        await sweep.value
+        // Started once, not awaited: dropping hundreds of databases left by earlier runs takes minutes.
+        _ = sweep
         var location = admin
         location.database = "cumulus_test_p\(getpid())_\(UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(16))"
         let fresh = location

@@ -79,6 +79,32 @@ struct RecordStoreConformanceTests {
     }
 
     @Test(arguments: StoreFactory.all)
+    func subscriptionsAreKeptPerUserAndDatabase(_ factory: StoreFactory) async throws {
+        let store = try await prepared(factory)
+        let owner = SubscriptionOwner(container: Self.container, environment: .development, scope: .private, userRecordName: "_alice")
+        var shared = owner
+        shared.scope = .shared
+        let first = StoredSubscription(subscriptionID: "a", json: Array(#"{"subscriptionID":"a"}"#.utf8), createdAt: 1)
+        let second = StoredSubscription(subscriptionID: "b", json: Array(#"{"subscriptionID":"b"}"#.utf8), createdAt: 2)
+        try await store.modifySubscriptions(of: owner, saving: [second, first], deleting: [], logger: logger)
+        try await store.modifySubscriptions(of: shared, saving: [first], deleting: [], logger: logger)
+        #expect(try await store.subscriptions(of: owner, ids: nil, logger: logger) == [first, second], "oldest first")
+        #expect(try await store.subscriptions(of: owner, ids: ["b", "zz"], logger: logger) == [second])
+
+        // Saving again replaces the dictionary and keeps the creation time; deleting takes only the owner's.
+        var changed = first
+        changed.json = Array(#"{"subscriptionID":"a","firesOnce":true}"#.utf8)
+        changed.createdAt = 9
+        try await store.modifySubscriptions(of: owner, saving: [changed], deleting: ["b"], logger: logger)
+        let after = try await store.subscriptions(of: owner, ids: nil, logger: logger)
+        #expect(after.map(\.subscriptionID) == ["a"] && after.first?.json == changed.json && after.first?.createdAt == 1)
+        #expect(try await store.subscriptions(of: shared, ids: nil, logger: logger) == [first])
+        var bob = owner
+        bob.userRecordName = "_bob"
+        #expect(try await store.subscriptions(of: bob, ids: nil, logger: logger).isEmpty)
+    }
+
+    @Test(arguments: StoreFactory.all)
     func zonesAreCreatedListedAndDeletedPerDatabase(_ factory: StoreFactory) async throws {
         let store = try await prepared(factory)
         #expect(try await store.zones(in: alice, logger: logger).map(\.zoneID.zoneName) == ["_defaultZone"])

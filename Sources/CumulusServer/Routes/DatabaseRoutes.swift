@@ -36,7 +36,10 @@ struct DatabaseRoutes {
             group.on("zones/list", method: method, use: listZones)
             group.on("users/caller", method: method, use: caller)
             group.on("users/current", method: method, use: caller)
+            group.on("subscriptions/list", method: method, use: listSubscriptions)
         }
+        group.post("subscriptions/lookup", use: lookupSubscriptions)
+        group.post("subscriptions/modify", use: modifySubscriptions)
         group.post("zones/lookup", use: lookupZones)
         group.post("zones/modify", use: modifyZones)
         group.post("records/lookup", use: lookupRecords)
@@ -104,6 +107,76 @@ struct DatabaseRoutes {
         writer.key("zones")
         writer.beginArray()
         for result in results { writer.zoneResult(result) }
+        writer.endArray()
+        writer.endObject()
+        return .json(writer)
+    }
+
+    // MARK: - Subscriptions
+
+    @Sendable func listSubscriptions(_ request: Request, context: CumulusRequestContext) async throws -> Response {
+        let subscriptions = try await database.listSubscriptions(
+            caller: try context.requireCaller(), scope: try scope(context), logger: context.logger)
+        var writer = JSONWriter()
+        writer.beginObject()
+        writer.key("subscriptions")
+        writer.beginArray()
+        for subscription in subscriptions { writer.subscription(subscription) }
+        writer.endArray()
+        writer.endObject()
+        return .json(writer)
+    }
+
+    @Sendable func lookupSubscriptions(_ request: Request, context: CumulusRequestContext) async throws -> Response {
+        let body = try await RequestBody.object(request, limits: limits)
+        let results = try await database.lookupSubscriptions(
+            caller: try context.requireCaller(), scope: try scope(context), request: try SubscriptionsLookupRequest(wire: body),
+            logger: context.logger)
+        var writer = JSONWriter()
+        writer.beginObject()
+        writer.key("subscriptions")
+        writer.beginArray()
+        for result in results {
+            switch result {
+            case .found(let subscription): writer.subscription(subscription)
+            case .notFound(let id):
+                writer.itemError(code: .notFound, reason: "subscription \(id) does not exist") { writer in
+                    writer.key("subscriptionID")
+                    writer.string(id)
+                }
+            }
+        }
+        writer.endArray()
+        writer.endObject()
+        return .json(writer)
+    }
+
+    @Sendable func modifySubscriptions(_ request: Request, context: CumulusRequestContext) async throws -> Response {
+        let body = try await RequestBody.object(request, limits: limits)
+        let results = try await database.modifySubscriptions(
+            caller: try context.requireCaller(), scope: try scope(context), request: try SubscriptionsModifyRequest(wire: body),
+            logger: context.logger)
+        var writer = JSONWriter()
+        writer.beginObject()
+        writer.key("subscriptions")
+        writer.beginArray()
+        for result in results {
+            switch result {
+            case .saved(let subscription): writer.subscription(subscription)
+            case .deleted(let id):
+                writer.beginObject()
+                writer.key("subscriptionID")
+                writer.string(id)
+                writer.key("deleted")
+                writer.bool(true)
+                writer.endObject()
+            case .failed(let id, let code, let reason):
+                writer.itemError(code: code, reason: reason) { writer in
+                    writer.key("subscriptionID")
+                    writer.string(id)
+                }
+            }
+        }
         writer.endArray()
         writer.endObject()
         return .json(writer)

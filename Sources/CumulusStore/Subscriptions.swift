@@ -1,0 +1,30 @@
+public import CumulusModel
+
+/// Whose subscriptions: a user's, in one database of a container environment (`public`, `private` or `shared`).
+public struct SubscriptionOwner: Sendable, Hashable {
+    public var container: String
+    public var environment: ContainerEnvironment
+    public var scope: DatabaseScope
+    public var userRecordName: String
+
+    public init(container: String, environment: ContainerEnvironment, scope: DatabaseScope, userRecordName: String) {
+        self.container = container
+        self.environment = environment
+        self.scope = scope
+        self.userRecordName = userRecordName
+    }
+}
+
+/// A subscription as stored: its ID and its Subscription dictionary as canonical JSON. The domain reads and checks the
+/// dictionary; a store only keeps it.
+public struct StoredSubscription: Sendable, Hashable {
+    public var subscriptionID: String
+    public var json: [UInt8]
+    public var createdAt: Int64
+
+    public init(subscriptionID: String, json: [UInt8], createdAt: Int64) {
+        self.subscriptionID = subscriptionID
+        self.json = json
+        self.createdAt = createdAt
+    }
+}

@@ -1,0 +1,47 @@
+public import CumulusModel
+public import CumulusStore
+public import Logging
+import PostgresNIO
+
+extension PostgresRecordStore {
+    public func subscriptions(of owner: SubscriptionOwner, ids: [String]?, logger: Logger) async throws -> [StoredSubscription] {
+        try await transaction(snapshot: true, logger: logger) { connection in
+            let rows = try await connection.query(
+                """
+                SELECT subscription_id, body, created_at FROM subscriptions
+                WHERE container_id = \(owner.container) AND environment = \(owner.environment.rawValue)
+                AND database_scope = \(owner.scope.rawValue) AND user_record_name = \(owner.userRecordName)
+                AND (\(ids == nil) OR subscription_id = ANY(\(ids ?? [])))
+                ORDER BY created_at, subscription_id
+                """, logger: logger)
+            var found: [StoredSubscription] = []
+            for try await row in rows {
+                let reader = RowReader(row)
+                found.append(StoredSubscription(subscriptionID: try reader[0], json: reader.bytes(1) ?? [], createdAt: try reader[2]))
+            }
+            return found
+        }
+    }
+
+    public func modifySubscriptions(of owner: SubscriptionOwner, saving: [StoredSubscription], deleting: [String], logger: Logger) async throws {
+        try await transaction(logger: logger) { connection in
+            if !deleting.isEmpty {
+                try await connection.query(
+                    """
+                    DELETE FROM subscriptions WHERE container_id = \(owner.container) AND environment = \(owner.environment.rawValue)
+                    AND database_scope = \(owner.scope.rawValue) AND user_record_name = \(owner.userRecordName)
+                    AND subscription_id = ANY(\(deleting))
+                    """, logger: logger)
+            }
+            guard !saving.isEmpty else { return }
+            try await connection.query(
+                """
+                INSERT INTO subscriptions (container_id, environment, database_scope, user_record_name, subscription_id, body, created_at)
+                SELECT \(owner.container), \(owner.environment.rawValue), \(owner.scope.rawValue), \(owner.userRecordName), u.id, u.body, u.created
+                FROM UNNEST(\(saving.map(\.subscriptionID)), \(saving.map { String(decoding: $0.json, as: UTF8.self) }),
+                    \(saving.map(\.createdAt))) AS u(id, body, created)
+                ON CONFLICT (container_id, environment, database_scope, user_record_name, subscription_id) DO UPDATE SET body = excluded.body
+                """, logger: logger)
+        }
+    }
+}
