@@ -114,7 +114,7 @@ extension PostgresRecordStore {
         } else {
             sql = """
                 WITH RECURSIVE tree(name) AS (
-                    SELECT unnest($5::text[])
+                    SELECT unnest($5::text[]) COLLATE "C"
                     UNION SELECT r.record_name FROM records r JOIN tree ON r.zone_id = $1 AND r.parent_name = tree.name
                 )
 

@@ -202,7 +202,7 @@ struct PostgresQueryCompiler: Sendable {
             sql += """
                  AND record_name IN (
                     WITH RECURSIVE tree(name) AS (
-                        SELECT unnest(\(copy.bind(Array(access.roots)))::text[])
+                        SELECT unnest(\(copy.bind(Array(access.roots)))::text[]) COLLATE "C"
                         UNION SELECT r.record_name FROM records r JOIN tree ON r.zone_id = \(copy.bind(zoneRowIDs.first ?? 0))
                             AND r.parent_name = tree.name
                     ) SELECT name FROM tree)

@@ -55,7 +55,7 @@ extension PostgresRecordStore {
                 let below = try await connection.query(
                     """
                     WITH RECURSIVE down(start, name) AS (
-                        SELECT c, c FROM unnest(\(candidates)::text[]) AS c
+                        SELECT c COLLATE "C", c COLLATE "C" FROM unnest(\(candidates)::text[]) AS c
                         UNION SELECT d.start, r.record_name FROM records r JOIN down d ON r.zone_id = \(zoneRowID) AND r.parent_name = d.name
                     )
                     SELECT DISTINCT ON (start) start, name FROM down

@@ -35,7 +35,7 @@ extension PostgresRecordStore {
         let rows = try await connection.query(
             """
             WITH RECURSIVE tree(name) AS (
-                SELECT unnest(\(roots)::text[])
+                SELECT unnest(\(roots)::text[]) COLLATE "C"
                 UNION SELECT r.record_name FROM records r JOIN tree ON r.zone_id = \(zoneRowID) AND r.parent_name = tree.name
             )
             SELECT name FROM tree
@@ -242,11 +242,11 @@ extension PostgresRecordStore {
             """
             WITH RECURSIVE
             old_tree(name) AS (
-                SELECT unnest(\(old.roots)::text[])
+                SELECT unnest(\(old.roots)::text[]) COLLATE "C"
                 UNION SELECT r.record_name FROM records r JOIN old_tree t ON r.zone_id = \(zoneRowID) AND r.parent_name = t.name
             ),
             new_tree(name) AS (
-                SELECT unnest(\(new.roots)::text[])
+                SELECT unnest(\(new.roots)::text[]) COLLATE "C"
                 UNION SELECT r.record_name FROM records r JOIN new_tree t ON r.zone_id = \(zoneRowID) AND r.parent_name = t.name
             ),
             old_seen AS (
