@@ -41,13 +41,19 @@ public struct DatabaseService: Sendable {
     let limits: Limits
     let clock: WallClock
     let secrets: TokenSecrets
+    /// Told of every committed change, so waiting push polls re-check at once.
+    let changes: ChangeSignal?
 
-    public init(store: any RecordStore, policy: AuthorizationPolicy = .init(), limits: Limits = .init(), clock: WallClock = .system) {
+    public init(
+        store: any RecordStore, policy: AuthorizationPolicy = .init(), limits: Limits = .init(), clock: WallClock = .system,
+        changes: ChangeSignal? = nil
+    ) {
         self.store = store
         self.policy = policy
         self.limits = limits
         self.clock = clock
         self.secrets = TokenSecrets(store: store)
+        self.changes = changes
     }
 
     // MARK: - Zones
@@ -107,9 +113,11 @@ public struct DatabaseService: Sendable {
             let name = try policy.zoneName(operation.zoneID, in: database)
             operations.append(ZoneOperation(operationType: operation.operationType, zoneID: ZoneID(zoneName: name)))
         }
-        return try await mapStoreErrors {
+        let results = try await mapStoreErrors {
             try await store.modifyZones(operations, in: database, timestamp: clock.milliseconds(), logger: logger)
         }
+        changes?.changed()
+        return results
     }
 
     // MARK: - Records
@@ -182,6 +190,7 @@ public struct DatabaseService: Sendable {
                 results.append(batchResults.removeFirst())
             }
         }
+        changes?.changed()
         let topLevelKeys = request.desiredKeys.map(Set.init)
         let saved = results.compactMap { if case .saved(let record) = $0 { record } else { nil } }
         return RecordsModifyResponse(

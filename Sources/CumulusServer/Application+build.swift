@@ -46,7 +46,9 @@ public func buildApplication(
 public func buildRouter(configuration: ServerConfiguration, store: any RecordStore, clock: WallClock = .system) -> Router<CumulusRequestContext> {
     let limits = configuration.limits
     let accounts = AccountService(store: store, webAuthTokenLifetime: configuration.webAuthTokenLifetime, clock: clock)
-    let database = DatabaseService(store: store, limits: limits, clock: clock)
+    let changes = ChangeSignal()
+    let database = DatabaseService(store: store, limits: limits, clock: clock, changes: changes)
+    let push = PushService(store: store, signal: changes, clock: clock)
 
     let address = PublicAddress(configured: configuration.publicBaseURL)
     let router = Router(context: CumulusRequestContext.self)
@@ -60,6 +62,12 @@ public func buildRouter(configuration: ServerConfiguration, store: any RecordSto
             )
         )
     DatabaseRoutes(database: database, accounts: accounts, limits: limits, address: address).register(on: databaseGroup)
+    let authentication = AuthenticationMiddleware(
+        accounts: accounts, limits: limits, clock: clock, signatureDateTolerance: configuration.signatureDateTolerance)
+    let pushRoutes = PushRoutes(push: push, limits: limits, address: address)
+    pushRoutes.registerTokens(on: databaseGroup)
+    pushRoutes.registerTokens(on: router.group("device/1/:container/:environment").add(middleware: authentication))
+    pushRoutes.registerCourier(on: router)
     ShareRoutes(database: database, accounts: accounts, address: address, appStoreID: configuration.appStoreID)
         .register(on: router)
     AuthRoutes(accounts: accounts, limits: limits).register(on: router.group("auth/1/:container/:environment"))

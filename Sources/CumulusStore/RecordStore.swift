@@ -116,6 +116,11 @@ public protocol RecordStore: Sendable {
     /// Saves (creating or replacing) and deletes subscriptions of a user's database, in one transaction.
     func modifySubscriptions(of owner: SubscriptionOwner, saving: [StoredSubscription], deleting: [String], logger: Logger) async throws
 
+    /// Stores a new push token, or replaces one (its user and delivery positions).
+    func savePushToken(_ token: PushTokenRecord, logger: Logger) async throws
+    /// The push token with this value.
+    func pushToken(_ token: String, logger: Logger) async throws -> PushTokenRecord?
+
     // MARK: - Share-a-copy links
 
     /// Counts an upload against the quota and, if it fits, stores its snapshots, in one transaction.

@@ -28,3 +28,27 @@ public struct StoredSubscription: Sendable, Hashable {
         self.createdAt = createdAt
     }
 }
+
+/// A push token (`tokens/create`): a device's courier address, bound to the user it notifies, with how far its
+/// notifications have been delivered (the positions each subscription was last notified at, as JSON the push service
+/// owns).
+public struct PushTokenRecord: Sendable, Hashable {
+    public var token: String
+    public var container: String
+    public var environment: ContainerEnvironment
+    public var userRecordName: String?
+    public var positions: [UInt8]
+    public var createdAt: Int64
+
+    public init(
+        token: String, container: String, environment: ContainerEnvironment, userRecordName: String?, positions: [UInt8] = Array("{}".utf8),
+        createdAt: Int64
+    ) {
+        self.token = token
+        self.container = container
+        self.environment = environment
+        self.userRecordName = userRecordName
+        self.positions = positions
+        self.createdAt = createdAt
+    }
+}

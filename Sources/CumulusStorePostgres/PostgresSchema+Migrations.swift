@@ -220,5 +220,20 @@ extension PostgresSchema {
                 """
             ]
         ),
+        Migration(
+            version: 3, name: "push tokens",
+            statements: [
+                """
+                CREATE TABLE push_tokens (
+                    token TEXT COLLATE "C" PRIMARY KEY,
+                    container_id TEXT COLLATE "C" NOT NULL REFERENCES containers(id) ON DELETE CASCADE,
+                    environment TEXT NOT NULL CHECK (environment IN ('development', 'production')),
+                    user_record_name TEXT COLLATE "C",
+                    positions TEXT NOT NULL,
+                    created_at BIGINT NOT NULL
+                )
+                """
+            ]
+        ),
     ]
 }

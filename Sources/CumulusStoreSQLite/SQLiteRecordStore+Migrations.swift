@@ -236,6 +236,22 @@ extension SQLiteRecordStore {
                     """
             )
         }
+        migrator.registerMigration("v7: push tokens") { db in
+            try db.execute(
+                sql: """
+                    -- A device's courier address (tokens/create), the user it notifies, and the feed positions each of
+                    -- the user's subscriptions was last notified at (JSON, owned by the push service).
+                    CREATE TABLE push_tokens (
+                        token TEXT PRIMARY KEY NOT NULL,
+                        container_id TEXT NOT NULL REFERENCES containers(id) ON DELETE CASCADE,
+                        environment TEXT NOT NULL CHECK (environment IN ('development', 'production')),
+                        user_record_name TEXT,
+                        positions TEXT NOT NULL,
+                        created_at INTEGER NOT NULL
+                    ) WITHOUT ROWID;
+                    """
+            )
+        }
         return migrator
     }
 }

@@ -47,3 +47,33 @@ extension SQLiteRecordStore {
         }
     }
 }
+
+extension SQLiteRecordStore {
+    public func savePushToken(_ token: PushTokenRecord, logger: Logger) async throws {
+        try await write { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO push_tokens (token, container_id, environment, user_record_name, positions, created_at) VALUES (?, ?, ?, ?, ?, ?)
+                    ON CONFLICT (token) DO UPDATE SET user_record_name = excluded.user_record_name, positions = excluded.positions
+                    """,
+                arguments: [
+                    token.token, token.container, token.environment.rawValue, token.userRecordName, String(decoding: token.positions, as: UTF8.self),
+                    token.createdAt,
+                ])
+        }
+    }
+
+    public func pushToken(_ token: String, logger: Logger) async throws -> PushTokenRecord? {
+        try await read { db in
+            guard
+                let row = try Row.fetchOne(
+                    db, sql: "SELECT container_id, environment, user_record_name, positions, created_at FROM push_tokens WHERE token = ?",
+                    arguments: [token])
+            else { return nil }
+            guard let environment = ContainerEnvironment(rawValue: row[1]) else { throw StoreError(.corrupt, "unknown environment") }
+            return PushTokenRecord(
+                token: token, container: row[0], environment: environment, userRecordName: row[2], positions: Array((row[3] as String).utf8),
+                createdAt: row[4])
+        }
+    }
+}
