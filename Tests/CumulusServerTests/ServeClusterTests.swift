@@ -1,3 +1,4 @@
+import AsyncHTTPClient
 import CumulusModel
 import CumulusStorePostgres
 import Foundation
@@ -210,5 +211,35 @@ struct ServeClusterTests {
             server, "private", "records/lookup", alice, #"{"records":[{"recordName":"before"},{"recordName":"after"},{"recordName":"during-0"}]}"#)
         #expect(Self.names(found) == ["before", "after"], "nothing answered 503 was written")
         try await proxy.close()
+    }
+
+    @Test func aWriteThroughOneInstanceReachesACourierPollOnTheOther() async throws {
+        let cluster = try await Self.makeCluster()
+        let first = try ServeProcessTests.Server(arguments: ["--database", cluster.database])
+        let second = try ServeProcessTests.Server(arguments: ["--database", cluster.database])
+        defer {
+            _ = first.stop(SIGKILL)
+            _ = second.stop(SIGKILL)
+        }
+        let alice = cluster.query(cluster.alice)
+        let (subscribed, _) = try await Self.post(
+            first, "private", "subscriptions/modify", alice,
+            #"{"operations":[{"operationType":"create","subscription":{"subscriptionID":"all","subscriptionType":"database"}}]}"#)
+        #expect(subscribed == 200)
+        let (created, token) = try await ServeProcessTests.post(
+            "\(second.url)/device/1/\(Self.container)/development/tokens/create?\(alice)", "{}")
+        #expect(created == 200)
+        let courier = try #require(token["webcourierURL"]?.stringValue)
+
+        // The poll waits on the second instance; the write commits through the first, which cannot wake it: the second
+        // finds it in the shared feeds on its next look.
+        async let waiting = HTTPClient.shared.execute(HTTPClientRequest(url: courier + "?timeout=20"), timeout: .seconds(30))
+        try await Task.sleep(for: .milliseconds(300))
+        let (written, _) = try await Self.post(first, "private", "records/modify", alice, #"{"operations":[\#(Self.create("note"))]}"#)
+        #expect(written == 200)
+        let response = try await waiting
+        let body = try await response.body.collect(upTo: 1 << 20)
+        let notification = try JSONValue(parsing: Array(body.readableBytesView))
+        #expect(notification["ck"]?["met"]?["sid"]?.stringValue == "all", "\(notification)")
     }
 }
