@@ -246,9 +246,27 @@ public struct PushService: Sendable {
                 // A zone deleted and created again starts its sequence over.
                 let from = zone.sequence < seen ? 0 : seen
                 guard zone.sequence > from else { continue }
+                // In the shared database a participant is told only of changes to records their shares cover.
+                var access: ParticipantAccess?
+                if scope == .shared {
+                    let shares = try await mapped {
+                        try await store.shares(listing: user, zoneName: zone.zoneID.zoneName, in: zone.database, logger: logger)
+                    }
+                    guard let granted = AuthorizationPolicy().participantAccess(user: user, shares: shares) else { continue }
+                    access = granted
+                }
                 switch subscription.kind {
                 case .zone, .database:
                     positions.values[key] = zone.sequence
+                    if let access {
+                        let visible = try await mapped {
+                            try await store.zoneChanges(
+                                ZoneChangeRequest(
+                                    database: zone.database, zoneName: zone.zoneID.zoneName, incarnation: nil, after: from, limit: 1, access: access),
+                                logger: logger)
+                        }
+                        guard !visible.changes.isEmpty else { continue }
+                    }
                     notification = Self.notification(subscription, scope: scope, zone: zone.zoneID, user: user, token: token, record: nil)
                 case .query:
                     guard let query = subscription.query else { continue }
@@ -259,7 +277,7 @@ public struct PushService: Sendable {
                             try await store.zoneChanges(
                                 ZoneChangeRequest(
                                     database: zone.database, zoneName: zone.zoneID.zoneName, incarnation: nil, after: after, limit: 200,
-                                    recordTypes: [query.recordType]), logger: logger)
+                                    recordTypes: [query.recordType], access: access), logger: logger)
                         }
                         for change in page.changes {
                             let event: RecordChangeEvent

@@ -112,4 +112,40 @@ struct PushTests {
             #expect(badTimeout.status == 400)
         }
     }
+
+    @Test(arguments: TestStore.all) func participantsAreToldOfSharedChangesOnlyWhileShared(_ store: TestStore) async throws {
+        let world = try await TestWorld.make(store: store)
+        let (alice, bob) = (world.alice, world.bob)
+        try await world.test { client in
+            try await client.createZone("Lists", as: alice)
+            _ = try await client.modify(
+                [operation("create", "list", type: "List"), operation("create", "diary", type: "Note")], zone: "Lists", as: .user(alice))
+            let shared = try await client.modify([shareOperation(participants: [("bob@example.com", "READ_ONLY")])], zone: "Lists", as: .user(alice))
+            let guid = try #require(shared.records.first?["shortGUID"]?.stringValue)
+            _ = try await client.resolve(guid, as: .user(bob), accept: true)
+            _ = try await client.send(
+                "subscriptions/modify", as: .user(bob), database: "shared",
+                body: #"{"operations":[{"operationType":"create","subscription":{"subscriptionID":"shared","subscriptionType":"database"}}]}"#)
+            let created = try await client.raw(
+                "/device/1/\(TestWorld.container)/development/tokens/create?ckAPIToken=\(client.apiToken)&ckWebAuthToken=\(bob.webAuthToken)",
+                body: "{}")
+            let courier = try #require(created.json["webcourierURL"]?.stringValue)
+
+            // A change outside the share tells him nothing; one inside does.
+            _ = try await client.modify(
+                [operation("forceUpdate", "diary", type: "Note", fields: #"{"text":{"value":"private"}}"#)], zone: "Lists", as: .user(alice))
+            #expect(try await Self.poll(client, courier, timeout: 1) == .null)
+            _ = try await client.modify(
+                [operation("create", "milk", type: "Item", extra: #","parent":{"recordName":"list"}"#)], zone: "Lists", as: .user(alice))
+            let told = try await Self.poll(client, courier, timeout: 5)
+            #expect(told["ck"]?["met"]?["dbs"] == .number("3"), "\(told)")
+            #expect(told["ck"]?["met"]?["zid"]?.stringValue == "Lists" && told["ck"]?["met"]?["zoid"]?.stringValue == alice.userRecordName)
+
+            // She stops sharing: his subscription falls silent.
+            _ = try await client.modify([#"{"operationType":"forceDelete","record":{"recordName":"share-1"}}"#], zone: "Lists", as: .user(alice))
+            _ = try await client.modify(
+                [operation("create", "eggs", type: "Item", extra: #","parent":{"recordName":"list"}"#)], zone: "Lists", as: .user(alice))
+            #expect(try await Self.poll(client, courier, timeout: 1) == .null)
+        }
+    }
 }
