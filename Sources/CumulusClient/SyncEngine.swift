@@ -158,6 +158,53 @@ public actor SyncEngine {
         }
     }
 
+    // MARK: - Syncing by itself
+
+    /// Keeps the local store in step by itself, as CKSyncEngine does when it syncs automatically: it fetches when the
+    /// server's courier says something changed (a burst of notifications makes one fetch), sends pending changes
+    /// shortly after they appear (`sendDelay`), and fetches every `fallbackInterval` whatever the courier says, so a
+    /// courier that is down or a missed notification delays changes, never loses them. Runs until the task running it
+    /// is cancelled: start it beside the app's other work (`Task { try await engine.run() }`, or a task group);
+    /// ``fetchChanges(_:)`` and ``sendChanges(_:)`` keep working alongside. Failed fetches and sends show in
+    /// ``status`` and are retried at the next occasion.
+    public func run(sendDelay: Duration = .milliseconds(500), fallbackInterval: Duration = .seconds(60)) async {
+        let (fetches, fetch) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        fetch.yield(())
+        let container = database.container
+        // The engine's own database subscription, as CKSyncEngine keeps one: any change in the database is told.
+        let database = self.database
+        let subscription = Subscription(subscriptionID: "CumulusSyncEngine.\(database.scope.rawValue)", kind: .database)
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                // The courier; if it gives up for good (a refused user token), the fallback fetches still run.
+                do {
+                    try await database.modifySubscriptions(saving: [subscription])
+                    for try await _ in container.notifications() { fetch.yield(()) }
+                } catch {}
+            }
+            group.addTask {
+                while (try? await Task.sleep(for: fallbackInterval)) != nil { fetch.yield(()) }
+            }
+            group.addTask {
+                while (try? await Task.sleep(for: sendDelay)) != nil {
+                    if (try? await self.hasChangesToSend()) == true { try? await self.sendChanges() }
+                }
+            }
+            // Fetches one at a time: notifications arriving during a fetch make one more fetch, not one each.
+            for await _ in fetches {
+                if Task.isCancelled { break }
+                try? await fetchChanges()
+            }
+            group.cancelAll()
+        }
+    }
+
+    /// Whether changes wait to be sent that the server has not refused for good.
+    private func hasChangesToSend() async throws -> Bool {
+        if try await store.pendingRecordZoneChanges().contains(where: { $0.failure == nil }) { return true }
+        return try await !store.pendingDatabaseChanges().isEmpty
+    }
+
     // MARK: - The account
 
     /// Compares the signed-in user with the one the state belongs to, and reports a change (at the first fetch or send

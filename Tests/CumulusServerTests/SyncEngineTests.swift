@@ -141,6 +141,36 @@ struct SyncEngineTests {
         }
     }
 
+    @Test func twoDevicesSyncingByThemselvesConvergeWithoutAFetchCall() async throws {
+        let world = try await TestWorld.make()
+        try await Self.live(world) { container in
+            let database = container(world.alice).privateCloudDatabase
+            try await database.save(zones: [GhostCar.zone])
+            let phone = try Device(path: try Self.temporaryPath("phone"), database: database)
+            let tablet = try Device(path: try Self.temporaryPath("tablet"), database: database)
+            /// Waits until the device shows `name` for the drive, looking at its own SQLite file only.
+            func eventually(_ device: Device, shows name: String, for id: String) async throws -> Bool {
+                for _ in 0..<300 {
+                    if try device.names()[id] == name { return true }
+                    try await Task.sleep(for: .milliseconds(50))
+                }
+                return false
+            }
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                // No fallback fetch within the test: what reaches a device comes by the courier.
+                for device in [phone, tablet] {
+                    let engine = device.engine
+                    group.addTask { await engine.run(sendDelay: .milliseconds(100), fallbackInterval: .seconds(3600)) }
+                }
+                let id = try phone.recordDrive(name: "Morning commute", distance: 12_400, at: 1000)
+                #expect(try await eventually(tablet, shows: "Morning commute", for: id))
+                try tablet.rename(id, to: "Evening commute", at: 2000)
+                #expect(try await eventually(phone, shows: "Evening commute", for: id))
+                group.cancelAll()
+            }
+        }
+    }
+
     @Test func positionsTheServerNoLongerAcceptsLeadToAFullFetch() async throws {
         let world = try await TestWorld.make()
         try await Self.live(world) { container in

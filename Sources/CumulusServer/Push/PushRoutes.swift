@@ -3,6 +3,7 @@ import CumulusModel
 import CumulusStore
 import Hummingbird
 import NIOCore
+import ServiceLifecycle
 
 /// CloudKit's push wire, served by Cumulus: `tokens/create` and `tokens/register` (under `/device/1/…`, where
 /// CloudKit JS sends them, and under `/database/1/…`, where Apple's page puts them), and the courier a client GETs in
@@ -63,8 +64,18 @@ struct PushRoutes {
             }
             seconds = value
         }
-        let notification = try await push.nextNotification(
-            token: token, container: container, environment: environment, timeout: .seconds(seconds), logger: context.logger)
+        // A server shutting down answers waiting polls at once (empty) instead of holding its shutdown for their timeout.
+        let push = self.push
+        let logger = context.logger
+        let wait = Duration.seconds(seconds)
+        let notification: [UInt8]?
+        do {
+            notification = try await cancelWhenGracefulShutdown {
+                try await push.nextNotification(token: token, container: container, environment: environment, timeout: wait, logger: logger)
+            }
+        } catch is CancellationError {
+            notification = nil
+        }
         guard let notification else {
             // No notification before the timeout: an empty answer, and the client polls again.
             return Response(status: .ok, headers: [.contentType: "application/json; charset=utf-8", .contentLength: "0"], body: .init())

@@ -1,0 +1,212 @@
+public import CumulusModel
+public import Foundation
+import Synchronization
+
+/// A device's push registration (`tokens/create`): its token and the courier URL it long-polls.
+public struct PushRegistration: Sendable, Hashable {
+    public var apnsToken: String
+    public var webcourierURL: URL
+}
+
+/// A notification from the courier: which subscription fired, where, and for query subscriptions which record.
+public struct CloudNotification: Sendable, Hashable {
+    /// What a query subscription's record went through.
+    public enum QueryEvent: Int, Sendable, Hashable {
+        case created = 1, updated = 2, deleted = 3
+    }
+
+    public var notificationID: String
+    public var subscriptionID: String
+    public var databaseScope: DatabaseScope?
+    public var zoneID: ZoneID?
+    /// Query subscriptions: the record and what happened to it.
+    public var recordName: String?
+    public var queryEvent: QueryEvent?
+    /// The payload as CloudKit's courier sends it (`aps`, `ck`).
+    public var payload: JSONValue
+
+    /// Reads CloudKit's APNs-shaped payload; `nil` if it is not one.
+    public init?(payload: JSONValue) {
+        guard let ck = payload["ck"], let details = ck["qry"] ?? ck["met"], let subscriptionID = details["sid"]?.stringValue else { return nil }
+        self.payload = payload
+        self.notificationID = ck["nid"]?.stringValue ?? ""
+        self.subscriptionID = subscriptionID
+        switch details["dbs"] {
+        case .number("1")?: databaseScope = .public
+        case .number("2")?: databaseScope = .private
+        case .number("3")?: databaseScope = .shared
+        default: databaseScope = nil
+        }
+        zoneID = details["zid"]?.stringValue.map { ZoneID(zoneName: $0, ownerRecordName: details["zoid"]?.stringValue) }
+        recordName = details["rid"]?.stringValue
+        if case .number(let text)? = details["fo"], let raw = Int(text) { queryEvent = QueryEvent(rawValue: raw) }
+    }
+}
+
+extension CloudContainer {
+    /// Asks for a push token (`tokens/create`, under `/device/1/…` as CloudKit JS does), bound to the signed-in user.
+    public func createPushToken() async throws(CloudError) -> PushRegistration {
+        let json = try await post(path: "device/1/\(containerIdentifier)/\(environment.rawValue)/tokens/create", body: Array("{}".utf8))
+        guard let token = json["apnsToken"]?.stringValue, let text = json["webcourierURL"]?.stringValue, let url = URL(string: text) else {
+            throw CloudError(code: .invalidResponse, reason: "tokens/create answered without apnsToken and webcourierURL")
+        }
+        return PushRegistration(apnsToken: token, webcourierURL: url)
+    }
+
+    /// One courier poll: the next notification, or `nil` when none came within `timeout` seconds.
+    public func nextNotification(_ registration: PushRegistration, timeout: Int = 30) async throws(CloudError) -> CloudNotification? {
+        var components = URLComponents(url: registration.webcourierURL, resolvingAgainstBaseURL: false)
+        components?.queryItems = [URLQueryItem(name: "timeout", value: String(timeout))]
+        guard let url = components?.url else { throw CloudError(code: .invalidResponse, reason: "webcourierURL is not a URL") }
+        let response: TransportResponse
+        do {
+            response = try await transport.send(TransportRequest(method: "GET", url: url, headers: [:], body: nil))
+        } catch {
+            throw CloudError(code: .networkFailure, reason: "\(error)")
+        }
+        guard (200..<300).contains(response.status) else {
+            let json = (try? JSONValue(parsing: Array(response.body))) ?? .null
+            throw CloudError.read(json, status: response.status)
+        }
+        guard !response.body.isEmpty else { return nil }
+        guard let json = try? JSONValue(parsing: Array(response.body)), let notification = CloudNotification(payload: json) else {
+            throw CloudError(code: .invalidResponse, reason: "the courier answered something that is not a notification")
+        }
+        return notification
+    }
+
+    /// The signed-in user's notifications, as they come: a push token is made, then the courier is long-polled in a
+    /// loop. When the server cannot be reached the sequence waits and tries again (1 s, doubling up to 30 s) rather
+    /// than ending; it ends when the task reading it is cancelled, or with an error the server gives for good (a
+    /// refused user token).
+    public func notifications(pollTimeout: Int = 30) -> AsyncThrowingStream<CloudNotification, any Error> {
+        let container = self
+        return AsyncThrowingStream { continuation in
+            let task = Task {
+                var delay = Duration.seconds(1)
+                var registration: PushRegistration?
+                while !Task.isCancelled {
+                    do {
+                        let current: PushRegistration
+                        if let registration {
+                            current = registration
+                        } else {
+                            current = try await container.createPushToken()
+                        }
+                        registration = current
+                        if let notification = try await abandoningOnCancel({ try await container.nextNotification(current, timeout: pollTimeout) }) {
+                            continuation.yield(notification)
+                        }
+                        delay = .seconds(1)
+                    } catch let error as CloudError where error.isTransient || error.code == .server(.notFound) {
+                        // A token the server no longer knows is made again.
+                        if error.code == .server(.notFound) { registration = nil }
+                        try? await Task.sleep(for: delay)
+                        delay = min(delay * 2, .seconds(30))
+                    } catch is CancellationError {
+                        break
+                    } catch {
+                        continuation.finish(throwing: error)
+                        return
+                    }
+                }
+                continuation.finish()
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+    }
+}
+
+extension CloudDatabase {
+    /// Saves subscriptions (a save of an existing ID replaces it) and deletes others, in one `subscriptions/modify`;
+    /// answers the saved subscriptions. The first refused one throws.
+    @discardableResult
+    public func modifySubscriptions(saving: [Subscription], deleting: [String] = []) async throws(CloudError) -> [Subscription] {
+        let json = try await post("subscriptions/modify") { writer in
+            writer.key("operations")
+            writer.beginArray()
+            for subscription in saving {
+                writer.beginObject()
+                writer.key("operationType")
+                writer.string("create")
+                writer.key("subscription")
+                writer.subscription(subscription)
+                writer.endObject()
+            }
+            for id in deleting {
+                writer.beginObject()
+                writer.key("operationType")
+                writer.string("delete")
+                writer.key("subscription")
+                writer.beginObject()
+                writer.key("subscriptionID")
+                writer.string(id)
+                writer.endObject()
+                writer.endObject()
+            }
+            writer.endArray()
+        }
+        let items = json["subscriptions"]?.arrayValue ?? []
+        if let failure = items.first(where: { $0["serverErrorCode"] != nil }) { throw CloudError.read(failure, status: 200) }
+        return items.compactMap { item in
+            guard item["deleted"] == nil, let object = try? WireObject(item, path: "") else { return nil }
+            return try? Subscription(wire: object)
+        }
+    }
+
+    /// The signed-in user's subscriptions in this database.
+    public func allSubscriptions() async throws(CloudError) -> [Subscription] {
+        let json = try await post("subscriptions/list") { _ in }
+        return (json["subscriptions"]?.arrayValue ?? []).compactMap { item in
+            guard let object = try? WireObject(item, path: "") else { return nil }
+            return try? Subscription(wire: object)
+        }
+    }
+}
+
+/// Awaits `operation` in a task of its own and stops waiting as soon as the caller is cancelled: a long poll on a
+/// transport that does not honour cancellation (URLSession on Linux) then finishes in the background, unread, instead
+/// of holding a cancelled sync engine for up to its timeout.
+func abandoningOnCancel<T: Sendable>(_ operation: @escaping @Sendable () async throws -> T) async throws -> T {
+    let task = Task { try await operation() }
+    let outcome = FirstOutcome<T>()
+    return try await withTaskCancellationHandler {
+        try await withCheckedThrowingContinuation { continuation in
+            outcome.wait(continuation)
+            Task { outcome.deliver(await task.result) }
+        }
+    } onCancel: {
+        task.cancel()
+        outcome.deliver(.failure(CancellationError()))
+    }
+}
+
+/// Resumes one continuation with the first of several outcomes, whichever order they and the continuation come in.
+private final class FirstOutcome<T: Sendable>: Sendable {
+    private let state = Mutex<(continuation: CheckedContinuation<T, any Error>?, result: Result<T, any Error>?, done: Bool)>((nil, nil, false))
+
+    func wait(_ continuation: CheckedContinuation<T, any Error>) {
+        let ready = state.withLock { state -> Result<T, any Error>? in
+            if let result = state.result, !state.done {
+                state.done = true
+                return result
+            }
+            state.continuation = continuation
+            return nil
+        }
+        if let ready { continuation.resume(with: ready) }
+    }
+
+    func deliver(_ result: Result<T, any Error>) {
+        let waiting = state.withLock { state -> CheckedContinuation<T, any Error>? in
+            guard !state.done else { return nil }
+            guard let continuation = state.continuation else {
+                if state.result == nil { state.result = result }
+                return nil
+            }
+            state.done = true
+            return continuation
+        }
+        waiting?.resume(with: result)
+    }
+}
