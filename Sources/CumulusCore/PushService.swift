@@ -14,11 +14,21 @@ public final class ChangeSignal: Sendable {
     }
 
     private let state = Mutex(State())
+    /// Tells other instances (a store shared by several), after waking this one's waiters.
+    private let announce: (@Sendable () -> Void)?
 
-    public init() {}
+    public init(announce: (@Sendable () -> Void)? = nil) {
+        self.announce = announce
+    }
 
-    /// Something changed: every waiter re-checks.
+    /// Something was committed here: this instance's waiters re-check, and other instances are told.
     public func changed() {
+        wake()
+        announce?()
+    }
+
+    /// Something changed, here or on another instance: every waiter re-checks.
+    public func wake() {
         let waiters = state.withLock { state in
             defer { state.waiters = [:] }
             return state.waiters

@@ -3,6 +3,7 @@ public import CumulusStore
 public import Hummingbird
 public import Logging
 import NIOCore
+import ServiceLifecycle
 
 /// Builds the Cumulus HTTP application. The `cumulus serve` command and the tests both call this.
 ///
@@ -22,7 +23,8 @@ public func buildApplication(
     configuration: ServerConfiguration, store: any RecordStore, logger: Logger, clock: WallClock = .system,
     onServerRunning: @escaping @Sendable (String) async -> Void = { _ in }
 ) -> Application<RouterResponder<CumulusRequestContext>> {
-    let router = buildRouter(configuration: configuration, store: store, clock: clock)
+    let changes = changeSignal(for: store)
+    let router = buildRouter(configuration: configuration, store: store, clock: clock, changes: changes)
     let host = configuration.host
     let cleanup = LinkCleanupService(
         links: LinkService(store: store, clock: clock, limits: configuration.linkLimits), interval: configuration.linkCleanupInterval, logger: logger
@@ -32,7 +34,7 @@ public func buildApplication(
         router: router,
         server: .http1(configuration: .init(additionalChannelHandlers: [LingeringCloseHandler(linger: linger)])),
         configuration: .init(address: .hostname(host, port: configuration.port), serverName: "Cumulus"),
-        services: [cleanup],
+        services: [cleanup] + ((store as? any ChangeBroadcasting).map { [ChangeListener(store: $0, changes: changes)] } ?? []),
         onServerRunning: { channel in
             let port = channel.localAddress?.port ?? configuration.port
             let urlHost = host.contains(":") ? "[\(host)]" : host
@@ -43,12 +45,14 @@ public func buildApplication(
 }
 
 /// Builds the router: the CloudKit Web Services routes, the sign-in routes, and error mapping.
-public func buildRouter(configuration: ServerConfiguration, store: any RecordStore, clock: WallClock = .system) -> Router<CumulusRequestContext> {
+public func buildRouter(
+    configuration: ServerConfiguration, store: any RecordStore, clock: WallClock = .system, changes: ChangeSignal? = nil
+) -> Router<CumulusRequestContext> {
+    let changes = changes ?? changeSignal(for: store)
     let limits = configuration.limits
     let accounts = AccountService(store: store, webAuthTokenLifetime: configuration.webAuthTokenLifetime, clock: clock)
-    let changes = ChangeSignal()
     let database = DatabaseService(store: store, limits: limits, clock: clock, changes: changes)
-    let push = PushService(store: store, signal: changes, clock: clock)
+    let push = PushService(store: store, signal: changes, clock: clock, recheckInterval: configuration.pushRecheckInterval)
 
     let address = PublicAddress(configured: configuration.publicBaseURL)
     let router = Router(context: CumulusRequestContext.self)
@@ -78,4 +82,20 @@ public func buildRouter(configuration: ServerConfiguration, store: any RecordSto
         trustsForwardedFor: configuration.trustsForwardedFor
     ).register(on: router)
     return router
+}
+
+/// The signal that wakes waiting push polls; over a store shared by instances it also tells the others.
+func changeSignal(for store: any RecordStore) -> ChangeSignal {
+    guard let broadcaster = store as? any ChangeBroadcasting else { return ChangeSignal() }
+    return ChangeSignal(announce: { broadcaster.announceChange() })
+}
+
+/// Wakes this instance's waiting push polls when another instance commits.
+struct ChangeListener: Service {
+    let store: any ChangeBroadcasting
+    let changes: ChangeSignal
+
+    func run() async throws {
+        await cancelWhenGracefulShutdown { await store.listenForChanges { changes.wake() } }
+    }
 }

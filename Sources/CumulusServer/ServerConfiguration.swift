@@ -32,12 +32,15 @@ public struct ServerConfiguration: Sendable {
     /// Per-address limits (link uploads) then count each client, not the load balancer. Never set it when clients can
     /// reach the server directly: they could claim any address.
     public var trustsForwardedFor: Bool
+    /// How often a waiting push poll looks at the feeds again whatever it was told: a safety net for a missed wake-up
+    /// (commits on this instance wake polls at once, and over PostgreSQL those of other instances too).
+    public var pushRecheckInterval: Duration
 
     public init(
         host: String = "127.0.0.1", port: Int = 8080, publicBaseURL: String? = nil, limits: Limits = .init(),
         signatureDateTolerance: TimeInterval = 600, webAuthTokenLifetime: Duration = .seconds(14 * 24 * 3600), linkLimits: LinkLimits = .init(),
         linkCleanupInterval: Duration = .seconds(3600), appleAppSiteAssociation: String? = nil, appStoreID: String? = nil,
-        refusedBodyLinger: Duration = .seconds(10), trustsForwardedFor: Bool = false
+        refusedBodyLinger: Duration = .seconds(10), trustsForwardedFor: Bool = false, pushRecheckInterval: Duration = .seconds(10)
     ) {
         self.host = host
         self.port = port
@@ -51,5 +54,6 @@ public struct ServerConfiguration: Sendable {
         self.appStoreID = appStoreID
         self.refusedBodyLinger = refusedBodyLinger
         self.trustsForwardedFor = trustsForwardedFor
+        self.pushRecheckInterval = pushRecheckInterval
     }
 }

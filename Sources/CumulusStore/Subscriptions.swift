@@ -52,3 +52,13 @@ public struct PushTokenRecord: Sendable, Hashable {
         self.createdAt = createdAt
     }
 }
+
+/// A store that several instances share tells them of each other's commits, so a push poll waiting on one instance
+/// wakes when another commits. The SQLite store, with one instance, does not need it.
+public protocol ChangeBroadcasting: Sendable {
+    /// Tells every instance, this one included, that something was committed. Cheap and batched: call after each write,
+    /// outside its transaction.
+    func announceChange()
+    /// Calls `changed` whenever any instance announced a change, until the task is cancelled; reconnects by itself.
+    func listenForChanges(_ changed: @escaping @Sendable () -> Void) async
+}

@@ -25,6 +25,8 @@ public final class PostgresRecordStore: RecordStore {
     let maximumFieldIndexes: Int
     /// How long a request waits for a connection before it is answered "try again later".
     let connectionWait: Duration
+    /// Change announcements to other instances (``announceChange()``).
+    let announcements = Mutex(AnnouncementState())
 
     /// - Parameters:
     ///   - client: The connection pool, run by the caller.

@@ -130,6 +130,10 @@ struct Serve: AsyncParsableCommand {
         name: .customLong("trust-forwarded-for"),
         help: "Behind a load balancer: a client's address is the last X-Forwarded-For entry (default: $CUMULUS_TRUST_FORWARDED_FOR=1).")
     var trustForwardedFor = false
+    @Option(
+        name: .customLong("push-recheck-interval"),
+        help: "Seconds between a waiting push poll's looks at the feeds, in case a wake-up was missed (default: 10).")
+    var pushRecheckInterval: Int = 10
     @OptionGroup var options: DataOptions
 
     func run() async throws {
@@ -150,7 +154,8 @@ struct Serve: AsyncParsableCommand {
         var app = buildApplication(
             configuration: ServerConfiguration(
                 host: host, port: port, publicBaseURL: publicURL ?? environment["CUMULUS_PUBLIC_URL"], appleAppSiteAssociation: association,
-                appStoreID: appStoreID, trustsForwardedFor: trustForwardedFor || environment["CUMULUS_TRUST_FORWARDED_FOR"] == "1"
+                appStoreID: appStoreID, trustsForwardedFor: trustForwardedFor || environment["CUMULUS_TRUST_FORWARDED_FOR"] == "1",
+                pushRecheckInterval: .seconds(max(pushRecheckInterval, 1))
             ),
             store: opened.store, logger: logger,
             onServerRunning: { url in printResult(url) }

@@ -28,17 +28,17 @@ struct ServeClusterTests {
         var components = try #require(URLComponents(string: serverURL))
         components.path = "/" + location.database
         let database = try #require(components.string)
-        func run(_ arguments: [String]) throws -> String {
-            let result = try ServeProcessTests.run(arguments + ["--database", database])
+        func run(_ arguments: [String]) async throws -> String {
+            let result = try await ServeProcessTests.run(arguments + ["--database", database])
             #expect(result.status == 0, "\(arguments): \(result.stderr)")
             return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         }
-        _ = try run(["containers", "create", container])
-        let apiToken = try run(["tokens", "create", "--container", container])
-        for name in ["alice", "bob"] { _ = try run(["users", "create", name, "--container", container, "--email", "\(name)@example.com"]) }
+        _ = try await run(["containers", "create", container])
+        let apiToken = try await run(["tokens", "create", "--container", container])
+        for name in ["alice", "bob"] { _ = try await run(["users", "create", name, "--container", container, "--email", "\(name)@example.com"]) }
         return Cluster(
-            database: database, apiToken: apiToken, alice: try run(["users", "token", "alice", "--container", container]),
-            bob: try run(["users", "token", "bob", "--container", container]))
+            database: database, apiToken: apiToken, alice: try await run(["users", "token", "alice", "--container", container]),
+            bob: try await run(["users", "token", "bob", "--container", container]))
     }
 
     static func post(_ server: ServeProcessTests.Server, _ database: String, _ operation: String, _ query: String, _ body: String) async throws
@@ -58,8 +58,8 @@ struct ServeClusterTests {
 
     @Test func anyInstanceAnswersForEveryOtherAndOneCanBeKilled() async throws {
         let cluster = try await Self.makeCluster()
-        let first = try ServeProcessTests.Server(arguments: ["--database", cluster.database])
-        let second = try ServeProcessTests.Server(arguments: ["--database", cluster.database])
+        let first = try await ServeProcessTests.Server.start(arguments: ["--database", cluster.database])
+        let second = try await ServeProcessTests.Server.start(arguments: ["--database", cluster.database])
         defer {
             _ = first.stop(SIGKILL)
             _ = second.stop(SIGKILL)
@@ -176,7 +176,7 @@ struct ServeClusterTests {
         var components = try #require(URLComponents(string: cluster.database))
         let proxy = try await TCPProxy(to: try #require(components.host), port: components.port ?? 5432)
         components.port = proxy.port
-        let server = try ServeProcessTests.Server(arguments: ["--database", try #require(components.string)])
+        let server = try await ServeProcessTests.Server.start(arguments: ["--database", try #require(components.string)])
         defer { _ = server.stop(SIGKILL) }
         let alice = cluster.query(cluster.alice)
         func write(_ name: String) async throws -> (Int, JSONValue) {
@@ -215,8 +215,11 @@ struct ServeClusterTests {
 
     @Test func aWriteThroughOneInstanceReachesACourierPollOnTheOther() async throws {
         let cluster = try await Self.makeCluster()
-        let first = try ServeProcessTests.Server(arguments: ["--database", cluster.database])
-        let second = try ServeProcessTests.Server(arguments: ["--database", cluster.database])
+        // Polls look at the feeds again only every minute, and this one waits up to 50 s: answered before the client
+        // gives up (20 s), it was woken by the other instance's NOTIFY, not by a look of its own.
+        let arguments = ["--database", cluster.database, "--push-recheck-interval", "60"]
+        let first = try await ServeProcessTests.Server.start(arguments: arguments)
+        let second = try await ServeProcessTests.Server.start(arguments: arguments)
         defer {
             _ = first.stop(SIGKILL)
             _ = second.stop(SIGKILL)
@@ -231,9 +234,8 @@ struct ServeClusterTests {
         #expect(created == 200)
         let courier = try #require(token["webcourierURL"]?.stringValue)
 
-        // The poll waits on the second instance; the write commits through the first, which cannot wake it: the second
-        // finds it in the shared feeds on its next look.
-        async let waiting = HTTPClient.shared.execute(HTTPClientRequest(url: courier + "?timeout=20"), timeout: .seconds(30))
+        // The poll waits on the second instance; the write commits through the first, whose announcement wakes it.
+        async let waiting = HTTPClient.shared.execute(HTTPClientRequest(url: courier + "?timeout=50"), timeout: .seconds(20))
         try await Task.sleep(for: .milliseconds(300))
         let (written, _) = try await Self.post(first, "private", "records/modify", alice, #"{"operations":[\#(Self.create("note"))]}"#)
         #expect(written == 200)

@@ -25,13 +25,25 @@ struct ServeProcessTests {
         var stderr: String
     }
 
+    /// Runs blocking work (waiting on a process, reading its pipes) on a thread of its own: on the two cooperative
+    /// threads of a 2-core machine it would stall every other test's tasks, servers' handlers included.
+    static func onThread<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            Thread { continuation.resume(with: Result { try work() }) }.start()
+        }
+    }
+
     /// Runs a command to completion on an SQLite data directory.
-    static func run(_ arguments: [String], data: URL) throws -> CommandResult {
-        try run(arguments + ["--data", data.path])
+    static func run(_ arguments: [String], data: URL) async throws -> CommandResult {
+        try await run(arguments + ["--data", data.path])
     }
 
     /// Runs a command to completion.
-    static func run(_ arguments: [String]) throws -> CommandResult {
+    static func run(_ arguments: [String]) async throws -> CommandResult {
+        try await onThread { try runBlocking(arguments) }
+    }
+
+    private static func runBlocking(_ arguments: [String]) throws -> CommandResult {
         let process = Process()
         process.executableURL = binary
         process.arguments = arguments
@@ -52,12 +64,17 @@ struct ServeProcessTests {
         let process: Process
         let url: String
 
-        convenience init(data: URL) throws {
-            try self.init(arguments: ["--data", data.path])
+        /// Starts `cumulus serve --port 0` on an SQLite data directory.
+        static func start(data: URL) async throws -> Server {
+            try await start(arguments: ["--data", data.path])
         }
 
-        /// Starts `cumulus serve --port 0` with more arguments (where the data is).
-        init(arguments: [String]) throws {
+        /// Starts `cumulus serve --port 0` with more arguments (where the data is), once it listens.
+        static func start(arguments: [String]) async throws -> Server {
+            try await ServeProcessTests.onThread { try Server(arguments: arguments) }
+        }
+
+        private init(arguments: [String]) throws {
             let process = Process()
             process.executableURL = ServeProcessTests.binary
             process.arguments = ["serve", "--port", "0"] + arguments
@@ -100,42 +117,43 @@ struct ServeProcessTests {
         return url
     }
 
-    @Test func commandsPrintOnlyTheirResultAndFailCleanly() throws {
+    @Test func commandsPrintOnlyTheirResultAndFailCleanly() async throws {
         let data = try temporaryDirectory()
-        let created = try Self.run(["containers", "create", "iCloud.com.example.cli"], data: data)
+        let created = try await Self.run(["containers", "create", "iCloud.com.example.cli"], data: data)
         #expect(created.status == 0)
         #expect(created.stdout == "iCloud.com.example.cli\n")
-        let token = try Self.run(["tokens", "create", "--container", "iCloud.com.example.cli", "--environment", "production"], data: data)
+        let token = try await Self.run(["tokens", "create", "--container", "iCloud.com.example.cli", "--environment", "production"], data: data)
         #expect(token.status == 0)
         #expect(token.stdout.split(separator: "\n").count == 1)
         // Shaped like Apple's API tokens, which third-party clients check before sending anything: 64 lowercase hex digits.
         #expect(token.stdout.wholeMatch(of: /[0-9a-f]{64}\n/) != nil, "\(token.stdout)")
-        let user = try Self.run(["users", "create", "alice", "--container", "iCloud.com.example.cli", "--email", "a@example.com"], data: data)
+        let user = try await Self.run(["users", "create", "alice", "--container", "iCloud.com.example.cli", "--email", "a@example.com"], data: data)
         #expect(user.stdout.hasPrefix("_"))
         #expect(user.stdout.count == 34)
 
-        let missing = try Self.run(["tokens", "create", "--container", "iCloud.com.example.none"], data: data)
+        let missing = try await Self.run(["tokens", "create", "--container", "iCloud.com.example.none"], data: data)
         #expect(missing.status != 0)
         #expect(missing.stdout.isEmpty)
         #expect(missing.stderr.contains("does not exist"))
-        let duplicate = try Self.run(["containers", "create", "iCloud.com.example.cli"], data: data)
+        let duplicate = try await Self.run(["containers", "create", "iCloud.com.example.cli"], data: data)
         #expect(duplicate.status != 0)
         #expect(duplicate.stderr.contains("already exists"))
-        let badKey = try Self.run(["keys", "add", "--container", "iCloud.com.example.cli", "--public-key", "/nonexistent.pem"], data: data)
+        let badKey = try await Self.run(["keys", "add", "--container", "iCloud.com.example.cli", "--public-key", "/nonexistent.pem"], data: data)
         #expect(badKey.status != 0)
     }
 
     @Test func serveAcceptsRequestsAndShutsDownWithoutLosingAcknowledgedWrites() async throws {
         let data = try temporaryDirectory()
         let container = "iCloud.com.example.serve"
-        _ = try Self.run(["containers", "create", container], data: data)
-        let server = try Server(data: data)
+        _ = try await Self.run(["containers", "create", container], data: data)
+        let server = try await Server.start(data: data)
         #expect(server.url.hasPrefix("http://127.0.0.1:"))
 
         // Administration commands work while the server runs on the same data directory.
-        let apiToken = try Self.run(["tokens", "create", "--container", container], data: data).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
-        _ = try Self.run(["users", "create", "alice", "--container", container], data: data)
-        let webToken = try Self.run(["users", "token", "alice", "--container", container], data: data).stdout.trimmingCharacters(
+        let apiToken = try await Self.run(["tokens", "create", "--container", container], data: data).stdout.trimmingCharacters(
+            in: .whitespacesAndNewlines)
+        _ = try await Self.run(["users", "create", "alice", "--container", container], data: data)
+        let webToken = try await Self.run(["users", "token", "alice", "--container", container], data: data).stdout.trimmingCharacters(
             in: .whitespacesAndNewlines)
         #expect(!apiToken.isEmpty && !webToken.isEmpty)
 
@@ -170,7 +188,7 @@ struct ServeProcessTests {
         #expect(server.process.terminationStatus == 0, "graceful shutdown exits 0")
         #expect(!acknowledged.isEmpty)
 
-        let restarted = try Server(data: data)
+        let restarted = try await Server.start(data: data)
         let restartedBase = "\(restarted.url)/database/1/\(container)/development/private"
         for chunk in stride(from: 0, to: acknowledged.count, by: 200) {
             let names = acknowledged[chunk..<min(chunk + 200, acknowledged.count)]
