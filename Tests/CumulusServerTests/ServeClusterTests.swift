@@ -44,7 +44,9 @@ struct ServeClusterTests {
     static func post(_ server: ServeProcessTests.Server, _ database: String, _ operation: String, _ query: String, _ body: String) async throws
         -> (Int, JSONValue)
     {
-        try await ServeProcessTests.post("\(server.url)/database/1/\(container)/development/\(database)/\(operation)?\(query)", body)
+        // A generous deadline: only a request that never answers should fail, on a machine the whole suite loads.
+        try await ServeProcessTests.post(
+            "\(server.url)/database/1/\(container)/development/\(database)/\(operation)?\(query)", body, timeout: .seconds(30))
     }
 
     static func create(_ name: String, type: String = "Item", fields: String = "{}", parent: String? = nil) -> String {
@@ -230,7 +232,7 @@ struct ServeClusterTests {
             #"{"operations":[{"operationType":"create","subscription":{"subscriptionID":"all","subscriptionType":"database"}}]}"#)
         #expect(subscribed == 200)
         let (created, token) = try await ServeProcessTests.post(
-            "\(second.url)/device/1/\(Self.container)/development/tokens/create?\(alice)", "{}")
+            "\(second.url)/device/1/\(Self.container)/development/tokens/create?\(alice)", "{}", timeout: .seconds(30))
         #expect(created == 200)
         let courier = try #require(token["webcourierURL"]?.stringValue)
 
