@@ -44,6 +44,17 @@ public struct RecordBatchPlan: Sendable, Hashable {
     /// Whether nothing will be written.
     public var isEmpty: Bool { writes.isEmpty && deletions.isEmpty }
 
+    /// The result of each operation, in request order, once the store has stored ``writes`` as `saved` (same order).
+    public func results(saved: [StoredRecord]) -> [RecordModificationResult] {
+        outcomes.map { outcome in
+            switch outcome {
+            case .write(let index): .saved(saved[index])
+            case .delete(let name): .deleted(recordName: name)
+            case .failed(let failure): .failed(failure)
+            }
+        }
+    }
+
     /// Fails one operation after planning (a store's own checks, such as sharing rules), keeping the batch's atomicity:
     /// in an atomic batch every other operation then fails with `ATOMIC_ERROR` and nothing is written.
     public mutating func fail(_ index: Int, _ failure: RecordFailure, atomic: Bool, recordNames: [String]) {

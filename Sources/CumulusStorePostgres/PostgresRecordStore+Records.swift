@@ -81,13 +81,7 @@ extension PostgresRecordStore {
                     saved = saved.map { current[$0.header.recordName] ?? $0 }
                 }
             }
-            return plan.outcomes.map { outcome in
-                switch outcome {
-                case .write(let index): .saved(saved[index])
-                case .delete(let name): .deleted(recordName: name)
-                case .failed(let failure): .failed(failure)
-                }
-            }
+            return plan.results(saved: saved)
         }
     }
 
