@@ -28,10 +28,7 @@ extension DatabaseService {
 
     /// The stored subscriptions, read back; one that no longer reads (a newer or corrupt dictionary) is skipped.
     func decoded(_ stored: [StoredSubscription]) -> [Subscription] {
-        stored.compactMap { entry in
-            guard let value = try? JSONValue(parsing: entry.json), let object = try? WireObject(value, path: "") else { return nil }
-            return try? Subscription(wire: object)
-        }
+        stored.compactMap(\.subscription)
     }
 
     /// `subscriptions/list`.
@@ -148,5 +145,13 @@ extension DatabaseService {
                 try NameRules.checkZoneName(zoneID.zoneName, path: "\(path).zoneID.zoneName", limits: limits)
             }
         }
+    }
+}
+
+extension StoredSubscription {
+    /// The Subscription dictionary read back, or `nil` if it no longer reads (a newer or corrupt dictionary).
+    var subscription: Subscription? {
+        guard let value = try? JSONValue(parsing: json), let object = try? WireObject(value, path: "") else { return nil }
+        return try? Subscription(wire: object)
     }
 }

@@ -291,16 +291,21 @@ public struct DatabaseService: Sendable {
     }
 
     func mapStoreErrors<T>(_ body: () async throws -> T) async throws -> T {
-        do {
-            return try await body()
-        } catch let error as StoreError {
-            switch error.code {
-            case .zoneNotFound: throw CumulusError(.zoneNotFound, error.message)
-            case .notFound: throw CumulusError(.notFound, error.message)
-            case .duplicate: throw CumulusError(.exists, error.message)
-            case .unavailable: throw CumulusError(.unavailable, "the store is busy; retry", retryAfter: 1, underlying: error)
-            default: throw CumulusError(.internalError, "internal error", underlying: error)
-            }
+        try await CumulusCore.mapStoreErrors(body)
+    }
+}
+
+/// Runs a store call, translating its ``StoreError``s into the domain's ``CumulusError``s.
+func mapStoreErrors<T>(_ body: () async throws -> T) async throws -> T {
+    do {
+        return try await body()
+    } catch let error as StoreError {
+        switch error.code {
+        case .zoneNotFound: throw CumulusError(.zoneNotFound, error.message)
+        case .notFound: throw CumulusError(.notFound, error.message)
+        case .duplicate: throw CumulusError(.exists, error.message)
+        case .unavailable: throw CumulusError(.unavailable, "the store is busy; retry", retryAfter: 1, underlying: error)
+        default: throw CumulusError(.internalError, "internal error", underlying: error)
         }
     }
 }

@@ -104,14 +104,14 @@ public struct PushService: Sendable {
         if let user = token.userRecordName {
             token.positions = try await Positions(current: try await currentPositions(user: user, token: token, logger: logger)).json
         }
-        try await mapped { try await store.savePushToken(token, logger: logger) }
+        try await mapStoreErrors { try await store.savePushToken(token, logger: logger) }
         return token
     }
 
     /// `tokens/register`: binds a token to the signed-in caller; it is notified of their changes from now on.
     public func registerToken(_ value: String, caller: Caller, logger: Logger) async throws -> PushTokenRecord {
         guard let user = caller.user else { throw CumulusError(.authenticationRequired, "registering a push token needs ckWebAuthToken") }
-        guard var token = try await mapped({ try await store.pushToken(value, logger: logger) }), token.container == caller.container,
+        guard var token = try await mapStoreErrors({ try await store.pushToken(value, logger: logger) }), token.container == caller.container,
             token.environment == caller.environment
         else {
             throw CumulusError(.notFound, "apnsToken: no such token in this container")
@@ -119,7 +119,7 @@ public struct PushService: Sendable {
         if token.userRecordName != user.userRecordName {
             token.userRecordName = user.userRecordName
             token.positions = try await Positions(current: try await currentPositions(user: user.userRecordName, token: token, logger: logger)).json
-            try await mapped { try await store.savePushToken(token, logger: logger) }
+            try await mapStoreErrors { try await store.savePushToken(token, logger: logger) }
         }
         return token
     }
@@ -131,7 +131,7 @@ public struct PushService: Sendable {
     {
         let deadline = ContinuousClock.now + timeout
         while true {
-            guard let token = try await mapped({ try await store.pushToken(value, logger: logger) }), token.container == container,
+            guard let token = try await mapStoreErrors({ try await store.pushToken(value, logger: logger) }), token.container == container,
                 token.environment == environment
             else {
                 throw CumulusError(.notFound, "no such push token")
@@ -188,11 +188,8 @@ public struct PushService: Sendable {
         var result: [(Subscription, DatabaseScope, [WatchedZone])] = []
         for scope in [DatabaseScope.private, .shared, .public] {
             let owner = SubscriptionOwner(container: token.container, environment: token.environment, scope: scope, userRecordName: user)
-            let subscriptions = try await mapped { try await store.subscriptions(of: owner, ids: nil, logger: logger) }
-            let decoded = subscriptions.compactMap { entry -> Subscription? in
-                guard let value = try? JSONValue(parsing: entry.json), let object = try? WireObject(value, path: "") else { return nil }
-                return try? Subscription(wire: object)
-            }
+            let subscriptions = try await mapStoreErrors { try await store.subscriptions(of: owner, ids: nil, logger: logger) }
+            let decoded = subscriptions.compactMap(\.subscription)
             guard !decoded.isEmpty else { continue }
             var zones: [WatchedZone] = []
             switch scope {
@@ -201,12 +198,12 @@ public struct PushService: Sendable {
                     scope == .public
                     ? DatabaseRef.publicDatabase(container: token.container, environment: token.environment)
                     : DatabaseRef(container: token.container, environment: token.environment, scope: .private, ownerRecordName: user)
-                for zone in try await mapped({ try await store.zones(in: database, logger: logger) }) {
+                for zone in try await mapStoreErrors({ try await store.zones(in: database, logger: logger) }) {
                     zones.append(
                         WatchedZone(database: database, scope: scope, zoneID: ZoneID(zoneName: zone.zoneID.zoneName), sequence: zone.changeSequence))
                 }
             case .shared:
-                for zone in try await mapped({
+                for zone in try await mapStoreErrors({
                     try await store.sharedZones(userRecordName: user, container: token.container, environment: token.environment, logger: logger)
                 }) {
                     let database = DatabaseRef(
@@ -259,7 +256,7 @@ public struct PushService: Sendable {
                 // In the shared database a participant is told only of changes to records their shares cover.
                 var access: ParticipantAccess?
                 if scope == .shared {
-                    let shares = try await mapped {
+                    let shares = try await mapStoreErrors {
                         try await store.shares(listing: user, zoneName: zone.zoneID.zoneName, in: zone.database, logger: logger)
                     }
                     guard let granted = AuthorizationPolicy().participantAccess(user: user, shares: shares) else { continue }
@@ -269,7 +266,7 @@ public struct PushService: Sendable {
                 case .zone, .database:
                     positions.values[key] = zone.sequence
                     if let access {
-                        let visible = try await mapped {
+                        let visible = try await mapStoreErrors {
                             try await store.zoneChanges(
                                 ZoneChangeRequest(
                                     database: zone.database, zoneName: zone.zoneID.zoneName, incarnation: nil, after: from, limit: 1, access: access),
@@ -283,7 +280,7 @@ public struct PushService: Sendable {
                     var after = from
                     var reached = zone.sequence
                     while notification == nil {
-                        let page = try await mapped {
+                        let page = try await mapStoreErrors {
                             try await store.zoneChanges(
                                 ZoneChangeRequest(
                                     database: zone.database, zoneName: zone.zoneID.zoneName, incarnation: nil, after: after, limit: 200,
@@ -321,7 +318,7 @@ public struct PushService: Sendable {
                 if notification != nil {
                     if subscription.firesOnce {
                         let owner = SubscriptionOwner(container: token.container, environment: token.environment, scope: scope, userRecordName: user)
-                        try await mapped {
+                        try await mapStoreErrors {
                             try await store.modifySubscriptions(of: owner, saving: [], deleting: [subscription.subscriptionID], logger: logger)
                         }
                     }
@@ -332,7 +329,7 @@ public struct PushService: Sendable {
         if positions.values != before {
             var updated = token
             updated.positions = positions.json
-            try await mapped { try await store.savePushToken(updated, logger: logger) }
+            try await mapStoreErrors { try await store.savePushToken(updated, logger: logger) }
         }
         return notification
     }
@@ -408,17 +405,5 @@ public struct PushService: Sendable {
         writer.endObject()
         writer.endObject()
         return writer.bytes
-    }
-
-    private func mapped<T>(_ body: () async throws -> T) async throws -> T {
-        do {
-            return try await body()
-        } catch let error as StoreError {
-            switch error.code {
-            case .notFound, .zoneNotFound: throw CumulusError(.notFound, error.message)
-            case .unavailable: throw CumulusError(.unavailable, "the store is busy; retry", retryAfter: 1, underlying: error)
-            default: throw CumulusError(.internalError, "internal error", underlying: error)
-            }
-        }
     }
 }
