@@ -116,7 +116,7 @@ public struct DatabaseService: Sendable {
         let results = try await mapStoreErrors {
             try await store.modifyZones(operations, in: database, timestamp: clock.milliseconds(), logger: logger)
         }
-        changes?.changed()
+        changes?.changed([ChangeSignal.key(database)])
         return results
     }
 
@@ -190,7 +190,7 @@ public struct DatabaseService: Sendable {
                 results.append(batchResults.removeFirst())
             }
         }
-        changes?.changed()
+        changes?.changed([ChangeSignal.key(database)])
         let topLevelKeys = request.desiredKeys.map(Set.init)
         let saved = results.compactMap { if case .saved(let record) = $0 { record } else { nil } }
         return RecordsModifyResponse(

@@ -4,172 +4,221 @@ import Foundation
 public import Logging
 import Synchronization
 
-/// Wakes waiting long polls when this instance commits a change. Changes committed by other instances are found by the
-/// waiters' periodic re-check, so a missed wake-up delays a notification by at most that interval and loses nothing.
-public final class ChangeSignal: Sendable {
-    private struct State {
-        var next: UInt64 = 0
-        var waiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
-        var cancelled: Set<UInt64> = []
-    }
+/// Limits of push delivery, per instance and per user.
+public struct PushLimits: Sendable, Hashable {
+    /// Courier polls and streams one instance holds open at once; beyond it a new one is answered `TRY_AGAIN_LATER`.
+    public var maximumConnections: Int
+    /// Push tokens one user may have in a container environment; binding one more forgets their least recently bound.
+    public var maximumTokensPerUser: Int
 
-    private let state = Mutex(State())
-    /// Tells other instances (a store shared by several), after waking this one's waiters.
-    private let announce: (@Sendable () -> Void)?
-
-    public init(announce: (@Sendable () -> Void)? = nil) {
-        self.announce = announce
-    }
-
-    /// Something was committed here: this instance's waiters re-check, and other instances are told.
-    public func changed() {
-        wake()
-        announce?()
-    }
-
-    /// Something changed, here or on another instance: every waiter re-checks.
-    public func wake() {
-        let waiters = state.withLock { state in
-            defer { state.waiters = [:] }
-            return state.waiters
-        }
-        for waiter in waiters.values { waiter.resume() }
-    }
-
-    /// Returns when something changes, or after `timeout`.
-    public func wait(upTo timeout: Duration) async {
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { try? await Task.sleep(for: timeout) }
-            group.addTask { await self.waitForChange() }
-            await group.next()
-            group.cancelAll()
-        }
-    }
-
-    private func waitForChange() async {
-        let id = state.withLock { state in
-            state.next += 1
-            return state.next
-        }
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { continuation in
-                let cancelled = state.withLock { state in
-                    if state.cancelled.remove(id) != nil { return true }
-                    state.waiters[id] = continuation
-                    return false
-                }
-                if cancelled { continuation.resume() }
-            }
-        } onCancel: {
-            let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
-                if let waiter = state.waiters.removeValue(forKey: id) { return waiter }
-                state.cancelled.insert(id)
-                return nil
-            }
-            waiter?.resume()
-        }
+    public init(maximumConnections: Int = 10_000, maximumTokensPerUser: Int = 100) {
+        self.maximumConnections = maximumConnections
+        self.maximumTokensPerUser = maximumTokensPerUser
     }
 }
 
+/// One notification for a push token: its APNs-shaped JSON and its place in the token's sequence of notifications (the
+/// `id` of a stream event, which a reconnecting stream names in `Last-Event-ID`).
+public struct PushNotification: Sendable, Hashable {
+    public var id: Int64
+    public var payload: [UInt8]
+}
+
 /// CloudKit's push delivery, served by Cumulus itself: push tokens (`tokens/create`, `tokens/register`) and the
-/// courier a client long-polls for notifications.
+/// connections (courier polls and streams) that carry notifications to a device.
 ///
 /// Notifications are derived from the change feeds, not kept in memory: a token stores, for each of its user's
-/// subscriptions and each zone, the feed position it was last notified at. A poll compares them with the zones'
+/// subscriptions and each zone, the feed position it was last notified at. A check compares them with the zones'
 /// current positions; a subscription whose zone moved on fires (a query subscription only for a changed record that
 /// matches it, ``SubscriptionMatcher``). So nothing is lost between polls, bursts coalesce into one notification per
-/// subscription and zone, and any instance can answer any poll.
+/// subscription and zone, and any instance can answer any poll. Checks run when a commit to a watched database wakes the
+/// connection (``ChangeSignal``), and every `recheckInterval` in case a wake-up was missed.
 public struct PushService: Sendable {
     let store: any RecordStore
     let clock: WallClock
     public let signal: ChangeSignal
-    /// How often a waiting poll re-checks the feeds for changes other instances committed.
+    public let limits: PushLimits
+    /// How often an open connection checks the feeds although nothing woke it.
     public var recheckInterval: Duration
+    let connections: PushConnectionRegistry
 
-    public init(store: any RecordStore, signal: ChangeSignal = ChangeSignal(), clock: WallClock = .system, recheckInterval: Duration = .seconds(1)) {
+    public init(
+        store: any RecordStore, signal: ChangeSignal = ChangeSignal(), clock: WallClock = .system, limits: PushLimits = .init(),
+        recheckInterval: Duration = .seconds(60)
+    ) {
         self.store = store
         self.signal = signal
         self.clock = clock
+        self.limits = limits
         self.recheckInterval = recheckInterval
+        self.connections = PushConnectionRegistry(maximum: limits.maximumConnections)
     }
 
-    /// `tokens/create`: a new token, bound to the caller's user when signed in. It is notified of changes from now on.
+    /// Whether a value has the shape of a token this service makes: 64 lowercase hexadecimal digits.
+    static func isWellFormed(_ token: String) -> Bool {
+        token.utf8.count == 64 && token.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }
+    }
+
+    /// `tokens/create`: a new token, bound to the caller's user when signed in, and notified of their changes from now
+    /// on. A token made before signing in is stored only when `tokens/register` binds it, so anonymous callers cannot
+    /// fill the store with tokens.
     public func createToken(caller: Caller, logger: Logger) async throws -> PushTokenRecord {
         var bytes = [UInt8](repeating: 0, count: 32)
         var generator = SystemRandomNumberGenerator()
         for index in bytes.indices { bytes[index] = generator.next() }
-        var token = PushTokenRecord(
+        let token = PushTokenRecord(
             token: bytes.map { String(format: "%02x", $0) }.joined(), container: caller.container, environment: caller.environment,
-            userRecordName: caller.user?.userRecordName, createdAt: clock.milliseconds())
-        if let user = token.userRecordName {
-            token.positions = try await Positions(current: try await currentPositions(user: user, token: token, logger: logger)).json
-        }
-        try await mapStoreErrors { try await store.savePushToken(token, logger: logger) }
-        return token
+            userRecordName: nil, createdAt: clock.milliseconds())
+        guard let user = caller.user else { return token }
+        return try await bind(token, to: user.userRecordName, logger: logger)
     }
 
     /// `tokens/register`: binds a token to the signed-in caller; it is notified of their changes from now on.
     public func registerToken(_ value: String, caller: Caller, logger: Logger) async throws -> PushTokenRecord {
         guard let user = caller.user else { throw CumulusError(.authenticationRequired, "registering a push token needs ckWebAuthToken") }
-        guard var token = try await mapStoreErrors({ try await store.pushToken(value, logger: logger) }), token.container == caller.container,
-            token.environment == caller.environment
-        else {
+        guard Self.isWellFormed(value) else { throw CumulusError(.notFound, "apnsToken: no such token in this container") }
+        let stored = try await mapStoreErrors { try await store.pushToken(value, logger: logger) }
+        if let stored, stored.container != caller.container || stored.environment != caller.environment {
             throw CumulusError(.notFound, "apnsToken: no such token in this container")
         }
-        if token.userRecordName != user.userRecordName {
-            token.userRecordName = user.userRecordName
-            token.positions = try await Positions(current: try await currentPositions(user: user.userRecordName, token: token, logger: logger)).json
-            try await mapStoreErrors { try await store.savePushToken(token, logger: logger) }
+        if let stored, stored.userRecordName == user.userRecordName { return stored }
+        let token = PushTokenRecord(
+            token: value, container: caller.container, environment: caller.environment, userRecordName: nil, createdAt: clock.milliseconds())
+        return try await bind(token, to: user.userRecordName, logger: logger)
+    }
+
+    /// Stores a token bound to a user, starting from the feeds' current positions, and trims the user's oldest tokens.
+    func bind(_ token: PushTokenRecord, to user: String, logger: Logger) async throws -> PushTokenRecord {
+        var token = token
+        token.userRecordName = user
+        token.createdAt = clock.milliseconds()
+        var state = DeliveryState()
+        for (subscription, scope, zones) in try await watched(user: user, token: token, logger: logger).subscriptions {
+            for zone in zones { state.positions[Self.key(subscription, scope: scope, zone: zone.zoneID)] = zone.sequence }
         }
+        token.positions = state.json
+        try await mapStoreErrors { try await store.savePushToken(token, logger: logger) }
+        let trimmed = try await mapStoreErrors {
+            try await store.trimPushTokens(
+                of: user, container: token.container, environment: token.environment, keeping: limits.maximumTokensPerUser, logger: logger)
+        }
+        if trimmed > 0 { logger.debug("forgot a user's oldest push tokens", metadata: ["count": "\(trimmed)"]) }
         return token
     }
 
-    /// The courier: the next notification for a token, as CloudKit's APNs-shaped JSON, waiting up to `timeout` for one;
-    /// `nil` when none came.
-    public func nextNotification(token value: String, container: String, environment: ContainerEnvironment, timeout: Duration, logger: Logger)
-        async throws -> [UInt8]?
-    {
-        let deadline = ContinuousClock.now + timeout
-        while true {
-            guard let token = try await mapStoreErrors({ try await store.pushToken(value, logger: logger) }), token.container == container,
-                token.environment == environment
-            else {
-                throw CumulusError(.notFound, "no such push token")
-            }
-            if let notification = try await pending(token, logger: logger) { return notification }
-            let left = deadline - ContinuousClock.now
-            if left <= .zero { return nil }
-            await signal.wait(upTo: min(left, recheckInterval))
-            try Task.checkCancellation()
+    /// Opens a connection for a token: a courier poll or a stream. A newer connection for the same token ends this
+    /// instance's older one (``PushConnection/isSuperseded``), so a device that reconnects does not hold two.
+    ///
+    /// A well-formed token that is not stored (made before signing in and never registered) opens a connection that
+    /// never carries a notification, as a poll on it would in CloudKit.
+    public func connect(token: String, container: String, environment: ContainerEnvironment) throws -> PushConnection {
+        guard Self.isWellFormed(token) else { throw CumulusError(.notFound, "token: no such push token") }
+        guard let generation = connections.open(token) else {
+            throw CumulusError(.unavailable, "this server holds as many push connections as it may; retry", retryAfter: 5)
         }
+        if generation.replaced { signal.wake([ChangeSignal.key(token: token)]) }
+        return PushConnection(service: self, token: token, container: container, environment: environment, generation: generation.number)
     }
 
-    // MARK: - Positions
+    /// The courier's long poll: the next notification for a token, waiting up to `timeout`; `nil` when none came.
+    public func nextNotification(token: String, container: String, environment: ContainerEnvironment, timeout: Duration, logger: Logger)
+        async throws -> PushNotification?
+    {
+        var connection = try connect(token: token, container: container, environment: environment)
+        defer { connection.close() }
+        return try await connection.next(upTo: timeout, logger: logger)
+    }
 
-    /// Feed positions by key: subscription, database and zone.
-    struct Positions {
-        var values: [String: Int64]
+    // MARK: - Delivery state
 
-        init(current: [String: Int64]) { values = current }
+    /// What a token has been told, as stored in its `positions`: the feed position each subscription and zone was last
+    /// notified at, the id of the last notification, and a short log of the positions the last notifications moved,
+    /// which lets a stream resume after the last notification a device received.
+    struct DeliveryState: Equatable {
+        struct Step: Equatable {
+            var id: Int64
+            var key: String
+            var previous: Int64
+        }
+
+        /// How many notifications back a stream can resume.
+        static let logLength = 64
+
+        var positions: [String: Int64] = [:]
+        var lastID: Int64 = 0
+        var log: [Step] = []
+
+        init() {}
 
         init(json: [UInt8]) {
-            values = [:]
-            if case .object(let members)? = try? JSONValue(parsing: json) {
-                for (key, value) in members { if case .number(let text) = value, let number = Int64(text) { values[key] = number } }
+            guard case .object(let members)? = try? JSONValue(parsing: json) else { return }
+            func number(_ value: JSONValue?) -> Int64? {
+                if case .number(let text)? = value { return Int64(text) }
+                return nil
+            }
+            if case .object(let positions)? = members["p"] {
+                for (key, value) in positions { if let number = number(value) { self.positions[key] = number } }
+            }
+            lastID = number(members["n"]) ?? 0
+            if case .array(let steps)? = members["log"] {
+                for step in steps {
+                    guard case .array(let parts) = step, parts.count == 3, let id = number(parts[0]), case .string(let key) = parts[1],
+                        let previous = number(parts[2])
+                    else { continue }
+                    log.append(Step(id: id, key: key, previous: previous))
+                }
             }
         }
 
         var json: [UInt8] {
             var writer = JSONWriter()
             writer.beginObject()
-            for (key, value) in values.sorted(by: { $0.key < $1.key }) {
+            writer.key("p")
+            writer.beginObject()
+            for (key, value) in positions.sorted(by: { $0.key < $1.key }) {
                 writer.key(key)
                 writer.int(value)
             }
             writer.endObject()
+            writer.key("n")
+            writer.int(lastID)
+            writer.key("log")
+            writer.beginArray()
+            for step in log {
+                writer.beginArray()
+                writer.int(step.id)
+                writer.string(step.key)
+                writer.int(step.previous)
+                writer.endArray()
+            }
+            writer.endArray()
+            writer.endObject()
             return writer.bytes
         }
+
+        /// Records a notification that moved `key` on from `previous`; returns its id.
+        mutating func notified(_ key: String, previous: Int64) -> Int64 {
+            lastID += 1
+            log.append(Step(id: lastID, key: key, previous: previous))
+            if log.count > Self.logLength { log.removeFirst(log.count - Self.logLength) }
+            return lastID
+        }
+
+        /// Moves back to just after notification `id`, so the ones after it are told again. `false` when that is not
+        /// possible (an id this token never gave, or older than the log reaches): the device must fetch everything.
+        mutating func rewind(after id: Int64) -> Bool {
+            if id == lastID { return true }
+            guard id < lastID, id >= 0, let first = log.first, first.id <= id + 1 else { return false }
+            while let step = log.last, step.id > id {
+                positions[step.key] = step.previous
+                log.removeLast()
+            }
+            lastID = id
+            return true
+        }
     }
+
+    // MARK: - Checking the feeds
 
     /// A zone a subscription watches, with its current position.
     struct WatchedZone {
@@ -183,8 +232,14 @@ public struct PushService: Sendable {
         "\(scope.rawValue)|\(subscription.subscriptionID)|\(zone.ownerRecordName ?? "")|\(zone.zoneName)"
     }
 
-    /// The user's subscriptions with the zones each watches.
-    func watched(user: String, token: PushTokenRecord, logger: Logger) async throws -> [(Subscription, DatabaseScope, [WatchedZone])] {
+    /// The user's subscriptions with the zones each watches, and the ``ChangeSignal`` keys of the databases whose
+    /// commits may concern them.
+    func watched(user: String, token: PushTokenRecord, logger: Logger) async throws
+        -> (subscriptions: [(Subscription, DatabaseScope, [WatchedZone])], keys: Set<String>)
+    {
+        let privateDatabase = DatabaseRef(container: token.container, environment: token.environment, scope: .private, ownerRecordName: user)
+        let publicDatabase = DatabaseRef.publicDatabase(container: token.container, environment: token.environment)
+        var keys: Set<String> = [ChangeSignal.key(privateDatabase), ChangeSignal.key(publicDatabase)]
         var result: [(Subscription, DatabaseScope, [WatchedZone])] = []
         for scope in [DatabaseScope.private, .shared, .public] {
             let owner = SubscriptionOwner(container: token.container, environment: token.environment, scope: scope, userRecordName: user)
@@ -194,10 +249,7 @@ public struct PushService: Sendable {
             var zones: [WatchedZone] = []
             switch scope {
             case .private, .public:
-                let database =
-                    scope == .public
-                    ? DatabaseRef.publicDatabase(container: token.container, environment: token.environment)
-                    : DatabaseRef(container: token.container, environment: token.environment, scope: .private, ownerRecordName: user)
+                let database = scope == .public ? publicDatabase : privateDatabase
                 for zone in try await mapStoreErrors({ try await store.zones(in: database, logger: logger) }) {
                     zones.append(
                         WatchedZone(database: database, scope: scope, zoneID: ZoneID(zoneName: zone.zoneID.zoneName), sequence: zone.changeSequence))
@@ -209,6 +261,7 @@ public struct PushService: Sendable {
                     let database = DatabaseRef(
                         container: token.container, environment: token.environment, scope: .private,
                         ownerRecordName: zone.zoneID.ownerRecordName ?? "")
+                    keys.insert(ChangeSignal.key(database))
                     zones.append(WatchedZone(database: database, scope: scope, zoneID: zone.zoneID, sequence: zone.changeSequence))
                 }
             }
@@ -225,29 +278,32 @@ public struct PushService: Sendable {
                 result.append((subscription, scope, covered))
             }
         }
-        return result
+        return (result, keys)
     }
 
-    func currentPositions(user: String, token: PushTokenRecord, logger: Logger) async throws -> [String: Int64] {
-        var positions: [String: Int64] = [:]
-        for (subscription, scope, zones) in try await watched(user: user, token: token, logger: logger) {
-            for zone in zones { positions[Self.key(subscription, scope: scope, zone: zone.zoneID)] = zone.sequence }
+    /// What a check of the feeds found: the first notification due, and the keys to wait on for the next one.
+    struct Check {
+        var notification: PushNotification?
+        var keys: Set<String>
+    }
+
+    /// Checks a token's feeds: the first notification due, advancing its positions past it.
+    func check(_ value: String, container: String, environment: ContainerEnvironment, logger: Logger) async throws -> Check {
+        guard let token = try await mapStoreErrors({ try await store.pushToken(value, logger: logger) }) else {
+            return Check(notification: nil, keys: [])
         }
-        return positions
-    }
-
-    /// The first notification due for a token, advancing its positions past it; `nil` when nothing is due.
-    func pending(_ token: PushTokenRecord, logger: Logger) async throws -> [UInt8]? {
-        guard let user = token.userRecordName else { return nil }
-        var positions = Positions(json: token.positions)
-        let before = positions.values
-        var notification: [UInt8]?
-        search: for (subscription, scope, zones) in try await watched(user: user, token: token, logger: logger) {
+        guard token.container == container, token.environment == environment else { throw CumulusError(.notFound, "token: no such push token") }
+        guard let user = token.userRecordName else { return Check(notification: nil, keys: []) }
+        var state = DeliveryState(json: token.positions)
+        let before = state
+        var notification: PushNotification?
+        let (subscriptions, keys) = try await watched(user: user, token: token, logger: logger)
+        search: for (subscription, scope, zones) in subscriptions {
             for zone in zones {
                 let key = Self.key(subscription, scope: scope, zone: zone.zoneID)
                 // A subscription or zone seen for the first time starts from now.
-                guard let seen = positions.values[key] else {
-                    positions.values[key] = zone.sequence
+                guard let seen = state.positions[key] else {
+                    state.positions[key] = zone.sequence
                     continue
                 }
                 // A zone deleted and created again starts its sequence over.
@@ -262,9 +318,10 @@ public struct PushService: Sendable {
                     guard let granted = AuthorizationPolicy().participantAccess(user: user, shares: shares) else { continue }
                     access = granted
                 }
+                var payload: [UInt8]?
                 switch subscription.kind {
                 case .zone, .database:
-                    positions.values[key] = zone.sequence
+                    state.positions[key] = zone.sequence
                     if let access {
                         let visible = try await mapStoreErrors {
                             try await store.zoneChanges(
@@ -274,12 +331,12 @@ public struct PushService: Sendable {
                         }
                         guard !visible.changes.isEmpty else { continue }
                     }
-                    notification = Self.notification(subscription, scope: scope, zone: zone.zoneID, user: user, token: token, record: nil)
+                    payload = Self.notification(subscription, scope: scope, zone: zone.zoneID, user: user, token: token, record: nil)
                 case .query:
                     guard let query = subscription.query else { continue }
                     var after = from
                     var reached = zone.sequence
-                    while notification == nil {
+                    while payload == nil {
                         let page = try await mapStoreErrors {
                             try await store.zoneChanges(
                                 ZoneChangeRequest(
@@ -287,24 +344,9 @@ public struct PushService: Sendable {
                                     recordTypes: [query.recordType], access: access), logger: logger)
                         }
                         for change in page.changes {
-                            let event: RecordChangeEvent
-                            switch change {
-                            case .changed(let record):
-                                let header = record.header
-                                let created =
-                                    header.created.timestamp == header.modified.timestamp && header.created.deviceID == header.modified.deviceID
-                                event = RecordChangeEvent(header: header, event: created ? .create : .update, fields: (try? record.fields()) ?? [:])
-                            case .deleted(let name, let type):
-                                let stamp = RecordStamp(timestamp: 0, userRecordName: "", deviceID: "")
-                                event = RecordChangeEvent(
-                                    header: RecordHeader(
-                                        recordName: name, recordType: type, recordChangeTag: "", created: stamp, modified: stamp, parent: nil,
-                                        share: nil,
-                                        zoneID: zone.zoneID, shortGUID: nil), event: .delete, fields: [:])
-                            }
+                            let event = Self.event(change, zone: zone.zoneID)
                             if SubscriptionMatcher.fires(subscription, for: event, in: zone.zoneID) {
-                                notification = Self.notification(
-                                    subscription, scope: scope, zone: zone.zoneID, user: user, token: token, record: event)
+                                payload = Self.notification(subscription, scope: scope, zone: zone.zoneID, user: user, token: token, record: event)
                                 break
                             }
                         }
@@ -313,9 +355,10 @@ public struct PushService: Sendable {
                         after = reached
                         if !page.moreComing { break }
                     }
-                    positions.values[key] = reached
+                    state.positions[key] = reached
                 }
-                if notification != nil {
+                if let payload {
+                    notification = PushNotification(id: state.notified(key, previous: seen), payload: payload)
                     if subscription.firesOnce {
                         let owner = SubscriptionOwner(container: token.container, environment: token.environment, scope: scope, userRecordName: user)
                         try await mapStoreErrors {
@@ -326,12 +369,48 @@ public struct PushService: Sendable {
                 }
             }
         }
-        if positions.values != before {
+        if state != before {
             var updated = token
-            updated.positions = positions.json
+            updated.positions = state.json
             try await mapStoreErrors { try await store.savePushToken(updated, logger: logger) }
         }
-        return notification
+        return Check(notification: notification, keys: keys)
+    }
+
+    /// Moves a token's delivery back to just after notification `id` (a stream's `Last-Event-ID`).
+    func rewind(_ value: String, after id: Int64, logger: Logger) async throws -> PushConnection.Resumption {
+        guard let token = try await mapStoreErrors({ try await store.pushToken(value, logger: logger) }) else { return .reset(lastID: 0) }
+        var state = DeliveryState(json: token.positions)
+        let before = state
+        guard state.rewind(after: id) else { return .reset(lastID: state.lastID) }
+        if state != before {
+            var updated = token
+            updated.positions = state.json
+            try await mapStoreErrors { try await store.savePushToken(updated, logger: logger) }
+        }
+        return .resumed
+    }
+
+    /// Ends a connection from outside (the server is shutting down): its wait returns, and it carries nothing more.
+    public func end(_ connection: PushConnection) {
+        connections.end(connection.token, generation: connection.generation)
+        signal.wake([ChangeSignal.key(token: connection.token)])
+    }
+
+    /// A feed change as the subscription matcher sees it.
+    static func event(_ change: ZoneRecordChange, zone: ZoneID) -> RecordChangeEvent {
+        switch change {
+        case .changed(let record):
+            let header = record.header
+            let created = header.created.timestamp == header.modified.timestamp && header.created.deviceID == header.modified.deviceID
+            return RecordChangeEvent(header: header, event: created ? .create : .update, fields: (try? record.fields()) ?? [:])
+        case .deleted(let name, let type):
+            let stamp = RecordStamp(timestamp: 0, userRecordName: "", deviceID: "")
+            return RecordChangeEvent(
+                header: RecordHeader(
+                    recordName: name, recordType: type, recordChangeTag: "", created: stamp, modified: stamp, parent: nil, share: nil,
+                    zoneID: zone, shortGUID: nil), event: .delete, fields: [:])
+        }
     }
 
     // MARK: - The notification

@@ -52,7 +52,8 @@ public func buildRouter(
     let limits = configuration.limits
     let accounts = AccountService(store: store, webAuthTokenLifetime: configuration.webAuthTokenLifetime, clock: clock)
     let database = DatabaseService(store: store, limits: limits, clock: clock, changes: changes)
-    let push = PushService(store: store, signal: changes, clock: clock, recheckInterval: configuration.pushRecheckInterval)
+    let push = PushService(
+        store: store, signal: changes, clock: clock, limits: configuration.pushLimits, recheckInterval: configuration.pushRecheckInterval)
 
     let address = PublicAddress(configured: configuration.publicBaseURL)
     let router = Router(context: CumulusRequestContext.self)
@@ -68,7 +69,7 @@ public func buildRouter(
     DatabaseRoutes(database: database, accounts: accounts, limits: limits, address: address).register(on: databaseGroup)
     let authentication = AuthenticationMiddleware(
         accounts: accounts, limits: limits, clock: clock, signatureDateTolerance: configuration.signatureDateTolerance)
-    let pushRoutes = PushRoutes(push: push, limits: limits, address: address)
+    let pushRoutes = PushRoutes(push: push, limits: limits, address: address, heartbeat: configuration.pushHeartbeatInterval)
     pushRoutes.registerTokens(on: databaseGroup)
     pushRoutes.registerTokens(on: router.group("device/1/:container/:environment").add(middleware: authentication))
     pushRoutes.registerCourier(on: router)
@@ -87,7 +88,7 @@ public func buildRouter(
 /// The signal that wakes waiting push polls; over a store shared by instances it also tells the others.
 func changeSignal(for store: any RecordStore) -> ChangeSignal {
     guard let broadcaster = store as? any ChangeBroadcasting else { return ChangeSignal() }
-    return ChangeSignal(announce: { broadcaster.announceChange() })
+    return ChangeSignal(announce: { broadcaster.announceChange($0) })
 }
 
 /// Wakes this instance's waiting push polls when another instance commits.
@@ -96,6 +97,10 @@ struct ChangeListener: Service {
     let changes: ChangeSignal
 
     func run() async throws {
-        await cancelWhenGracefulShutdown { await store.listenForChanges { changes.wake() } }
+        await cancelWhenGracefulShutdown {
+            await store.listenForChanges { keys in
+                if let keys { changes.wake(keys) } else { changes.wakeAll() }
+            }
+        }
     }
 }

@@ -32,15 +32,21 @@ public struct ServerConfiguration: Sendable {
     /// Per-address limits (link uploads) then count each client, not the load balancer. Never set it when clients can
     /// reach the server directly: they could claim any address.
     public var trustsForwardedFor: Bool
-    /// How often a waiting push poll looks at the feeds again whatever it was told: a safety net for a missed wake-up
-    /// (commits on this instance wake polls at once, and over PostgreSQL those of other instances too).
+    /// How often an open push connection looks at the feeds again whatever it was told: a safety net for a missed
+    /// wake-up (commits on this instance wake the connections they concern at once, and over PostgreSQL those of other
+    /// instances too; a listener that reconnects wakes them all).
     public var pushRecheckInterval: Duration
+    /// How often an idle push stream sends a comment line, so that proxies and clients see it alive.
+    public var pushHeartbeatInterval: Duration
+    /// Push connections per instance and tokens per user.
+    public var pushLimits: PushLimits
 
     public init(
         host: String = "127.0.0.1", port: Int = 8080, publicBaseURL: String? = nil, limits: Limits = .init(),
         signatureDateTolerance: TimeInterval = 600, webAuthTokenLifetime: Duration = .seconds(14 * 24 * 3600), linkLimits: LinkLimits = .init(),
         linkCleanupInterval: Duration = .seconds(3600), appleAppSiteAssociation: String? = nil, appStoreID: String? = nil,
-        refusedBodyLinger: Duration = .seconds(10), trustsForwardedFor: Bool = false, pushRecheckInterval: Duration = .seconds(10)
+        refusedBodyLinger: Duration = .seconds(10), trustsForwardedFor: Bool = false, pushRecheckInterval: Duration = .seconds(60),
+        pushHeartbeatInterval: Duration = .seconds(15), pushLimits: PushLimits = .init()
     ) {
         self.host = host
         self.port = port
@@ -55,5 +61,7 @@ public struct ServerConfiguration: Sendable {
         self.refusedBodyLinger = refusedBodyLinger
         self.trustsForwardedFor = trustsForwardedFor
         self.pushRecheckInterval = pushRecheckInterval
+        self.pushHeartbeatInterval = pushHeartbeatInterval
+        self.pushLimits = pushLimits
     }
 }

@@ -120,6 +120,10 @@ public protocol RecordStore: Sendable {
     func savePushToken(_ token: PushTokenRecord, logger: Logger) async throws
     /// The push token with this value.
     func pushToken(_ token: String, logger: Logger) async throws -> PushTokenRecord?
+    /// Deletes a user's push tokens beyond the `keeping` most recently bound (``PushTokenRecord/createdAt``), so one
+    /// user cannot pile up tokens. Returns how many were deleted.
+    func trimPushTokens(of userRecordName: String, container: String, environment: ContainerEnvironment, keeping: Int, logger: Logger)
+        async throws -> Int
 
     // MARK: - Share-a-copy links
 

@@ -38,6 +38,7 @@ public struct PushTokenRecord: Sendable, Hashable {
     public var environment: ContainerEnvironment
     public var userRecordName: String?
     public var positions: [UInt8]
+    /// When the token was bound to its user (or made, if never bound), in milliseconds.
     public var createdAt: Int64
 
     public init(
@@ -56,9 +57,10 @@ public struct PushTokenRecord: Sendable, Hashable {
 /// A store that several instances share tells them of each other's commits, so a push poll waiting on one instance
 /// wakes when another commits. The SQLite store, with one instance, does not need it.
 public protocol ChangeBroadcasting: Sendable {
-    /// Tells every instance, this one included, that something was committed. Cheap and batched: call after each write,
-    /// outside its transaction.
-    func announceChange()
-    /// Calls `changed` whenever any instance announced a change, until the task is cancelled; reconnects by itself.
-    func listenForChanges(_ changed: @escaping @Sendable () -> Void) async
+    /// Tells every instance, this one included, that something was committed under these keys (the databases it
+    /// changed). Cheap and batched: call after each write, outside its transaction.
+    func announceChange(_ keys: Set<String>)
+    /// Calls `changed` with the keys any instance announced, until the task is cancelled; reconnects by itself. `nil`
+    /// means anything may have changed: announcements may have been missed (while connecting), or were too many to name.
+    func listenForChanges(_ changed: @escaping @Sendable (Set<String>?) -> Void) async
 }

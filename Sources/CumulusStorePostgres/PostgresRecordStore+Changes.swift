@@ -6,16 +6,18 @@ import Synchronization
 extension PostgresRecordStore: ChangeBroadcasting {
     /// The channel instances announce commits on.
     static let changeChannel = "cumulus_changes"
+    /// PostgreSQL refuses payloads of 8,000 bytes and more; past this, an announcement says "anything".
+    static let largestPayload = 7_000
+    /// The payload meaning "anything may have changed".
+    static let anythingPayload = "*"
 
     /// Sends `NOTIFY` on its own connection, never in a user's write transaction (a `NOTIFY` there would serialize every
-    /// commit on PostgreSQL's notification queue), and at most one at a time: announcements made while one is in
-    /// flight are covered by the next.
-    public func announceChange() {
+    /// commit on PostgreSQL's notification queue), and at most one at a time: keys announced while one is in flight go
+    /// together in the next.
+    public func announceChange(_ keys: Set<String>) {
         let start = announcements.withLock { state -> Bool in
-            if state.inFlight {
-                state.again = true
-                return false
-            }
+            state.pending.formUnion(keys)
+            if state.inFlight { return false }
             state.inFlight = true
             return true
         }
@@ -23,29 +25,40 @@ extension PostgresRecordStore: ChangeBroadcasting {
         Task {
             let logger = Logger(label: "cumulus.changes")
             while true {
-                _ = try? await self.client.query(PostgresQuery(unsafeSQL: "NOTIFY \(Self.changeChannel)"), logger: logger)
-                let again = announcements.withLock { state -> Bool in
-                    if state.again {
-                        state.again = false
-                        return true
+                let keys = announcements.withLock { state -> Set<String>? in
+                    guard !state.pending.isEmpty else {
+                        state.inFlight = false
+                        return nil
                     }
-                    state.inFlight = false
-                    return false
+                    defer { state.pending = [] }
+                    return state.pending
                 }
-                if !again { return }
+                guard let keys else { return }
+                let payload = Self.payload(keys)
+                _ = try? await self.client.query("SELECT pg_notify(\(Self.changeChannel), \(payload))", logger: logger)
             }
         }
     }
 
-    public func listenForChanges(_ changed: @escaping @Sendable () -> Void) async {
+    /// Keys one per line, or "anything" when they would not fit (or a key holds a line break).
+    static func payload(_ keys: Set<String>) -> String {
+        let joined = keys.sorted().joined(separator: "\n")
+        if joined.utf8.count > largestPayload || keys.contains(where: { $0.contains("\n") || $0.isEmpty }) { return anythingPayload }
+        return joined
+    }
+
+    public func listenForChanges(_ changed: @escaping @Sendable (Set<String>?) -> Void) async {
         let logger = Logger(label: "cumulus.changes")
         while !Task.isCancelled {
             do {
                 try await client.withConnection { connection in
                     try await connection.listen(on: Self.changeChannel) { notifications in
-                        // Changes made while no one listened (starting, reconnecting) are found by the polls' re-check.
-                        changed()
-                        for try await _ in notifications { changed() }
+                        // Changes made while no one listened (starting, reconnecting) may concern anyone.
+                        changed(nil)
+                        for try await notification in notifications {
+                            let payload = notification.payload
+                            changed(payload == Self.anythingPayload || payload.isEmpty ? nil : Set(payload.split(separator: "\n").map(String.init)))
+                        }
                     }
                 }
             } catch {
@@ -56,8 +69,8 @@ extension PostgresRecordStore: ChangeBroadcasting {
     }
 }
 
-/// Whether a `NOTIFY` is being sent, and whether another is owed once it is.
+/// Whether a `NOTIFY` is being sent, and the keys owed in the next.
 struct AnnouncementState {
     var inFlight = false
-    var again = false
+    var pending: Set<String> = []
 }

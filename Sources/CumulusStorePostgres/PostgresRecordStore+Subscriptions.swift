@@ -53,7 +53,8 @@ extension PostgresRecordStore {
             INSERT INTO push_tokens (token, container_id, environment, user_record_name, positions, created_at)
             VALUES (\(token.token), \(token.container), \(token.environment.rawValue), \(token.userRecordName),
                 \(String(decoding: token.positions, as: UTF8.self)), \(token.createdAt))
-            ON CONFLICT (token) DO UPDATE SET user_record_name = excluded.user_record_name, positions = excluded.positions
+            ON CONFLICT (token) DO UPDATE SET user_record_name = excluded.user_record_name, positions = excluded.positions,
+                created_at = excluded.created_at
             """, logger: logger, missingReference: "the container does not exist")
     }
 
@@ -68,5 +69,22 @@ extension PostgresRecordStore {
                 createdAt: try reader[4])
         }
         return nil
+    }
+
+    public func trimPushTokens(of userRecordName: String, container: String, environment: ContainerEnvironment, keeping: Int, logger: Logger)
+        async throws -> Int
+    {
+        let rows = try await query(
+            """
+            WITH deleted AS (
+                DELETE FROM push_tokens WHERE token IN (
+                    SELECT token FROM push_tokens
+                    WHERE container_id = \(container) AND environment = \(environment.rawValue) AND user_record_name = \(userRecordName)
+                    ORDER BY created_at DESC, token OFFSET \(keeping))
+                RETURNING 1)
+            SELECT count(*) FROM deleted
+            """, logger: logger)
+        for try await row in rows { return Int(try RowReader(row)[0, as: Int64.self]) }
+        return 0
     }
 }

@@ -235,5 +235,12 @@ extension PostgresSchema {
                 """
             ]
         ),
+        Migration(
+            version: 4, name: "push tokens by user",
+            statements: [
+                // Trimming a user's tokens to the newest few reads them in this order.
+                "CREATE INDEX push_tokens_by_user ON push_tokens (container_id, environment, user_record_name, created_at)"
+            ]
+        ),
     ]
 }

@@ -252,6 +252,10 @@ extension SQLiteRecordStore {
                     """
             )
         }
+        migrator.registerMigration("v8: push tokens by user") { db in
+            // Trimming a user's tokens to the newest few reads them in this order.
+            try db.execute(sql: "CREATE INDEX push_tokens_by_user ON push_tokens (container_id, environment, user_record_name, created_at)")
+        }
         return migrator
     }
 }

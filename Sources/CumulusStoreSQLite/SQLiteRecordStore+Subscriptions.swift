@@ -54,7 +54,8 @@ extension SQLiteRecordStore {
             try db.execute(
                 sql: """
                     INSERT INTO push_tokens (token, container_id, environment, user_record_name, positions, created_at) VALUES (?, ?, ?, ?, ?, ?)
-                    ON CONFLICT (token) DO UPDATE SET user_record_name = excluded.user_record_name, positions = excluded.positions
+                    ON CONFLICT (token) DO UPDATE SET user_record_name = excluded.user_record_name, positions = excluded.positions,
+                        created_at = excluded.created_at
                     """,
                 arguments: [
                     token.token, token.container, token.environment.rawValue, token.userRecordName, String(decoding: token.positions, as: UTF8.self),
@@ -74,6 +75,21 @@ extension SQLiteRecordStore {
             return PushTokenRecord(
                 token: token, container: row[0], environment: environment, userRecordName: row[2], positions: Array((row[3] as String).utf8),
                 createdAt: row[4])
+        }
+    }
+
+    public func trimPushTokens(of userRecordName: String, container: String, environment: ContainerEnvironment, keeping: Int, logger: Logger)
+        async throws -> Int
+    {
+        try await write { db in
+            try db.execute(
+                sql: """
+                    DELETE FROM push_tokens WHERE token IN (
+                        SELECT token FROM push_tokens WHERE container_id = ? AND environment = ? AND user_record_name = ?
+                        ORDER BY created_at DESC, token LIMIT -1 OFFSET ?)
+                    """,
+                arguments: [container, environment.rawValue, userRecordName, keeping])
+            return db.changesCount
         }
     }
 }

@@ -132,8 +132,12 @@ struct Serve: AsyncParsableCommand {
     var trustForwardedFor = false
     @Option(
         name: .customLong("push-recheck-interval"),
-        help: "Seconds between a waiting push poll's looks at the feeds, in case a wake-up was missed (default: 10).")
-    var pushRecheckInterval: Int = 10
+        help: "Seconds between an open push connection's looks at the feeds, in case a wake-up was missed (default: 60).")
+    var pushRecheckInterval: Int = 60
+    @Option(
+        name: .customLong("max-push-connections"),
+        help: "Courier polls and streams this instance holds open at once (default: $CUMULUS_MAX_PUSH_CONNECTIONS or 10000).")
+    var maxPushConnections: Int?
     @OptionGroup var options: DataOptions
 
     func run() async throws {
@@ -144,6 +148,10 @@ struct Serve: AsyncParsableCommand {
         }
         let logger = Logger(label: "cumulus")
         let opened = try await options.location().open(logger: logger)
+        guard let maxPushConnections = maxPushConnections ?? Int(environment["CUMULUS_MAX_PUSH_CONNECTIONS"] ?? "10000"), maxPushConnections > 0
+        else {
+            throw ValidationError("--max-push-connections (CUMULUS_MAX_PUSH_CONNECTIONS) must be a positive number")
+        }
         var association: String?
         if let path = appSiteAssociation {
             guard let text = try? String(contentsOfFile: path, encoding: .utf8), (try? JSONValue(parsing: text)) != nil else {
@@ -155,7 +163,7 @@ struct Serve: AsyncParsableCommand {
             configuration: ServerConfiguration(
                 host: host, port: port, publicBaseURL: publicURL ?? environment["CUMULUS_PUBLIC_URL"], appleAppSiteAssociation: association,
                 appStoreID: appStoreID, trustsForwardedFor: trustForwardedFor || environment["CUMULUS_TRUST_FORWARDED_FOR"] == "1",
-                pushRecheckInterval: .seconds(max(pushRecheckInterval, 1))
+                pushRecheckInterval: .seconds(max(pushRecheckInterval, 1)), pushLimits: PushLimits(maximumConnections: maxPushConnections)
             ),
             store: opened.store, logger: logger,
             onServerRunning: { url in printResult(url) }

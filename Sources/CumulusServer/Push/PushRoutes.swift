@@ -4,6 +4,8 @@ import CumulusStore
 import Hummingbird
 import NIOCore
 import ServiceLifecycle
+import Foundation
+import HTTPTypes
 
 /// CloudKit's push wire, served by Cumulus: `tokens/create` and `tokens/register` (under `/device/1/…`, where
 /// CloudKit JS sends them, and under `/database/1/…`, where Apple's page puts them), and the courier a client GETs in
@@ -12,6 +14,8 @@ struct PushRoutes {
     let push: PushService
     let limits: Limits
     let address: PublicAddress
+    /// How often an idle stream sends a comment line, so that proxies and clients see it alive.
+    let heartbeat: Duration
 
     /// How long a courier poll waits by default, and at most.
     static let defaultWait = 30
@@ -57,6 +61,9 @@ struct PushRoutes {
         else {
             throw CumulusError(.badRequest, "path: expected /courier/1/{container}/{development|production}/{token}")
         }
+        if request.headers[.accept]?.contains("text/event-stream") == true || request.uri.queryParameters["stream"] != nil {
+            return try await stream(token: token, container: container, environment: environment, request: request, context: context)
+        }
         var seconds = Self.defaultWait
         if let text = request.uri.queryParameters["timeout"] {
             guard let value = Int(text), (0...Self.longestWait).contains(value) else {
@@ -68,7 +75,7 @@ struct PushRoutes {
         let push = self.push
         let logger = context.logger
         let wait = Duration.seconds(seconds)
-        let notification: [UInt8]?
+        let notification: PushNotification?
         do {
             notification = try await cancelWhenGracefulShutdown {
                 try await push.nextNotification(token: token, container: container, environment: environment, timeout: wait, logger: logger)
@@ -81,6 +88,67 @@ struct PushRoutes {
             return Response(status: .ok, headers: [.contentType: "application/json; charset=utf-8", .contentLength: "0"], body: .init())
         }
         return Response(
-            status: .ok, headers: [.contentType: "application/json; charset=utf-8"], body: .init(byteBuffer: ByteBuffer(bytes: notification)))
+            status: .ok, headers: [.contentType: "application/json; charset=utf-8"],
+            body: .init(byteBuffer: ByteBuffer(bytes: notification.payload)))
+    }
+
+    /// The courier as a Server-Sent Events stream: each notification is an event whose `id` a reconnecting client names
+    /// in `Last-Event-ID` (or `lastEventID` in the query) to be sent what it missed; comment lines keep the connection
+    /// alive through proxies; an `event: reset` says that what was missed is no longer known, so the client should fetch
+    /// all changes.
+    func stream(token: String, container: String, environment: ContainerEnvironment, request: Request, context: CumulusRequestContext)
+        async throws -> Response
+    {
+        let lastEventID = try (request.headers[values: HTTPField.Name("Last-Event-ID")!].first ?? request.uri.queryParameters["lastEventID"].map(String.init))
+            .map { text in
+                guard let id = Int64(text.trimmingCharacters(in: .whitespaces)), id >= 0 else {
+                    throw CumulusError(.badRequest, "Last-Event-ID: expected the id of an event this stream sent")
+                }
+                return id
+            }
+        let connection = try push.connect(token: token, container: container, environment: environment)
+        var resumed = PushConnection.Resumption.resumed
+        do {
+            if let lastEventID { resumed = try await connection.resume(after: lastEventID, logger: context.logger) }
+        } catch {
+            connection.close()
+            throw error
+        }
+        let resumption = resumed
+        let heartbeat = self.heartbeat
+        let push = self.push
+        let logger = context.logger
+        let headers: HTTPFields = [
+            .contentType: "text/event-stream; charset=utf-8", .cacheControl: "no-cache",
+            // nginx buffers answers unless told not to; a buffered stream delivers nothing until the buffer fills.
+            HTTPField.Name("X-Accel-Buffering")!: "no",
+        ]
+        return Response(
+            status: .ok, headers: headers,
+            body: ResponseBody { writer in
+                let opened = connection
+                var connection = connection
+                defer { connection.close() }
+                try await withGracefulShutdownHandler {
+                    var opening = "retry: 2000\n: connected\n\n"
+                    if case .reset(let id) = resumption { opening += "id: \(id)\nevent: reset\ndata: {}\n\n" }
+                    try await writer.write(ByteBuffer(string: opening))
+                    while true {
+                        if let notification = try await connection.next(upTo: heartbeat, logger: logger) {
+                            var event = ByteBuffer(string: "id: \(notification.id)\ndata: ")
+                            event.writeBytes(notification.payload)
+                            event.writeString("\n\n")
+                            try await writer.write(event)
+                        } else if connection.isSuperseded || Task.isCancelled {
+                            break
+                        } else {
+                            try await writer.write(ByteBuffer(string: ": heartbeat\n\n"))
+                        }
+                    }
+                } onGracefulShutdown: {
+                    push.end(opened)
+                }
+                try await writer.finish(nil)
+            })
     }
 }

@@ -1,0 +1,126 @@
+public import CumulusModel
+public import Logging
+import Synchronization
+
+/// One open courier poll or stream for a push token, on this instance. Get one from ``PushService/connect(token:container:environment:)``
+/// and ``close()`` it when the poll or stream ends.
+public struct PushConnection: Sendable {
+    let service: PushService
+    /// The push token the connection serves.
+    public let token: String
+    let container: String
+    let environment: ContainerEnvironment
+    let generation: UInt64
+    /// Keys of the databases the last check found worth waiting on.
+    private var keys: Set<String> = []
+    /// When the feeds were last checked; `nil` when a check is due.
+    private var checkedAt: ContinuousClock.Instant?
+
+    init(service: PushService, token: String, container: String, environment: ContainerEnvironment, generation: UInt64) {
+        self.service = service
+        self.token = token
+        self.container = container
+        self.environment = environment
+        self.generation = generation
+    }
+
+    /// Whether a newer connection for the same token took over; this one then carries nothing more.
+    public var isSuperseded: Bool { !service.connections.isCurrent(token, generation: generation) }
+
+    /// The next notification, waiting up to `timeout` for one; `nil` when none came, or when the connection was
+    /// superseded or the task cancelled.
+    ///
+    /// The feeds are checked at the start, when a commit to a watched database wakes the connection, and every
+    /// ``PushService/recheckInterval``; a connection woken only by its timeout does not read the store.
+    public mutating func next(upTo timeout: Duration, logger: Logger) async throws -> PushNotification? {
+        let deadline = ContinuousClock.now + timeout
+        while !isSuperseded, !Task.isCancelled {
+            let now = ContinuousClock.now
+            if checkedAt.map({ now - $0 >= service.recheckInterval }) ?? true {
+                let check = try await service.check(token, container: container, environment: environment, logger: logger)
+                keys = check.keys
+                if let notification = check.notification {
+                    // More may be due: the next call checks again at once.
+                    checkedAt = nil
+                    return notification
+                }
+                checkedAt = now
+            }
+            let recheckAt = (checkedAt ?? now) + service.recheckInterval
+            let wakeAt = min(deadline, recheckAt)
+            if wakeAt <= ContinuousClock.now {
+                if deadline <= ContinuousClock.now { return nil }
+                continue
+            }
+            if await service.signal.wait(for: keys.union([ChangeSignal.key(token: token)]), until: wakeAt) { checkedAt = nil }
+        }
+        return nil
+    }
+
+    /// Where a resumed stream starts.
+    public enum Resumption: Sendable, Hashable {
+        /// The notifications after the one named are sent again.
+        case resumed
+        /// The ones missed are no longer known: the device should fetch all changes. Delivery goes on after `lastID`.
+        case reset(lastID: Int64)
+    }
+
+    /// Moves delivery back to just after notification `id` (a stream's `Last-Event-ID`), so the notifications after it
+    /// are sent again.
+    public func resume(after id: Int64, logger: Logger) async throws -> Resumption {
+        try await service.rewind(token, after: id, logger: logger)
+    }
+
+    /// Ends the connection, freeing its place.
+    public func close() {
+        service.connections.close(token, generation: generation)
+    }
+}
+
+/// The connections open on this instance: how many, and which is the current one of each token.
+final class PushConnectionRegistry: Sendable {
+    private struct State {
+        var next: UInt64 = 0
+        var open = 0
+        var current: [String: UInt64] = [:]
+    }
+
+    private let state = Mutex(State())
+    let maximum: Int
+
+    init(maximum: Int) {
+        self.maximum = maximum
+    }
+
+    /// A place for a new connection of `token`, which becomes its current one; `nil` when the instance is full.
+    func open(_ token: String) -> (number: UInt64, replaced: Bool)? {
+        state.withLock { state in
+            guard state.open < maximum else { return nil }
+            state.open += 1
+            state.next += 1
+            let replaced = state.current.updateValue(state.next, forKey: token) != nil
+            return (state.next, replaced)
+        }
+    }
+
+    func isCurrent(_ token: String, generation: UInt64) -> Bool {
+        state.withLock { $0.current[token] == generation }
+    }
+
+    /// Makes a connection no longer current, leaving its place taken until it closes.
+    func end(_ token: String, generation: UInt64) {
+        state.withLock { state in
+            if state.current[token] == generation { state.current[token] = nil }
+        }
+    }
+
+    func close(_ token: String, generation: UInt64) {
+        state.withLock { state in
+            state.open -= 1
+            if state.current[token] == generation { state.current[token] = nil }
+        }
+    }
+
+    /// Connections open now.
+    var count: Int { state.withLock { $0.open } }
+}
