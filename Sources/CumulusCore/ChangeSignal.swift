@@ -8,20 +8,41 @@ import Synchronization
 /// missed some). A wake-up is only a hint: a woken connection reads the change feeds, so a missed one delays a
 /// notification and loses nothing.
 public final class ChangeSignal: Sendable {
+    /// A connection's standing interest in some keys. A wake-up under one of them is remembered until
+    /// ``ChangeSignal/consume(_:)``, so one that comes while the connection is busy (checking the feeds, writing an event)
+    /// is not lost: the next ``ChangeSignal/wait(_:until:)`` returns at once.
+    public struct Registration: Sendable, Hashable {
+        let id: UInt64
+    }
+
+    private struct Waiter {
+        var keys: Set<String>
+        var woken = false
+        var cancelled = false
+        var continuation: CheckedContinuation<Void, Never>?
+    }
+
     private struct State {
         var next: UInt64 = 0
-        var continuations: [UInt64: CheckedContinuation<Void, Never>] = [:]
-        var keysByWaiter: [UInt64: Set<String>] = [:]
+        var waiters: [UInt64: Waiter] = [:]
         var waitersByKey: [String: Set<UInt64>] = [:]
-        /// Waiters cancelled before they registered.
-        var cancelled: Set<UInt64> = []
 
-        mutating func remove(_ id: UInt64) -> CheckedContinuation<Void, Never>? {
-            for key in keysByWaiter.removeValue(forKey: id) ?? [] {
+        mutating func index(_ id: UInt64, _ keys: Set<String>) {
+            for key in keys { waitersByKey[key, default: []].insert(id) }
+        }
+
+        mutating func unindex(_ id: UInt64, _ keys: Set<String>) {
+            for key in keys {
                 waitersByKey[key]?.remove(id)
                 if waitersByKey[key]?.isEmpty == true { waitersByKey[key] = nil }
             }
-            return continuations.removeValue(forKey: id)
+        }
+
+        /// Marks a waiter woken, returning its continuation if it is waiting.
+        mutating func wake(_ id: UInt64) -> CheckedContinuation<Void, Never>? {
+            waiters[id]?.woken = true
+            defer { waiters[id]?.continuation = nil }
+            return waiters[id]?.continuation
         }
     }
 
@@ -52,70 +73,95 @@ public final class ChangeSignal: Sendable {
         let woken = state.withLock { state in
             var ids = Set<UInt64>()
             for key in keys { ids.formUnion(state.waitersByKey[key] ?? []) }
-            return ids.compactMap { state.remove($0) }
+            return ids.compactMap { state.wake($0) }
         }
         for continuation in woken { continuation.resume() }
     }
 
     /// Anything may have changed (a listener reconnected and may have missed announcements): every waiter re-checks.
     public func wakeAll() {
-        let woken = state.withLock { state in
-            defer {
-                state.continuations = [:]
-                state.keysByWaiter = [:]
-                state.waitersByKey = [:]
-            }
-            return Array(state.continuations.values)
-        }
+        let woken = state.withLock { state in state.waiters.keys.compactMap { state.wake($0) } }
         for continuation in woken { continuation.resume() }
     }
 
-    /// How many connections are waiting (for tests and benchmarks).
-    public var waiting: Int { state.withLock { $0.continuations.count } }
+    /// Registered waiters (for tests and benchmarks).
+    public var waiting: Int { state.withLock { $0.waiters.count } }
 
-    /// Returns `true` when something changes under one of `keys`, `false` when `deadline` comes first.
-    @discardableResult
-    public func wait(for keys: Set<String>, until deadline: ContinuousClock.Instant) async -> Bool {
-        await withTaskGroup(of: Bool.self) { group in
-            group.addTask {
-                try? await Task.sleep(until: deadline, clock: .continuous)
-                return false
-            }
-            group.addTask {
-                await self.waitForChange(keys)
-                return !Task.isCancelled
-            }
-            let woken = await group.next() ?? false
-            group.cancelAll()
-            return woken
+    /// Starts remembering wake-ups under `keys`.
+    public func register(_ keys: Set<String>) -> Registration {
+        state.withLock { state in
+            state.next += 1
+            state.waiters[state.next] = Waiter(keys: keys)
+            state.index(state.next, keys)
+            return Registration(id: state.next)
         }
     }
 
-    private func waitForChange(_ keys: Set<String>) async {
-        let id = state.withLock { state in
-            state.next += 1
-            return state.next
+    /// Changes the keys a registration watches.
+    public func update(_ registration: Registration, keys: Set<String>) {
+        state.withLock { state in
+            guard let old = state.waiters[registration.id]?.keys else { return }
+            state.unindex(registration.id, old.subtracting(keys))
+            state.index(registration.id, keys.subtracting(old))
+            state.waiters[registration.id]?.keys = keys
         }
+    }
+
+    /// Forgets the wake-ups remembered so far: call it just before looking at what changed.
+    public func consume(_ registration: Registration) {
+        state.withLock { $0.waiters[registration.id]?.woken = false }
+    }
+
+    /// Stops watching.
+    public func unregister(_ registration: Registration) {
+        let continuation = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            guard let waiter = state.waiters.removeValue(forKey: registration.id) else { return nil }
+            state.unindex(registration.id, waiter.keys)
+            return waiter.continuation
+        }
+        continuation?.resume()
+    }
+
+    /// Returns `true` as soon as a wake-up under the registration's keys is remembered (at once if one already is),
+    /// `false` when `deadline` comes first.
+    @discardableResult
+    public func wait(_ registration: Registration, until deadline: ContinuousClock.Instant) async -> Bool {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { try? await Task.sleep(until: deadline, clock: .continuous) }
+            group.addTask { await self.suspend(registration) }
+            await group.next()
+            group.cancelAll()
+        }
+        return state.withLock { $0.waiters[registration.id]?.woken ?? false }
+    }
+
+    /// Waits once, outside any registration: returns `true` when something changes under `keys` before `deadline`.
+    @discardableResult
+    public func wait(for keys: Set<String>, until deadline: ContinuousClock.Instant) async -> Bool {
+        let registration = register(keys)
+        defer { unregister(registration) }
+        return await wait(registration, until: deadline)
+    }
+
+    private func suspend(_ registration: Registration) async {
+        let id = registration.id
+        state.withLock { $0.waiters[id]?.cancelled = false }
         await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
-                let cancelled = state.withLock { state in
-                    if state.cancelled.remove(id) != nil { return true }
-                    state.continuations[id] = continuation
-                    state.keysByWaiter[id] = keys
-                    for key in keys { state.waitersByKey[key, default: []].insert(id) }
+                let now = state.withLock { state -> Bool in
+                    guard let waiter = state.waiters[id], !waiter.woken, !waiter.cancelled else { return true }
+                    state.waiters[id]?.continuation = continuation
                     return false
                 }
-                if cancelled { continuation.resume() }
+                if now { continuation.resume() }
             }
         } onCancel: {
-            let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
-                if let waiter = state.remove(id) { return waiter }
-                state.cancelled.insert(id)
-                return nil
+            let continuation = state.withLock { state -> CheckedContinuation<Void, Never>? in
+                state.waiters[id]?.cancelled = true
+                defer { state.waiters[id]?.continuation = nil }
+                return state.waiters[id]?.continuation
             }
-            waiter?.resume()
+            continuation?.resume()
         }
-        // A cancellation that raced the wake-up left a marker no registration will take.
-        _ = state.withLock { $0.cancelled.remove(id) }
     }
 }

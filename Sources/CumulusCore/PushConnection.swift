@@ -11,7 +11,9 @@ public struct PushConnection: Sendable {
     let container: String
     let environment: ContainerEnvironment
     let generation: UInt64
-    /// Keys of the databases the last check found worth waiting on.
+    /// The connection's standing interest in the databases its user's subscriptions watch (and in its token, so a newer
+    /// connection can end it), kept for as long as the connection is open so that no wake-up falls between two waits.
+    private var registration: ChangeSignal.Registration?
     private var keys: Set<String> = []
     /// When the feeds were last checked; `nil` when a check is due.
     private var checkedAt: ContinuousClock.Instant?
@@ -31,28 +33,39 @@ public struct PushConnection: Sendable {
     /// superseded or the task cancelled.
     ///
     /// The feeds are checked at the start, when a commit to a watched database wakes the connection, and every
-    /// ``PushService/recheckInterval``; a connection woken only by its timeout does not read the store.
+    /// ``PushService/recheckInterval``; a connection whose wait only timed out does not read the store.
     public mutating func next(upTo timeout: Duration, logger: Logger) async throws -> PushNotification? {
+        let signal = service.signal
+        let registration = self.registration ?? signal.register([ChangeSignal.key(token: token)])
+        self.registration = registration
         let deadline = ContinuousClock.now + timeout
         while !isSuperseded, !Task.isCancelled {
             let now = ContinuousClock.now
             if checkedAt.map({ now - $0 >= service.recheckInterval }) ?? true {
+                // Wake-ups from here on concern changes this check may not see: they make the next wait return at once.
+                signal.consume(registration)
                 let check = try await service.check(token, container: container, environment: environment, logger: logger)
-                keys = check.keys
+                checkedAt = now
+                if check.keys != keys {
+                    let added = !check.keys.isSubset(of: keys)
+                    keys = check.keys
+                    signal.update(registration, keys: keys.union([ChangeSignal.key(token: token)]))
+                    // A commit to a newly watched database between the check and the update woke nobody: look again.
+                    if added && check.notification == nil { checkedAt = nil }
+                }
                 if let notification = check.notification {
                     // More may be due: the next call checks again at once.
                     checkedAt = nil
                     return notification
                 }
-                checkedAt = now
+                if checkedAt == nil { continue }
             }
-            let recheckAt = (checkedAt ?? now) + service.recheckInterval
-            let wakeAt = min(deadline, recheckAt)
+            let wakeAt = min(deadline, (checkedAt ?? now) + service.recheckInterval)
             if wakeAt <= ContinuousClock.now {
                 if deadline <= ContinuousClock.now { return nil }
                 continue
             }
-            if await service.signal.wait(for: keys.union([ChangeSignal.key(token: token)]), until: wakeAt) { checkedAt = nil }
+            if await signal.wait(registration, until: wakeAt) { checkedAt = nil }
         }
         return nil
     }
@@ -73,6 +86,7 @@ public struct PushConnection: Sendable {
 
     /// Ends the connection, freeing its place.
     public func close() {
+        if let registration { service.signal.unregister(registration) }
         service.connections.close(token, generation: generation)
     }
 }

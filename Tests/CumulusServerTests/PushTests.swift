@@ -1,9 +1,12 @@
 import AsyncHTTPClient
 import CumulusCore
 import CumulusModel
+import CumulusServer
+import CumulusStore
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
+import Logging
 import NIOCore
 import NIOHTTP1
 import Testing
@@ -147,6 +150,176 @@ struct PushTests {
             _ = try await client.modify(
                 [operation("create", "eggs", type: "Item", extra: #","parent":{"recordName":"list"}"#)], zone: "Lists", as: .user(alice))
             #expect(try await Self.poll(client, courier, timeout: 1) == .null)
+        }
+    }
+}
+
+/// A Server-Sent Events stream of the courier read as a browser's `EventSource` would: events (with their `id` and
+/// `event` fields) and comment lines, in order.
+struct EventStreamReader {
+    struct Event: Equatable {
+        var id: String?
+        var event: String?
+        var data: String?
+        /// A comment line (`: heartbeat`), when the block was one.
+        var comment: String?
+    }
+
+    var iterator: HTTPClientResponse.Body.AsyncIterator
+    var pending = ""
+
+    /// Opens the stream of a `webcourierURL`, resuming after `lastEventID` when given.
+    static func open(_ client: CloudKitTestClient, _ url: String, lastEventID: String? = nil) async throws -> (EventStreamReader, HTTPClientResponse)
+    {
+        let port = try #require(client.client.port)
+        let range = try #require(url.range(of: "/courier/"))
+        var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)" + String(url[range.lowerBound...]))
+        request.headers.add(name: "Accept", value: "text/event-stream")
+        if let lastEventID { request.headers.add(name: "Last-Event-ID", value: lastEventID) }
+        // A generous deadline: the whole suite loads both cores heavily, and only a stream that never answers should fail.
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(120))
+        return (EventStreamReader(iterator: response.body.makeAsyncIterator()), response)
+    }
+
+    /// The next block (an event, or a comment); `nil` when the stream ended.
+    mutating func next() async throws -> Event? {
+        while true {
+            if let end = pending.range(of: "\n\n") {
+                let block = pending[..<end.lowerBound]
+                pending = String(pending[end.upperBound...])
+                var event = Event()
+                for line in block.split(separator: "\n", omittingEmptySubsequences: false) {
+                    if line.hasPrefix(":") {
+                        event.comment = line.dropFirst().trimmingCharacters(in: .whitespaces)
+                    } else if let colon = line.firstIndex(of: ":") {
+                        let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+                        switch line[..<colon] {
+                        case "id": event.id = value
+                        case "event": event.event = value
+                        case "data": event.data = value
+                        default: break
+                        }
+                    }
+                }
+                return event
+            }
+            guard let buffer = try await iterator.next() else { return nil }
+            pending += String(buffer: buffer)
+        }
+    }
+
+    /// The next event that is not a comment.
+    mutating func nextEvent() async throws -> Event? {
+        while let event = try await next() {
+            if event.comment == nil || event.data != nil || event.event != nil { return event }
+        }
+        return nil
+    }
+}
+
+@Suite("Push: the event stream and its limits")
+struct PushStreamTests {
+    static func subscribeAndMakeToken(_ client: CloudKitTestClient, as user: TestUser) async throws -> String {
+        try await client.createZone("Drives", as: user)
+        _ = try await client.send(
+            "subscriptions/modify", as: .user(user),
+            body:
+                #"{"operations":[{"operationType":"create","subscription":{"subscriptionID":"drives","subscriptionType":"zone","zoneID":{"zoneName":"Drives"}}}]}"#
+        )
+        let created = try await client.raw(
+            "/device/1/\(TestWorld.container)/development/tokens/create?ckAPIToken=\(client.apiToken)&ckWebAuthToken=\(user.webAuthToken)", body: "{}"
+        )
+        return try #require(created.json["webcourierURL"]?.stringValue)
+    }
+
+    @Test(arguments: TestStore.all) func aStreamCarriesNotificationsAndResumesAfterTheLastEventItsDeviceGot(_ store: TestStore) async throws {
+        var world = try await TestWorld.make(store: store)
+        world.configuration.pushHeartbeatInterval = .milliseconds(100)
+        let alice = world.alice
+        try await world.test { client in
+            let courier = try await Self.subscribeAndMakeToken(client, as: alice)
+            var (first, response) = try await EventStreamReader.open(client, courier)
+            #expect(response.status == .ok)
+            #expect(response.headers["content-type"].first?.hasPrefix("text/event-stream") == true)
+            #expect(response.headers["cache-control"].first == "no-cache")
+
+            _ = try await client.modify([PushTests.drive("d1", distance: 1)], zone: "Drives", as: .user(alice))
+            let one = try #require(try await first.nextEvent())
+            #expect(one.id == "1" && one.event == nil, "\(one)")
+            let payload = try JSONValue(parsing: try #require(one.data))
+            #expect(payload["ck"]?["met"]?["sid"]?.stringValue == "drives" && payload["ck"]?["met"]?["zid"]?.stringValue == "Drives")
+            // Idle, the stream says it is alive.
+            var heartbeat = try #require(try await first.next())
+            while heartbeat.comment != "heartbeat" { heartbeat = try #require(try await first.next()) }
+
+            // The device reconnects naming the last event it got; the newer connection ends the older one.
+            var (second, _) = try await EventStreamReader.open(client, courier, lastEventID: "1")
+            while let ended = try await first.next() { #expect(ended.data == nil, "the superseded stream carried \(ended)") }
+            _ = try await client.modify([PushTests.drive("d2", distance: 2)], zone: "Drives", as: .user(alice))
+            let two = try #require(try await second.nextEvent())
+            #expect(two.id == "2", "\(two)")
+
+            // Event 2 was sent, but the device says it got only 1 (the answer was lost on the way): it is sent again.
+            var (third, _) = try await EventStreamReader.open(client, courier, lastEventID: "1")
+            let again = try #require(try await third.nextEvent())
+            let (sent, resent) = (try JSONValue(parsing: try #require(two.data)), try JSONValue(parsing: try #require(again.data)))
+            #expect(again.id == "2" && resent["ck"]?["met"] == sent["ck"]?["met"], "\(again)")
+
+            // An id the server cannot resume from: a reset, carrying the id to resume after from now on.
+            var (fourth, _) = try await EventStreamReader.open(client, courier, lastEventID: "99")
+            let reset = try #require(try await fourth.nextEvent())
+            #expect(reset.event == "reset" && reset.id == "2", "\(reset)")
+
+            let malformed = try await client.raw(
+                String(courier[try #require(courier.range(of: "/courier/")).lowerBound...]), method: .get,
+                headers: [.accept: "text/event-stream", HTTPField.Name("Last-Event-ID")!: "yesterday"])
+            #expect(malformed.status == 400 && malformed.reason?.contains("Last-Event-ID") == true, "\(malformed.json)")
+        }
+    }
+
+    @Test func oneInstanceHoldsAtMostItsShareOfConnections() async throws {
+        var world = try await TestWorld.make()
+        world.configuration.pushLimits = PushLimits(maximumConnections: 1)
+        let (alice, bob) = (world.alice, world.bob)
+        try await world.test { client in
+            let aliceCourier = try await PushStreamTests.subscribeAndMakeToken(client, as: alice)
+            let bobCourier = try await PushStreamTests.subscribeAndMakeToken(client, as: bob)
+            var (stream, _) = try await EventStreamReader.open(client, aliceCourier)
+            #expect(try await stream.next()?.comment == "connected")
+            let refused = try await client.raw(try PushTests.courierPath(bobCourier, timeout: 0), method: .get)
+            #expect(refused.status == 503 && refused.serverErrorCode == "TRY_AGAIN_LATER", "\(refused.json)")
+            #expect(refused.headers[.retryAfter] == "5")
+        }
+    }
+
+    @Test func aUserKeepsOnlyTheirNewestTokens() async throws {
+        var world = try await TestWorld.make()
+        world.configuration.pushLimits = PushLimits(maximumTokensPerUser: 2)
+        let alice = world.alice
+        let store = world.store
+        try await world.test { client in
+            var tokens: [String] = []
+            for _ in 0..<3 {
+                let created = try await client.raw(
+                    "/device/1/\(TestWorld.container)/development/tokens/create?ckAPIToken=\(client.apiToken)&ckWebAuthToken=\(alice.webAuthToken)",
+                    body: "{}")
+                tokens.append(try #require(created.json["apnsToken"]?.stringValue))
+                // Bound in order: the store orders tokens by the millisecond they were bound.
+                try await Task.sleep(for: .milliseconds(5))
+            }
+            let logger = Logger(label: "test")
+            #expect(try await store.pushToken(tokens[0], logger: logger) == nil)
+            #expect(try await store.pushToken(tokens[1], logger: logger)?.userRecordName == alice.userRecordName)
+            #expect(try await store.pushToken(tokens[2], logger: logger)?.userRecordName == alice.userRecordName)
+
+            // A token made before signing in is not stored until it is registered.
+            let anonymous = try await client.raw(
+                "/device/1/\(TestWorld.container)/development/tokens/create?ckAPIToken=\(client.apiToken)", body: "{}")
+            let value = try #require(anonymous.json["apnsToken"]?.stringValue)
+            #expect(try await store.pushToken(value, logger: logger) == nil)
+            // Its courier answers (empty) like any other's.
+            let courier = try #require(anonymous.json["webcourierURL"]?.stringValue)
+            #expect(try await PushTests.poll(client, courier, timeout: 0) == .null)
         }
     }
 }

@@ -31,6 +31,31 @@ struct RecordStoreConformanceTests {
     }
 
     @Test(arguments: StoreFactory.all)
+    func pushTokensAreSavedReboundAndTrimmedToTheNewest(_ factory: StoreFactory) async throws {
+        let store = try await prepared(factory)
+        func token(_ value: String, user: String?, at time: Int64) -> PushTokenRecord {
+            PushTokenRecord(token: value, container: Self.container, environment: .development, userRecordName: user, createdAt: time)
+        }
+        for (index, value) in ["t1", "t2", "t3", "t4"].enumerated() {
+            try await store.savePushToken(token(value, user: "_alice", at: Int64(index)), logger: logger)
+        }
+        try await store.savePushToken(token("b1", user: "_bob", at: 0), logger: logger)
+        // Saving again replaces the user, the positions and the time it was bound.
+        var rebound = token("t1", user: "_alice", at: 10)
+        rebound.positions = Array(#"{"p":{}}"#.utf8)
+        try await store.savePushToken(rebound, logger: logger)
+        #expect(try await store.pushToken("t1", logger: logger) == rebound)
+
+        // Alice keeps her two most recently bound tokens; Bob's are not hers to lose.
+        let trimmed = try await store.trimPushTokens(of: "_alice", container: Self.container, environment: .development, keeping: 2, logger: logger)
+        #expect(trimmed == 2)
+        for (value, kept) in [("t1", true), ("t4", true), ("t2", false), ("t3", false), ("b1", true)] {
+            #expect((try await store.pushToken(value, logger: logger) != nil) == kept, "\(value)")
+        }
+        #expect(try await store.trimPushTokens(of: "_alice", container: Self.container, environment: .development, keeping: 2, logger: logger) == 0)
+    }
+
+    @Test(arguments: StoreFactory.all)
     func containersAndCredentials(_ factory: StoreFactory) async throws {
         let store = try await prepared(factory)
         await #expect(throws: StoreError.self) { try await store.createContainer(Self.container, createdAt: 0, logger: logger) }

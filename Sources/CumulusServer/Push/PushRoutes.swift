@@ -1,11 +1,11 @@
 import CumulusCore
 import CumulusModel
 import CumulusStore
+import Foundation
+import HTTPTypes
 import Hummingbird
 import NIOCore
 import ServiceLifecycle
-import Foundation
-import HTTPTypes
 
 /// CloudKit's push wire, served by Cumulus: `tokens/create` and `tokens/register` (under `/device/1/…`, where
 /// CloudKit JS sends them, and under `/database/1/…`, where Apple's page puts them), and the courier a client GETs in
@@ -16,6 +16,8 @@ struct PushRoutes {
     let address: PublicAddress
     /// How often an idle stream sends a comment line, so that proxies and clients see it alive.
     let heartbeat: Duration
+
+    static let lastEventID = HTTPField.Name("Last-Event-ID")!
 
     /// How long a courier poll waits by default, and at most.
     static let defaultWait = 30
@@ -99,13 +101,13 @@ struct PushRoutes {
     func stream(token: String, container: String, environment: ContainerEnvironment, request: Request, context: CumulusRequestContext)
         async throws -> Response
     {
-        let lastEventID = try (request.headers[values: HTTPField.Name("Last-Event-ID")!].first ?? request.uri.queryParameters["lastEventID"].map(String.init))
-            .map { text in
-                guard let id = Int64(text.trimmingCharacters(in: .whitespaces)), id >= 0 else {
-                    throw CumulusError(.badRequest, "Last-Event-ID: expected the id of an event this stream sent")
-                }
-                return id
+        let named = request.headers[values: Self.lastEventID].first ?? request.uri.queryParameters["lastEventID"].map(String.init)
+        let lastEventID = try named.map { text in
+            guard let id = Int64(text.trimmingCharacters(in: .whitespaces)), id >= 0 else {
+                throw CumulusError(.badRequest, "Last-Event-ID: expected the id of an event this stream sent")
             }
+            return id
+        }
         let connection = try push.connect(token: token, container: container, environment: environment)
         var resumed = PushConnection.Resumption.resumed
         do {
