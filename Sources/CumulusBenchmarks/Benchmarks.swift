@@ -18,7 +18,8 @@ import NIOHTTP1
 import PostgresNIO
 import Synchronization
 
-/// Cumulus benchmarks. Run in release mode: `swift run -c release CumulusBenchmarks [--records N] [--concurrency C]`.
+/// Cumulus benchmarks. Run in release mode: `swift run -c release CumulusBenchmarks [--records N] [--concurrency C]`
+/// `[--subscribers N] [--idle-streams N] [--only sync|feed|modify|push]`.
 ///
 /// With `--store postgres://user:password@host:port/database` (a role that may create databases), the write, feed and
 /// query benchmarks run on SQLite and on PostgreSQL side by side, with PostgreSQL's own ceiling (`COPY`).
@@ -28,7 +29,13 @@ import Synchronization
 struct Benchmarks {
     static func main() async throws {
         var arguments = CommandLine.arguments.dropFirst()
+        if arguments.first == "--serve", let store = arguments.dropFirst().first {
+            try await serve(store)
+            return
+        }
         var records = 50_000
+        var subscribers = 1_000
+        var idleStreams = 10_000
         var concurrency = 4
         var feedRecords = 100_000
         var only: String?
@@ -40,9 +47,12 @@ struct Benchmarks {
             case "--records": records = Int(arguments.popFirst() ?? "") ?? records
             case "--concurrency": concurrency = Int(arguments.popFirst() ?? "") ?? concurrency
             case "--feed-records": feedRecords = Int(arguments.popFirst() ?? "") ?? feedRecords
+            case "--subscribers": subscribers = Int(arguments.popFirst() ?? "") ?? subscribers
+            case "--idle-streams": idleStreams = Int(arguments.popFirst() ?? "") ?? idleStreams
             default:
                 fatalError(
-                    "unknown argument \(argument); use --records N --concurrency C --feed-records N --only sync|feed|modify --store postgres://…")
+                    "unknown argument \(argument); use --records N --concurrency C --feed-records N --subscribers N --idle-streams N "
+                        + "--only sync|feed|modify|push --store postgres://…")
             }
         }
         LoggingSystem.bootstrap { StreamLogHandler.standardError(label: $0, metadataProvider: nil) }
@@ -50,6 +60,12 @@ struct Benchmarks {
         print("|---|---:|---:|---:|---|")
         if only == "sync" {
             try await initialSyncAndLatency(records: feedRecords)
+            return
+        }
+        if only == "push" {
+            for store in [BenchStore.sqlite] + (postgres.map { [.postgres($0)] } ?? []) {
+                try await push(subscribers: subscribers, idleStreams: idleStreams, on: store)
+            }
             return
         }
         if let postgres {
@@ -77,6 +93,7 @@ struct Benchmarks {
             try await directPostgresCopy(records: records, on: postgres)
             for store in stores {
                 try await feedAndQuery(records: feedRecords, on: store)
+                try await push(subscribers: subscribers, idleStreams: idleStreams, on: store)
             }
             return
         }
@@ -87,6 +104,7 @@ struct Benchmarks {
         try await writePathParts(records: records)
         try await feedAndQuery(records: feedRecords, on: .sqlite)
         try await initialSyncAndLatency(records: feedRecords)
+        try await push(subscribers: subscribers, idleStreams: idleStreams, on: .sqlite)
     }
 
     static let batchSize = 200
@@ -563,10 +581,17 @@ enum BenchStore {
 
     /// A fresh store, and how to remove it.
     func make() async throws -> (any RecordStore, cleanUp: @Sendable () -> Void) {
+        let (store, cleanUp, _) = try await makeLocated()
+        return (store, cleanUp)
+    }
+
+    /// A fresh store, how to remove it, and where it is (a SQLite file's path, or a PostgreSQL URL), for a server
+    /// process of its own.
+    func makeLocated() async throws -> (any RecordStore, cleanUp: @Sendable () -> Void, location: String) {
         switch self {
         case .sqlite:
             let (store, directory) = try Benchmarks.temporaryStore()
-            return (store, { try? FileManager.default.removeItem(at: directory) })
+            return (store, { try? FileManager.default.removeItem(at: directory) }, directory.appendingPathComponent("cumulus.sqlite").path)
         case .postgres(let server):
             let logger = Logger(label: "bench")
             var location = server
@@ -579,6 +604,8 @@ enum BenchStore {
             let client = PostgresClient(configuration: location.clientConfiguration(maximumConnections: 20))
             let running = Task { await client.run() }
             try await PostgresSchema.migrate(client, logger: logger)
+            let password = location.password.map { ":\($0)" } ?? ""
+            let url = "postgres://\(location.username)\(password)@\(location.host):\(location.port)/\(name)?sslmode=\(location.tls.rawValue)"
             return (
                 PostgresRecordStore(client: client),
                 {
@@ -591,7 +618,8 @@ enum BenchStore {
                         done.signal()
                     }
                     done.wait()
-                }
+                },
+                url
             )
         }
     }

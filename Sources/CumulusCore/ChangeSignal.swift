@@ -1,5 +1,6 @@
 import CumulusModel
 public import CumulusStore
+import Dispatch
 import Synchronization
 
 /// Wakes the push connections a commit concerns. A commit names the databases it changed; a waiting connection names
@@ -19,6 +20,8 @@ public final class ChangeSignal: Sendable {
         var keys: Set<String>
         var woken = false
         var cancelled = false
+        /// Which wait the continuation belongs to, so that a late timer of an earlier wait leaves a later one be.
+        var round: UInt64 = 0
         var continuation: CheckedContinuation<Void, Never>?
     }
 
@@ -124,15 +127,49 @@ public final class ChangeSignal: Sendable {
 
     /// Returns `true` as soon as a wake-up under the registration's keys is remembered (at once if one already is),
     /// `false` when `deadline` comes first.
+    ///
+    /// The deadline is a Dispatch timer, not a sleeping child task: thousands of idle streams each wait here, and a
+    /// timer costs far less memory than a task group of two tasks.
     @discardableResult
     public func wait(_ registration: Registration, until deadline: ContinuousClock.Instant) async -> Bool {
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { try? await Task.sleep(until: deadline, clock: .continuous) }
-            group.addTask { await self.suspend(registration) }
-            await group.next()
-            group.cancelAll()
+        let id = registration.id
+        let round = state.withLock { state -> UInt64 in
+            state.waiters[id]?.cancelled = false
+            state.waiters[id]?.round += 1
+            return state.waiters[id]?.round ?? 0
         }
-        return state.withLock { $0.waiters[registration.id]?.woken ?? false }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let now = state.withLock { state -> Bool in
+                    guard let waiter = state.waiters[id], !waiter.woken, !waiter.cancelled else { return true }
+                    state.waiters[id]?.continuation = continuation
+                    return false
+                }
+                if now {
+                    continuation.resume()
+                    return
+                }
+                let delay = ContinuousClock.now.duration(to: deadline)
+                let nanoseconds = max(0, delay.components.seconds * 1_000_000_000 + delay.components.attoseconds / 1_000_000_000)
+                DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(min(nanoseconds, Int64(Int.max))))) { [self] in
+                    self.resume(id, round: round)
+                }
+            }
+        } onCancel: {
+            state.withLock { $0.waiters[id]?.cancelled = true }
+            resume(id, round: round)
+        }
+        return state.withLock { $0.waiters[id]?.woken ?? false }
+    }
+
+    /// Resumes a waiter if it is waiting (its deadline came, or its task was cancelled).
+    private func resume(_ id: UInt64, round: UInt64) {
+        let continuation = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            guard state.waiters[id]?.round == round else { return nil }
+            defer { state.waiters[id]?.continuation = nil }
+            return state.waiters[id]?.continuation
+        }
+        continuation?.resume()
     }
 
     /// Waits once, outside any registration: returns `true` when something changes under `keys` before `deadline`.
@@ -141,27 +178,5 @@ public final class ChangeSignal: Sendable {
         let registration = register(keys)
         defer { unregister(registration) }
         return await wait(registration, until: deadline)
-    }
-
-    private func suspend(_ registration: Registration) async {
-        let id = registration.id
-        state.withLock { $0.waiters[id]?.cancelled = false }
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { continuation in
-                let now = state.withLock { state -> Bool in
-                    guard let waiter = state.waiters[id], !waiter.woken, !waiter.cancelled else { return true }
-                    state.waiters[id]?.continuation = continuation
-                    return false
-                }
-                if now { continuation.resume() }
-            }
-        } onCancel: {
-            let continuation = state.withLock { state -> CheckedContinuation<Void, Never>? in
-                state.waiters[id]?.cancelled = true
-                defer { state.waiters[id]?.continuation = nil }
-                return state.waiters[id]?.continuation
-            }
-            continuation?.resume()
-        }
     }
 }

@@ -33,7 +33,7 @@ public struct PushConnection: Sendable {
     /// superseded or the task cancelled.
     ///
     /// The feeds are checked at the start, when a commit to a watched database wakes the connection, and every
-    /// ``PushService/recheckInterval``; a connection whose wait only timed out does not read the store.
+    /// ``PushService/recheckInterval`` if set; a connection whose wait only timed out does not read the store.
     public mutating func next(upTo timeout: Duration, logger: Logger) async throws -> PushNotification? {
         let signal = service.signal
         let registration = self.registration ?? signal.register([ChangeSignal.key(token: token)])
@@ -41,7 +41,9 @@ public struct PushConnection: Sendable {
         let deadline = ContinuousClock.now + timeout
         while !isSuperseded, !Task.isCancelled {
             let now = ContinuousClock.now
-            if checkedAt.map({ now - $0 >= service.recheckInterval }) ?? true {
+            // Due when never checked or woken since, or when the re-check interval (if any) has passed.
+            let due = checkedAt.map { checked in service.recheckInterval.map { now - checked >= $0 } ?? false } ?? true
+            if due {
                 // Wake-ups from here on concern changes this check may not see: they make the next wait return at once.
                 signal.consume(registration)
                 let check = try await service.check(token, container: container, environment: environment, logger: logger)
@@ -60,7 +62,7 @@ public struct PushConnection: Sendable {
                 }
                 if checkedAt == nil { continue }
             }
-            let wakeAt = min(deadline, (checkedAt ?? now) + service.recheckInterval)
+            let wakeAt = service.recheckInterval.map { min(deadline, (checkedAt ?? now) + $0) } ?? deadline
             if wakeAt <= ContinuousClock.now {
                 if deadline <= ContinuousClock.now { return nil }
                 continue

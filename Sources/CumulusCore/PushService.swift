@@ -32,19 +32,20 @@ public struct PushNotification: Sendable, Hashable {
 /// current positions; a subscription whose zone moved on fires (a query subscription only for a changed record that
 /// matches it, ``SubscriptionMatcher``). So nothing is lost between polls, bursts coalesce into one notification per
 /// subscription and zone, and any instance can answer any poll. Checks run when a commit to a watched database wakes the
-/// connection (``ChangeSignal``), and every `recheckInterval` in case a wake-up was missed.
+/// connection (``ChangeSignal``), and every `recheckInterval` (when set) in case a wake-up was missed.
 public struct PushService: Sendable {
     let store: any RecordStore
     let clock: WallClock
     public let signal: ChangeSignal
     public let limits: PushLimits
-    /// How often an open connection checks the feeds although nothing woke it.
-    public var recheckInterval: Duration
+    /// How often an open connection checks the feeds although nothing woke it; `nil` when every commit wakes the
+    /// connections it concerns (one instance on its own store).
+    public var recheckInterval: Duration?
     let connections: PushConnectionRegistry
 
     public init(
         store: any RecordStore, signal: ChangeSignal = ChangeSignal(), clock: WallClock = .system, limits: PushLimits = .init(),
-        recheckInterval: Duration = .seconds(60)
+        recheckInterval: Duration? = nil
     ) {
         self.store = store
         self.signal = signal

@@ -53,7 +53,9 @@ public func buildRouter(
     let accounts = AccountService(store: store, webAuthTokenLifetime: configuration.webAuthTokenLifetime, clock: clock)
     let database = DatabaseService(store: store, limits: limits, clock: clock, changes: changes)
     let push = PushService(
-        store: store, signal: changes, clock: clock, limits: configuration.pushLimits, recheckInterval: configuration.pushRecheckInterval)
+        store: store, signal: changes, clock: clock, limits: configuration.pushLimits,
+        // One instance on its own store hears of every commit; over a shared store a wake-up can be missed.
+        recheckInterval: store is any ChangeBroadcasting ? configuration.pushRecheckInterval : nil)
 
     let address = PublicAddress(configured: configuration.publicBaseURL)
     let router = Router(context: CumulusRequestContext.self)

@@ -34,7 +34,8 @@ public struct ServerConfiguration: Sendable {
     public var trustsForwardedFor: Bool
     /// How often an open push connection looks at the feeds again whatever it was told: a safety net for a missed
     /// wake-up (commits on this instance wake the connections they concern at once, and over PostgreSQL those of other
-    /// instances too; a listener that reconnects wakes them all).
+    /// instances too; a listener that reconnects wakes them all). Used over a store several instances share
+    /// (PostgreSQL) only: on its own store, an instance hears of every commit.
     public var pushRecheckInterval: Duration
     /// How often an idle push stream sends a comment line, so that proxies and clients see it alive.
     public var pushHeartbeatInterval: Duration
