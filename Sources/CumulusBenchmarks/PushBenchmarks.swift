@@ -256,30 +256,29 @@ extension Benchmarks {
         guard idleStreams > 0 else { return }
         let perUser = max(1, (idleStreams + count - 1) / count)
         let idleReady = Counter()
+        let settled = Counter()
+        let owners = (0..<idleStreams).map { streaming[($0 / perUser) % count] }
         let idle = Task {
             await withTaskGroup(of: Void.self) { group in
-                var opened = 0
-                for subscriber in streaming {
-                    for _ in 0..<perUser where opened < idleStreams {
-                        opened += 1
-                        group.addTask {
-                            let courier: String
-                            let response: HTTPClientResponse
-                            do {
-                                let token = try await post("/device/1/\(container)/development/tokens/create", subscriber, "{}")
-                                courier = token["webcourierURL"]?.stringValue ?? ""
-                                var request = HTTPClientRequest(url: courier)
-                                request.headers.add(name: "Accept", value: "text/event-stream")
-                                response = try await http.execute(request, timeout: .hours(1))
-                            } catch {
-                                progress("push: an idle stream failed to open: \(error)")
-                                return
-                            }
-                            idleReady.increment()
-                            do { for try await _ in response.body {} } catch {}
+                // In waves of 200: a client opening thousands of connections at once times out on its own pool.
+                for (index, subscriber) in owners.enumerated() {
+                    group.addTask {
+                        let response: HTTPClientResponse
+                        do {
+                            let token = try await post("/device/1/\(container)/development/tokens/create", subscriber, "{}")
+                            var request = HTTPClientRequest(url: token["webcourierURL"]?.stringValue ?? "")
+                            request.headers.add(name: "Accept", value: "text/event-stream")
+                            response = try await http.execute(request, timeout: .hours(1))
+                        } catch {
+                            progress("push: an idle stream failed to open: \(error)")
+                            settled.increment()
+                            return
                         }
-                        if opened % 64 == 0 { await Task.yield() }
+                        idleReady.increment()
+                        settled.increment()
+                        do { for try await _ in response.body {} } catch {}
                     }
+                    while settled.value <= index - 200 { try? await Task.sleep(for: .milliseconds(10)) }
                 }
             }
         }
