@@ -36,8 +36,15 @@ public struct PushConnection: Sendable {
     /// ``PushService/recheckInterval`` if set; a connection whose wait only timed out does not read the store.
     public mutating func next(upTo timeout: Duration, logger: Logger) async throws -> PushNotification? {
         let signal = service.signal
-        let registration = self.registration ?? signal.register([ChangeSignal.key(token: token)])
-        self.registration = registration
+        let registration: ChangeSignal.Registration
+        if let registered = self.registration {
+            registration = registered
+        } else {
+            // Watch the user's own databases before the first check reads them, so a commit during it is not missed.
+            keys = try await service.ownKeys(token, logger: logger)
+            registration = signal.register(keys.union([ChangeSignal.key(token: token)]))
+            self.registration = registration
+        }
         let deadline = ContinuousClock.now + timeout
         while !isSuperseded, !Task.isCancelled {
             let now = ContinuousClock.now
@@ -136,7 +143,4 @@ final class PushConnectionRegistry: Sendable {
             if state.current[token] == generation { state.current[token] = nil }
         }
     }
-
-    /// Connections open now.
-    var count: Int { state.withLock { $0.open } }
 }

@@ -233,6 +233,22 @@ public struct PushService: Sendable {
         "\(scope.rawValue)|\(subscription.subscriptionID)|\(zone.ownerRecordName ?? "")|\(zone.zoneName)"
     }
 
+    /// The ``ChangeSignal`` keys of a user's own databases: the private one and the container's public one.
+    static func ownKeys(user: String, container: String, environment: ContainerEnvironment) -> Set<String> {
+        [
+            ChangeSignal.key(DatabaseRef(container: container, environment: environment, scope: .private, ownerRecordName: user)),
+            ChangeSignal.key(DatabaseRef.publicDatabase(container: container, environment: environment)),
+        ]
+    }
+
+    /// The keys of the databases of a token's user, without the shared zones' owners (which only a check finds).
+    func ownKeys(_ value: String, logger: Logger) async throws -> Set<String> {
+        guard let token = try await mapStoreErrors({ try await store.pushToken(value, logger: logger) }), let user = token.userRecordName else {
+            return []
+        }
+        return Self.ownKeys(user: user, container: token.container, environment: token.environment)
+    }
+
     /// The user's subscriptions with the zones each watches, and the ``ChangeSignal`` keys of the databases whose
     /// commits may concern them.
     func watched(user: String, token: PushTokenRecord, logger: Logger) async throws
@@ -240,7 +256,7 @@ public struct PushService: Sendable {
     {
         let privateDatabase = DatabaseRef(container: token.container, environment: token.environment, scope: .private, ownerRecordName: user)
         let publicDatabase = DatabaseRef.publicDatabase(container: token.container, environment: token.environment)
-        var keys: Set<String> = [ChangeSignal.key(privateDatabase), ChangeSignal.key(publicDatabase)]
+        var keys = Self.ownKeys(user: user, container: token.container, environment: token.environment)
         var result: [(Subscription, DatabaseScope, [WatchedZone])] = []
         for scope in [DatabaseScope.private, .shared, .public] {
             let owner = SubscriptionOwner(container: token.container, environment: token.environment, scope: scope, userRecordName: user)
