@@ -386,11 +386,7 @@ public struct PushService: Sendable {
                 }
             }
         }
-        if state != before {
-            var updated = token
-            updated.positions = state.json
-            try await mapStoreErrors { try await store.savePushToken(updated, logger: logger) }
-        }
+        try await save(state, of: token, ifChangedFrom: before, logger: logger)
         return Check(notification: notification, keys: keys)
     }
 
@@ -400,12 +396,16 @@ public struct PushService: Sendable {
         var state = DeliveryState(json: token.positions)
         let before = state
         guard state.rewind(after: id) else { return .reset(lastID: state.lastID) }
-        if state != before {
-            var updated = token
-            updated.positions = state.json
-            try await mapStoreErrors { try await store.savePushToken(updated, logger: logger) }
-        }
+        try await save(state, of: token, ifChangedFrom: before, logger: logger)
         return .resumed
+    }
+
+    /// Stores a token's delivery state when it moved: most checks find nothing new and write nothing.
+    func save(_ state: DeliveryState, of token: PushTokenRecord, ifChangedFrom before: DeliveryState, logger: Logger) async throws {
+        guard state != before else { return }
+        var updated = token
+        updated.positions = state.json
+        try await mapStoreErrors { try await store.savePushToken(updated, logger: logger) }
     }
 
     /// Ends a connection from outside (the server is shutting down): its wait returns, and it carries nothing more.
