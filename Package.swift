@@ -113,7 +113,9 @@ let package = Package(
         // The easy path for GRDB apps: sync state in the app's database, tables mapped to record types.
         .target(
             name: "CumulusSyncGRDB",
-            dependencies: ["CumulusClient", "CumulusModel", .product(name: "GRDB", package: "GRDB.swift")],
+            dependencies: [
+                "CumulusClient", "CumulusModel", .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Crypto", package: "swift-crypto"),
+            ],
             swiftSettings: swiftSettings
         ),
         // The Ghost Car example (seed 000): a drives table synced with Cumulus; docs/SYNC.md walks through it.

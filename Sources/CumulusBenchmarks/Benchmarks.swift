@@ -415,13 +415,15 @@ struct Benchmarks {
                 serverURL: URL(string: "http://127.0.0.1:\(client.port!)")!, containerIdentifier: container, apiToken: apiToken,
                 webAuthToken: webToken
             )
+            let applying = TimedDelegate.Clock()
             func device(_ name: String) throws -> (DatabasePool, GRDBSyncStore, SyncEngine) {
                 // A DatabasePool (WAL), as GRDB recommends for apps.
                 let queue = try DatabasePool(path: directory.appendingPathComponent("\(name).sqlite").path)
                 try GhostCar.migrate(queue)
                 let syncStore = try GRDBSyncStore(writer: queue, scope: "private")
                 let adapter = GRDBSyncAdapter(writer: queue, store: syncStore, tables: [GhostCar.drivesTable()])
-                let engine = SyncEngine(.init(database: cloud.privateCloudDatabase, stateStore: syncStore, delegate: adapter))
+                let delegate = TimedDelegate(adapter, clock: applying)
+                let engine = SyncEngine(.init(database: cloud.privateCloudDatabase, stateStore: syncStore, delegate: delegate))
                 return (queue, syncStore, engine)
             }
             // The feed alone, read and parsed by the client: what the device's work adds to it shows below.
@@ -448,7 +450,8 @@ struct Benchmarks {
             precondition(count == records, "synced \(count) of \(records)")
             print(
                 "| initial sync into an empty device (SyncEngine + GRDB) | \(count) | \(format(seconds)) | \(Int(Double(count) / seconds)) | "
-                    + "peak memory \(Int(peakMemoryMiB())) MiB for the whole process (\(Int(memoryBefore)) MiB before), server included |"
+                    + "peak memory \(Int(peakMemoryMiB())) MiB for the whole process (\(Int(memoryBefore)) MiB before), server included; "
+                    + "the device applied pages for \(format(applying.seconds)) s of it |"
             )
 
             // Edit-to-other-device latency: the phone records and sends; the tablet polls every 20 ms.
@@ -662,4 +665,31 @@ struct BenchWorld {
 
 extension Duration {
     var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+}
+
+/// Times a sync delegate's event handling: how long the device spends applying what it fetched.
+final class TimedDelegate: SyncEngineDelegate {
+    final class Clock: Sendable {
+        private let total = Mutex(Duration.zero)
+        var seconds: Double { total.withLock { $0 }.seconds }
+        func add(_ duration: Duration) { total.withLock { $0 += duration } }
+    }
+
+    let wrapped: any SyncEngineDelegate
+    let clock: Clock
+
+    init(_ wrapped: any SyncEngineDelegate, clock: Clock) {
+        self.wrapped = wrapped
+        self.clock = clock
+    }
+
+    func handleEvent(_ event: SyncEngine.Event, syncEngine: SyncEngine) async throws {
+        let start = ContinuousClock.now
+        defer { clock.add(ContinuousClock.now - start) }
+        try await wrapped.handleEvent(event, syncEngine: syncEngine)
+    }
+
+    func nextRecordZoneChangeBatch(_ pending: [PendingRecordZoneChange], syncEngine: SyncEngine) async throws -> RecordZoneChangeBatch? {
+        try await wrapped.nextRecordZoneChangeBatch(pending, syncEngine: syncEngine)
+    }
 }

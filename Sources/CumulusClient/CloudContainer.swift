@@ -90,6 +90,14 @@ public struct CloudContainer: Sendable {
 
     /// POSTs JSON and returns the parsed answer, or throws the error envelope as ``CloudError``.
     func post(path: String, body: [UInt8], includeUser: Bool = true) async throws(CloudError) -> JSONValue {
+        let answer = try await postForBytes(path: path, body: body, includeUser: includeUser)
+        guard let json = try? JSONValue(parsing: answer) else { throw CloudError(code: .invalidResponse, reason: "HTTP 200 without a JSON body") }
+        return json
+    }
+
+    /// POSTs JSON and returns the successful answer's bytes unparsed (for callers that scan them), or throws the error
+    /// envelope as ``CloudError``.
+    func postForBytes(path: String, body: [UInt8], includeUser: Bool = true) async throws(CloudError) -> [UInt8] {
         let request = TransportRequest(
             method: "POST", url: url(path: path, includeUser: includeUser), headers: ["Content-Type": "application/json"], body: Data(body)
         )
@@ -99,14 +107,14 @@ public struct CloudContainer: Sendable {
         } catch {
             throw CloudError(code: .networkFailure, reason: "\(error)")
         }
-        guard let json = try? JSONValue(parsing: Array(response.body)) else {
-            throw CloudError(code: .invalidResponse, reason: "HTTP \(response.status) without a JSON body")
-        }
         guard (200..<300).contains(response.status) else {
+            guard let json = try? JSONValue(parsing: response.body) else {
+                throw CloudError(code: .invalidResponse, reason: "HTTP \(response.status) without a JSON body")
+            }
             var error = CloudError.read(json, status: response.status)
             if error.retryAfter == nil, let header = response.headers["retry-after"] { error.retryAfter = Int(header) }
             throw error
         }
-        return json
+        return Array(response.body)
     }
 }

@@ -42,28 +42,83 @@ public struct CloudRecord: Sendable, Hashable {
 
     /// Reads a record dictionary from a response.
     public init(wire json: JSONValue) throws {
-        let object = try WireObject(json, path: "record")
-        recordID = RecordID(
-            recordName: try object.requiredString("recordName"),
-            zoneID: try object.object("zoneID").map { (zone) throws(WireFormatError) in try ZoneID(wire: zone) } ?? ZoneID()
-        )
-        recordType = try object.requiredString("recordType")
-        recordChangeTag = try object.string("recordChangeTag")
-        fields = [:]
-        if let fieldsObject = try object.object("fields") {
-            for (name, field) in fieldsObject.members {
-                if let value = try FieldValue.read(field: field, path: fieldsObject.path(name)) { fields[name] = value }
+        guard case .record(let record) = try JSONScanner.scan(json.jsonBytes, { scanner in try Self.readItem(scanning: &scanner) }) else {
+            throw WireFormatError(path: "record.recordType", message: "is required")
+        }
+        self = record
+    }
+
+    /// An element of a response's records array: a record, or a tombstone (`deleted: true`).
+    enum WireItem {
+        case record(CloudRecord)
+        case deleted(recordName: String, recordType: String?)
+    }
+
+    /// Reads an element of a records array straight from the response's bytes: the change feed's hot path.
+    static func readItem(scanning scanner: inout JSONScanner) throws -> WireItem {
+        var recordName: String?
+        var recordType: String?
+        var deleted = false
+        var zoneID: ZoneID?
+        var record = CloudRecord(recordType: "", recordID: RecordID(recordName: "", zoneID: ZoneID()))
+        try scanner.beginObject()
+        while let key = try scanner.nextKey() {
+            switch key {
+            case "recordName": recordName = try scanner.readString()
+            case "recordType": recordType = try scanner.readNull() ? nil : try scanner.readString()
+            case "recordChangeTag": record.recordChangeTag = try scanner.readNull() ? nil : try scanner.readString()
+            case "deleted": deleted = try scanner.readValue() == .bool(true)
+            case "zoneID": zoneID = try ZoneID(wire: WireObject(try scanner.readValue(), path: "record.zoneID"))
+            case "fields": try readFields(scanning: &scanner, into: &record.fields)
+            case "parent": record.parent = try readRecordName(scanning: &scanner)
+            case "share": record.share = try readRecordName(scanning: &scanner)
+            case "created": record.created = try readStamp(scanning: &scanner)
+            case "modified": record.modified = try readStamp(scanning: &scanner)
+            default: try scanner.skipValue()
             }
         }
-        parent = try object.object("parent")?.string("recordName")
-        share = try object.object("share")?.string("recordName")
-        func stamp(_ key: String) throws -> RecordStamp? {
-            guard let value = try object.object(key), case .number(let text)? = value["timestamp"], let timestamp = Int64(text) else { return nil }
-            return RecordStamp(
-                timestamp: timestamp, userRecordName: try value.string("userRecordName") ?? "", deviceID: try value.string("deviceID") ?? "")
+        guard let recordName else { throw WireFormatError(path: "record.recordName", message: "is required") }
+        if deleted { return .deleted(recordName: recordName, recordType: recordType) }
+        guard let recordType else { throw WireFormatError(path: "record.recordType", message: "is required") }
+        record.recordID = RecordID(recordName: recordName, zoneID: zoneID ?? ZoneID())
+        record.recordType = recordType
+        return .record(record)
+    }
+
+    private static func readFields(scanning scanner: inout JSONScanner, into fields: inout [String: FieldValue]) throws {
+        guard try !scanner.readNull() else { return }
+        try scanner.beginObject()
+        while let name = try scanner.nextKey() {
+            if let value = try FieldValue.read(scanning: &scanner, path: "record.fields.\(name)") { fields[name] = value }
         }
-        created = try stamp("created")
-        modified = try stamp("modified")
+    }
+
+    /// The `recordName` of a `parent` or `share` dictionary.
+    private static func readRecordName(scanning scanner: inout JSONScanner) throws -> String? {
+        guard try !scanner.readNull() else { return nil }
+        var recordName: String?
+        try scanner.beginObject()
+        while let key = try scanner.nextKey() {
+            if key == "recordName", try !scanner.readNull() { recordName = try scanner.readString() } else { try scanner.skipValue() }
+        }
+        return recordName
+    }
+
+    private static func readStamp(scanning scanner: inout JSONScanner) throws -> RecordStamp? {
+        guard try !scanner.readNull() else { return nil }
+        var timestamp: Int64?
+        var userRecordName = ""
+        var deviceID = ""
+        try scanner.beginObject()
+        while let key = try scanner.nextKey() {
+            switch (key, try scanner.peek()) {
+            case ("timestamp", .number): timestamp = Int64(try scanner.readNumber())
+            case ("userRecordName", .string): userRecordName = try scanner.readString()
+            case ("deviceID", .string): deviceID = try scanner.readString()
+            default: try scanner.skipValue()
+            }
+        }
+        return timestamp.map { RecordStamp(timestamp: $0, userRecordName: userRecordName, deviceID: deviceID) }
     }
 
     /// Writes the record dictionary of a `records/modify` operation.

@@ -37,6 +37,19 @@ public enum RecordMerge {
         ancestor: [String: FieldValue]?, local: [String: FieldValue], server: [String: FieldValue], names: Set<String>? = nil,
         resolve: (String, FieldValue?, FieldValue?) -> Side
     ) -> Outcome {
+        merge(
+            ancestorHolds: ancestor.map { ancestor in { field, value in ancestor[field] == value } }, local: local, server: server, names: names,
+            resolve: resolve)
+    }
+
+    /// Merges field by field against an ancestor known only by equality (a device may keep digests of large values).
+    ///
+    /// - Parameter ancestorHolds: Whether the ancestor's value of a field is the given one; `nil` when the ancestor is
+    ///   unknown. The other parameters are those of ``merge(ancestor:local:server:names:resolve:)``.
+    public static func merge(
+        ancestorHolds: ((String, FieldValue?) -> Bool)?, local: [String: FieldValue], server: [String: FieldValue], names: Set<String>? = nil,
+        resolve: (String, FieldValue?, FieldValue?) -> Side
+    ) -> Outcome {
         let keys = names ?? Set(local.keys).union(server.keys)
         var merged: [String: FieldValue] = [:]
         var discarded = Set<String>()
@@ -47,9 +60,9 @@ public enum RecordMerge {
             let value: FieldValue?
             if mine == theirs {
                 value = theirs
-            } else if let ancestor, ancestor[key] == mine {
+            } else if let ancestorHolds, ancestorHolds(key, mine) {
                 value = theirs
-            } else if let ancestor, ancestor[key] == theirs {
+            } else if let ancestorHolds, ancestorHolds(key, theirs) {
                 value = mine
             } else if resolve(key, mine, theirs) == .local {
                 value = mine

@@ -151,7 +151,8 @@ public final class GRDBSyncAdapter: SyncEngineDelegate {
         let id = local.recordID
         let names = Set(table.allColumns.map(\.field))
         let ancestor = try store.lastServerFields(for: id, in: db)
-        let outcome = RecordMerge.merge(ancestor: ancestor, local: local.fields, server: server.fields, names: names) { field, mine, theirs in
+        let outcome = RecordMerge.merge(ancestorHolds: ancestor?.holds, local: local.fields, server: server.fields, names: names) {
+            field, mine, theirs in
             if let merge { return merge(table, id, field, mine, theirs) }
             return Self.defaultSide(local: local, server: server, table: table, existsConflict: existsConflict)
         }

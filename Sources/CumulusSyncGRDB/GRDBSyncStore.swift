@@ -139,8 +139,8 @@ public final class GRDBSyncStore: SyncStateStore {
         }
     }
 
-    /// The fields of the server's version this device last saw, if any.
-    public func lastServerFields(for recordID: RecordID, in db: Database) throws -> [String: FieldValue]? {
+    /// The fields of the server's version this device last saw, if any: the ancestor of a merge.
+    public func lastServerFields(for recordID: RecordID, in db: Database) throws -> ServerFields? {
         guard
             let data = try Data.fetchOne(
                 db.cachedStatement(

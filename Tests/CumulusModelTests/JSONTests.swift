@@ -1,4 +1,5 @@
 import CumulusModel
+import Foundation
 import Testing
 
 @Suite("JSON parsing and writing")
@@ -47,5 +48,108 @@ struct JSONTests {
         writer.write(original)
         #expect(try JSONValue(parsing: writer.bytes) == original)
         #expect(String(decoding: writer.bytes, as: UTF8.self).contains(#"\u0001"#))
+    }
+
+    // MARK: - The scanner
+
+    /// Rebuilds a tree member by member with the scanner, reading no value whole.
+    private static func walk(_ scanner: inout JSONScanner) throws -> JSONValue {
+        switch try scanner.peek() {
+        case .object:
+            var members: [String: JSONValue] = [:]
+            try scanner.beginObject()
+            while let key = try scanner.nextKey() { members[key] = try walk(&scanner) }
+            return .object(members)
+        case .array:
+            var elements: [JSONValue] = []
+            try scanner.beginArray()
+            while try scanner.nextElement() { elements.append(try walk(&scanner)) }
+            return .array(elements)
+        case .string:
+            let token = try scanner.readStringToken()
+            return .string(scanner.string(token))
+        case .number:
+            return .number(try scanner.readNumber())
+        case .null:
+            _ = try scanner.readNull()
+            return .null
+        case .bool:
+            return try scanner.readValue()
+        }
+    }
+
+    @Test(arguments: [
+        #"{"a":[1,-2.5e3,true,false,null,"x"],"b":{},"c":[],"d":[{"e":"\u00e9\n"},[[]]]}"#, #" [ 1 , { "k" : "v" } ] "#, "7", #""""#,
+    ])
+    func scannerReadsWhatTheParserReads(_ text: String) throws {
+        let scanned = try JSONScanner.scan(Array(text.utf8)) { scanner in try Self.walk(&scanner) }
+        #expect(scanned == (try JSONValue(parsing: text)))
+        // Skipping checks the same syntax.
+        try JSONScanner.scan(Array(text.utf8)) { scanner in try scanner.skipValue() }
+    }
+
+    @Test(arguments: [
+        "", "{", "[1,]", "[,1]", "{\"a\" 1}", "{\"a\":1,}", "{\"a\":1 \"b\":2}", "[1 2]", "01", "1.", "-", "tru", "\"\\x\"", "\"\\ud800\"",
+        "[1] 2", "\"a\u{1}\"",
+    ])
+    func scannerRejectsMalformedDocuments(_ text: String) {
+        #expect(throws: JSONParseError.self) { try JSONScanner.scan(Array(text.utf8)) { scanner in try Self.walk(&scanner) } }
+        #expect(throws: JSONParseError.self) { try JSONScanner.scan(Array(text.utf8)) { scanner in try scanner.skipValue() } }
+    }
+
+    @Test func scannerLimitsNestingDepth() {
+        let deep = Array((String(repeating: "[", count: 100) + String(repeating: "]", count: 100)).utf8)
+        #expect(throws: JSONParseError.self) { try JSONScanner.scan(deep) { scanner in try scanner.skipValue() } }
+    }
+
+    @Test func stringTokensGiveBytesWithAndWithoutEscapes() throws {
+        let texts = try JSONScanner.scan(Array(#"["plain","with \"escape\" and \u00e9"]"#.utf8)) { scanner in
+            var texts: [String] = []
+            try scanner.beginArray()
+            while try scanner.nextElement() {
+                let token = try scanner.readStringToken()
+                #expect(scanner.withBytes(of: token) { String(decoding: $0, as: UTF8.self) } == scanner.string(token))
+                texts.append(scanner.string(token))
+            }
+            return texts
+        }
+        #expect(texts == ["plain", "with \"escape\" and é"])
+    }
+
+    /// Every field the tree reader reads, the scanner reads the same, and refuses the same.
+    @Test(arguments: [
+        #"{"value":"text","type":"STRING"}"#, #"{"value":"aGVsbG8=","type":"BYTES"}"#, #"{"value":"aGVsbG8","type":"BYTES"}"#,
+        #"{"value":"-_8","type":"BYTES"}"#, #"{"value":"aGVs\nbG8=","type":"BYTES"}"#, #"{"type":"INT64","value":"42"}"#,
+        #"{"value":9223372036854775807,"type":"INT64"}"#, #"{"value":2.5,"type":"DOUBLE"}"#, #"{"value":1700000000000,"type":"TIMESTAMP"}"#,
+        #"{"value":{"recordName":"r","action":"DELETE_SELF"},"type":"REFERENCE"}"#, #"{"value":{"latitude":1,"longitude":2},"type":"LOCATION"}"#,
+        #"{"value":[1,2.5],"type":"DOUBLE_LIST"}"#, #"{"value":["a","b"]}"#, #"{"value":"inferred"}"#, #"{"value":3}"#, #"{"value":null}"#,
+        #"{"value":"x","type":"int64"}"#, #"{"value":"x","type":"BOGUS"}"#, #"{"value":"!!!","type":"BYTES"}"#, #"{"value":"a","type":"BYTES"}"#,
+        #"{"value":"x","type":"INT64"}"#, #"{"value":{"recordName":"r","action":"NO"},"type":"REFERENCE"}"#, #"{"value":[[1]]}"#,
+    ])
+    func scannedFieldsReadAsTheTreeReadsThem(_ text: String) throws {
+        let tree = Result { try FieldValue.read(field: JSONValue(parsing: text), path: "record.fields.f") }
+        let scanned = Result {
+            try JSONScanner.scan(Array(text.utf8)) { scanner in try FieldValue.read(scanning: &scanner, path: "record.fields.f") }
+        }
+        switch (tree, scanned) {
+        case (.success(let expected), .success(let actual)):
+            #expect(actual == expected)
+        case (.failure(let expected as WireFormatError), .failure(let actual as WireFormatError)):
+            #expect(actual.path == expected.path)
+        default:
+            Issue.record("tree: \(tree), scanner: \(scanned)")
+        }
+    }
+
+    @Test func lenientBase64DecodesBothAlphabetsWithOrWithoutPadding() throws {
+        let bytes = Data((0..<256).map { UInt8($0) })
+        let standard = bytes.base64EncodedString()
+        for text in [
+            standard, standard.replacingOccurrences(of: "=", with: ""),
+            standard.replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_"),
+        ] {
+            let field = try FieldValue.read(field: .object(["value": .string(text), "type": .string("BYTES")]), path: "f")
+            #expect(field == .bytes(bytes))
+        }
     }
 }

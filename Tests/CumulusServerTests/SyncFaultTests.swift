@@ -516,6 +516,39 @@ struct SyncAccountChangeTests {
 
 @Suite("GRDB sync store: the server's fields, the ancestor of merges")
 struct ServerFieldsTests {
+    /// Large values are kept as digests: the ancestor still tells an unchanged value from a changed one, field by field.
+    @Test func largeValuesAreKeptAsDigestsThatStillTellChangesApart() async throws {
+        let queue = try DatabaseQueue()
+        let store = try GRDBSyncStore(writer: queue, scope: "private")
+        let id = RecordID(recordName: "r", zoneID: ZoneID(zoneName: "Z"))
+        let route = Data((0..<675).map { UInt8(truncatingIfNeeded: $0 &* 31) })
+        let note = String(repeating: "long note ", count: 20)
+        var record = CloudRecord(recordType: "T", recordID: id)
+        record.fields = ["route": .bytes(route), "note": .string(note), "short": .bytes(Data([1, 2]))]
+        let stored = record
+        try await queue.write { db in try store.setServerRecords([stored], in: db) }
+        let size = try await queue.read { db in try Int.fetchOne(db, sql: "SELECT length(server_fields) FROM cumulus_sync_metadata") }
+        #expect(try #require(size) < 200)
+        let ancestor = try #require(try await queue.read { db in try store.lastServerFields(for: id, in: db) })
+        #expect(ancestor.holds("route", .bytes(route)))
+        #expect(!ancestor.holds("route", .bytes(route.dropLast())))
+        #expect(!ancestor.holds("route", .string(String(decoding: route, as: UTF8.self))))
+        #expect(!ancestor.holds("route", nil))
+        #expect(ancestor.holds("note", .string(note)))
+        #expect(!ancestor.holds("note", .string(note + ".")))
+        #expect(ancestor.holds("short", .bytes(Data([1, 2]))))
+        #expect(ancestor.holds("missing", nil))
+
+        // A merge against it: the device changed the note, the server the route; both are kept.
+        let newRoute = Data(route.reversed())
+        let outcome = RecordMerge.merge(
+            ancestorHolds: ancestor.holds, local: ["route": .bytes(route), "note": .string("mine")],
+            server: ["route": .bytes(newRoute), "note": .string(note)], names: ["route", "note"]
+        ) { _, _, _ in .server }
+        #expect(outcome.fields == ["route": .bytes(newRoute), "note": .string("mine")])
+        #expect(outcome.discardedLocalFields.isEmpty)
+    }
+
     @Test func everyFieldTypeReadsBackAsStoredAndOlderJSONRowsStillRead() async throws {
         let queue = try DatabaseQueue()
         let store = try GRDBSyncStore(writer: queue, scope: "private")
@@ -530,7 +563,7 @@ struct ServerFieldsTests {
         let stored = record
         try await queue.write { db in try store.setServerRecords([stored], in: db) }
         let read = try await queue.read { db in try store.lastServerFields(for: id, in: db) }
-        #expect(read == stored.fields)
+        #expect(read == ServerFields(stored.fields))
 
         // Rows written before the binary form hold canonical JSON.
         try await queue.write { db in
@@ -539,7 +572,7 @@ struct ServerFieldsTests {
                 arguments: [Data(RecordFieldsCoding.canonical(["s": .string("old"), "i": .int64(7)]))])
         }
         let legacy = try await queue.read { db in try store.lastServerFields(for: id, in: db) }
-        #expect(legacy == ["s": .string("old"), "i": .int64(7)])
+        #expect(legacy == ServerFields(["s": .string("old"), "i": .int64(7)]))
         #expect(try await queue.read { db in try store.changeTag(for: id, in: db) } == "tag-1")
     }
 }

@@ -18,11 +18,11 @@ struct JSONParser {
         return value
     }
 
-    private func error(_ message: String) -> JSONParseError {
+    func error(_ message: String) -> JSONParseError {
         JSONParseError(offset: index, message: message)
     }
 
-    private mutating func skipWhitespace() {
+    mutating func skipWhitespace() {
         while index < buffer.count {
             switch buffer[index] {
             case UInt8(ascii: " "), UInt8(ascii: "\n"), UInt8(ascii: "\r"), UInt8(ascii: "\t"): index += 1
@@ -31,7 +31,7 @@ struct JSONParser {
         }
     }
 
-    private mutating func parseValue() throws(JSONParseError) -> JSONValue {
+    mutating func parseValue() throws(JSONParseError) -> JSONValue {
         guard index < buffer.count else { throw error("unexpected end of input") }
         switch buffer[index] {
         case UInt8(ascii: "{"): return try parseObject()
@@ -45,7 +45,7 @@ struct JSONParser {
         }
     }
 
-    private mutating func expectLiteral(_ literal: StaticString) throws(JSONParseError) {
+    mutating func expectLiteral(_ literal: StaticString) throws(JSONParseError) {
         let count = literal.utf8CodeUnitCount
         guard index + count <= buffer.count else { throw error("unexpected end of input") }
         let start = literal.utf8Start
@@ -55,7 +55,7 @@ struct JSONParser {
         index += count
     }
 
-    private mutating func enter() throws(JSONParseError) {
+    mutating func enter() throws(JSONParseError) {
         depth += 1
         if depth > maximumDepth { throw error("nesting deeper than \(maximumDepth) levels") }
     }
@@ -121,7 +121,7 @@ struct JSONParser {
         }
     }
 
-    private mutating func parseNumber() throws(JSONParseError) -> String {
+    mutating func parseNumber() throws(JSONParseError) -> String {
         let start = index
         if buffer[index] == UInt8(ascii: "-") { index += 1 }
         guard index < buffer.count else { throw error("invalid number") }
@@ -148,7 +148,7 @@ struct JSONParser {
 
     private func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }
 
-    private mutating func parseString() throws(JSONParseError) -> String {
+    mutating func parseString() throws(JSONParseError) -> String {
         index += 1
         let start = index
         // Fast path: no escapes.

@@ -47,6 +47,54 @@ extension FieldValue {
         return try read(value, as: type, path: valuePath)
     }
 
+    /// Reads a record field dictionary from a scanner, by the same rules as ``read(field:path:)``.
+    ///
+    /// Scalar values (all but lists, references, locations and assets) are read without a tree, and `BYTES` are decoded
+    /// from the document's bytes: this is the change feed's hot path. `path` is built only for an error.
+    public static func read(scanning scanner: inout JSONScanner, path: @autoclosure () -> String) throws -> FieldValue? {
+        enum Member {
+            case string(JSONScanner.StringToken)
+            case other(JSONValue)
+        }
+        var value: Member?
+        var tag: String?
+        try scanner.beginObject()
+        while let key = try scanner.nextKey() {
+            switch key {
+            case "value":
+                value = try scanner.peek() == .string ? .string(try scanner.readStringToken()) : .other(try scanner.readValue())
+            case "type":
+                tag = try scanner.readNull() ? nil : try scanner.readString()
+            default:
+                try scanner.skipValue()
+            }
+        }
+        let json: JSONValue
+        switch value {
+        case nil, .other(.null)?:
+            return nil
+        case .string(let token)? where tag == FieldType.bytes.rawValue:
+            guard let data = scanner.withBytes(of: token, { Data(lenientBase64: $0) }) else {
+                throw WireFormatError(path: path() + ".value", message: "expected base64 for BYTES")
+            }
+            return .bytes(data)
+        case .string(let token)?:
+            json = .string(scanner.string(token))
+        case .other(let other)?:
+            json = other
+        }
+        // A scalar tag as CloudKit writes it, the common case; the rest (lists, inferred types) as a tree.
+        if let tag, let type = FieldType(rawValue: tag), json.arrayValue == nil {
+            do {
+                return try read(json, as: type, path: "")
+            } catch {
+                let valuePath = path() + ".value"
+                throw WireFormatError(path: error.path.isEmpty ? valuePath : "\(valuePath).\(error.path)", message: error.message)
+            }
+        }
+        return try read(field: .object(["value": json, "type": tag.map(JSONValue.string) ?? .null]), path: path())
+    }
+
     /// Reads a scalar value of a known type.
     public static func read(_ value: JSONValue, as type: FieldType, path: String) throws(WireFormatError) -> FieldValue {
         switch type {
@@ -236,19 +284,61 @@ extension Asset {
 }
 
 extension Data {
-    /// Decodes standard or URL-safe base64, with or without padding.
+    /// Decodes standard or URL-safe base64, with or without padding, ignoring whitespace.
     init?(lenientBase64 string: String) {
-        if let data = Data(base64Encoded: string) {
-            self = data
-            return
-        }
-        var normalized = string.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        normalized = normalized.filter { !$0.isWhitespace }
-        while normalized.utf8.count % 4 != 0 { normalized.append("=") }
-        guard let data = Data(base64Encoded: normalized) else { return nil }
+        var string = string
+        guard let data = string.withUTF8({ Data(lenientBase64: $0) }) else { return nil }
         self = data
     }
+
+    /// Decodes standard or URL-safe base64 from UTF-8 bytes, with or without padding, ignoring whitespace.
+    init?(lenientBase64 bytes: UnsafeBufferPointer<UInt8>) {
+        var decoded = Data(count: bytes.count / 4 * 3 + 3)
+        var count = 0
+        let valid = decoded.withUnsafeMutableBytes { (output: UnsafeMutableRawBufferPointer) -> Bool in
+            var accumulator: UInt32 = 0
+            var bits = 0
+            var digits = 0
+            var padding = 0
+            for byte in bytes {
+                let digit = base64Digits[Int(byte)]
+                if digit < 64 {
+                    // Nothing but padding and whitespace may follow padding.
+                    guard padding == 0 else { return false }
+                    accumulator = accumulator << 6 | UInt32(digit)
+                    bits += 6
+                    digits += 1
+                    if bits >= 8 {
+                        bits -= 8
+                        output[count] = UInt8(truncatingIfNeeded: accumulator >> UInt32(bits))
+                        count += 1
+                    }
+                } else if byte == UInt8(ascii: "=") {
+                    padding += 1
+                } else if digit != base64Whitespace {
+                    return false
+                }
+            }
+            // One digit alone cannot make a byte; padding, when present, completes the last group of four.
+            return digits % 4 != 1 && (padding == 0 || (digits + padding) % 4 == 0) && padding <= 2
+        }
+        guard valid else { return nil }
+        decoded.count = count
+        self = decoded
+    }
 }
+
+private let base64Whitespace: UInt8 = 0xFE
+
+/// Each byte's base64 digit (both alphabets), `base64Whitespace`, or 0xFF for a byte that is neither.
+private let base64Digits: [UInt8] = {
+    var table = [UInt8](repeating: 0xFF, count: 256)
+    for (index, byte) in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8.enumerated() { table[Int(byte)] = UInt8(index) }
+    table[Int(UInt8(ascii: "-"))] = 62
+    table[Int(UInt8(ascii: "_"))] = 63
+    for byte in " \t\r\n".utf8 { table[Int(byte)] = base64Whitespace }
+    return table
+}()
 
 // MARK: - Writing
 
