@@ -179,14 +179,17 @@ public final class GRDBSyncStore: SyncStateStore {
     /// Which of these records have a pending save: one statement for a page of fetched records.
     public func pendingSaves(among recordIDs: [RecordID], in db: Database) throws -> Set<RecordID> {
         guard !recordIDs.isEmpty else { return [] }
-        let names = try JSONEncoder().encode(Array(Set(recordIDs.map(\.recordName))))
+        var names = JSONWriter()
+        names.beginArray()
+        for name in Set(recordIDs.map(\.recordName)) { names.string(name) }
+        names.endArray()
         let rows = try Row.fetchAll(
             db.cachedStatement(
                 sql: """
                     SELECT zone_name, owner, record_name FROM cumulus_sync_pending
                     WHERE scope = ? AND kind = 'save' AND record_name IN (SELECT value FROM json_each(?))
                     """),
-            arguments: [scope, String(decoding: names, as: UTF8.self)]
+            arguments: [scope, String(decoding: names.bytes, as: UTF8.self)]
         )
         let candidates = Set(recordIDs)
         var found = Set<RecordID>()

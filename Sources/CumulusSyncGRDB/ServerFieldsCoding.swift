@@ -51,7 +51,8 @@ enum ServerFieldsCoding {
         case .string(let text) where text.utf8.count > digestThreshold:
             var hash = SHA256()
             hash.update(data: [Tag.string.rawValue])
-            hash.update(data: Array(text.utf8))
+            var text = text
+            text.withUTF8 { hash.update(bufferPointer: UnsafeRawBufferPointer($0)) }
             return Array(hash.finalize())
         case .bytes(let data) where data.count > digestThreshold:
             var hash = SHA256()
@@ -67,7 +68,7 @@ enum ServerFieldsCoding {
         var bytes: [UInt8] = [2]
         bytes.reserveCapacity(16 + fields.count * 32)
         for (name, value) in fields {
-            append(Array(name.utf8), to: &bytes)
+            append(name.utf8, to: &bytes)
             if let digest = digest(value) {
                 bytes.append(Tag.digest.rawValue)
                 append(digest, to: &bytes)
@@ -76,7 +77,7 @@ enum ServerFieldsCoding {
             switch value {
             case .string(let text):
                 bytes.append(Tag.string.rawValue)
-                append(Array(text.utf8), to: &bytes)
+                append(text.utf8, to: &bytes)
             case .int64(let int):
                 bytes.append(Tag.int64.rawValue)
                 append(UInt64(bitPattern: int), to: &bytes)
@@ -88,7 +89,7 @@ enum ServerFieldsCoding {
                 append(UInt64(bitPattern: milliseconds), to: &bytes)
             case .bytes(let data):
                 bytes.append(Tag.bytes.rawValue)
-                append(Array(data), to: &bytes)
+                append(data, to: &bytes)
             case .reference, .location, .asset, .list:
                 bytes.append(Tag.json.rawValue)
                 append(RecordFieldsCoding.canonical([name: value]), to: &bytes)
@@ -133,7 +134,7 @@ enum ServerFieldsCoding {
         return fields
     }
 
-    private static func append(_ chunk: [UInt8], to bytes: inout [UInt8]) {
+    private static func append(_ chunk: some Collection<UInt8>, to bytes: inout [UInt8]) {
         append(UInt32(chunk.count), to: &bytes)
         bytes.append(contentsOf: chunk)
     }
