@@ -312,36 +312,11 @@ public struct CloudDatabase: Sendable {
                         try scanner.skipValue()
                         continue
                     }
+                    // One zone was asked for: its answer is the first.
                     try scanner.beginArray()
-                    var first = true
-                    while try scanner.nextElement() {
-                        guard first else {
-                            try scanner.skipValue()
-                            continue
-                        }
-                        first = false
-                        try scanner.beginObject()
-                        while let key = try scanner.nextKey() {
-                            switch key {
-                            case "records":
-                                try scanner.beginArray()
-                                while try scanner.nextElement() {
-                                    switch try CloudRecord.readItem(scanning: &scanner) {
-                                    case .record(let record): changes.records.append(record)
-                                    case .deleted(let recordName, let recordType):
-                                        changes.deletions.append(
-                                            .init(recordID: RecordID(recordName: recordName, zoneID: zoneID), recordType: recordType))
-                                    }
-                                }
-                            case "syncToken": syncToken = try scanner.readString()
-                            case "moreComing": changes.moreComing = try scanner.readValue() == .bool(true)
-                            case "serverErrorCode":
-                                zoneFailed = true
-                                try scanner.skipValue()
-                            default: try scanner.skipValue()
-                            }
-                        }
-                    }
+                    guard try scanner.nextElement() else { continue }
+                    try readZone(scanning: &scanner, into: &changes, syncToken: &syncToken, failed: &zoneFailed)
+                    while try scanner.nextElement() { try scanner.skipValue() }
                 }
             }
         } catch {
@@ -351,6 +326,31 @@ public struct CloudDatabase: Sendable {
         guard let syncToken else { throw CloudError(code: .invalidResponse, reason: "no syncToken in changes/zone") }
         changes.syncToken = syncToken
         return changes
+    }
+
+    private static func readZone(
+        scanning scanner: inout JSONScanner, into changes: inout ZoneChanges, syncToken: inout String?, failed: inout Bool
+    ) throws {
+        try scanner.beginObject()
+        while let key = try scanner.nextKey() {
+            switch key {
+            case "records":
+                try scanner.beginArray()
+                while try scanner.nextElement() {
+                    switch try CloudRecord.readItem(scanning: &scanner) {
+                    case .record(let record): changes.records.append(record)
+                    case .deleted(let recordName, let recordType):
+                        changes.deletions.append(.init(recordID: RecordID(recordName: recordName, zoneID: changes.zoneID), recordType: recordType))
+                    }
+                }
+            case "syncToken": syncToken = try scanner.readString()
+            case "moreComing": changes.moreComing = try scanner.readValue() == .bool(true)
+            case "serverErrorCode":
+                failed = true
+                try scanner.skipValue()
+            default: try scanner.skipValue()
+            }
+        }
     }
 
     // MARK: - Sharing
