@@ -52,12 +52,16 @@ struct Benchmarks {
             default:
                 fatalError(
                     "unknown argument \(argument); use --records N --concurrency C --feed-records N --subscribers N --idle-streams N "
-                        + "--only sync|feed|modify|push --store postgres://…")
+                        + "--only sync|feed|modify|push|abuse --store postgres://…")
             }
         }
         LoggingSystem.bootstrap { StreamLogHandler.standardError(label: $0, metadataProvider: nil) }
         print("| benchmark | records | seconds | records/s | notes |")
         print("|---|---:|---:|---:|---|")
+        if only == "abuse" {
+            try await hostileBodies()
+            return
+        }
         if only == "sync" {
             try await initialSyncAndLatency(records: feedRecords)
             return

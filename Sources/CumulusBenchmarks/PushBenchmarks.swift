@@ -72,9 +72,14 @@ extension Benchmarks {
         }
 
         /// Resident memory now, in MiB.
-        var residentMiB: Double {
+        var residentMiB: Double { status("VmRSS:") }
+
+        /// The most resident memory the process has had, in MiB.
+        var peakResidentMiB: Double { status("VmHWM:") }
+
+        private func status(_ field: String) -> Double {
             guard let status = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8),
-                let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+                let line = status.split(separator: "\n").first(where: { $0.hasPrefix(field) }),
                 let kilobytes = Double(line.split(separator: " ").dropFirst().first ?? "")
             else { return 0 }
             return kilobytes / 1024

@@ -18,11 +18,16 @@ public struct Limits: Sendable, Hashable {
     public var maximumQuerySorts: Int
     /// Subscriptions a user may have in one database.
     public var maximumSubscriptions: Int
+    /// Values (objects, arrays, strings, numbers, booleans, nulls) in one request body, counted while it is parsed: what
+    /// bounds the parsed tree's memory for any body (see `docs/SECURITY.md`).
+    public var maximumJSONValues: Int
+    /// Nesting of objects and arrays in one request body.
+    public var maximumJSONDepth: Int
 
     public init(
         maximumOperationsPerRequest: Int = 200, maximumRecordSize: Int = 1_000_000, maximumRequestBodySize: Int = 16 * 1024 * 1024,
         maximumNameLength: Int = 255, maximumResultsLimit: Int = 200, maximumShareParticipants: Int = 100, maximumQueryFilters: Int = 32,
-        maximumQuerySorts: Int = 8, maximumSubscriptions: Int = 100
+        maximumQuerySorts: Int = 8, maximumSubscriptions: Int = 100, maximumJSONValues: Int = 1_000_000, maximumJSONDepth: Int = 64
     ) {
         self.maximumOperationsPerRequest = maximumOperationsPerRequest
         self.maximumRecordSize = maximumRecordSize
@@ -33,5 +38,7 @@ public struct Limits: Sendable, Hashable {
         self.maximumQueryFilters = maximumQueryFilters
         self.maximumQuerySorts = maximumQuerySorts
         self.maximumSubscriptions = maximumSubscriptions
+        self.maximumJSONValues = maximumJSONValues
+        self.maximumJSONDepth = maximumJSONDepth
     }
 }

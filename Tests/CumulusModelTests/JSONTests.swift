@@ -40,6 +40,15 @@ struct JSONTests {
         #expect(throws: JSONParseError.self) { try JSONValue(parsing: deep) }
     }
 
+    @Test func limitsTheNumberOfValues() throws {
+        // Every value counts one: the array, its objects, their keys' values.
+        #expect(try JSONValue(parsing: #"[{"a":1},{"b":[2,3]}]"#.utf8, maximumValues: 7).arrayValue?.count == 2)
+        #expect(throws: JSONParseError.self) { try JSONValue(parsing: #"[{"a":1},{"b":[2,3]}]"#.utf8, maximumValues: 6) }
+        let error = #expect(throws: JSONParseError.self) { try JSONValue(parsing: Array("[{},{},{}]".utf8), maximumValues: 3) }
+        #expect(error?.message == "more than 3 values")
+        #expect(error?.offset == 7)
+    }
+
     @Test func writerEscapesAndRoundTrips() throws {
         let original = JSONValue.object([
             "text": .string("line\nbreak \"quoted\" \u{1} tab\t"), "list": .array([.number("1"), .null, .bool(true)]),

@@ -53,6 +53,28 @@ struct LimitTests {
         }
     }
 
+    /// A body's parsed tree is bounded by counting values while parsing: a body of many empty containers once cost
+    /// 250 times its size in memory.
+    @Test func requestBodiesHaveAValueCountAndNestingLimit() async throws {
+        let world = try await TestWorld.make(limits: Limits(maximumJSONValues: 1_000, maximumJSONDepth: 16))
+        try await world.test { client in
+            try await client.createZone("Z", as: world.alice)
+            let empties = "[" + Array(repeating: "{}", count: 1_001).joined(separator: ",") + "]"
+            let flood = try await client.send("records/query", as: .user(world.alice), body: empties)
+            #expect(flood.status == 400)
+            #expect(flood.serverErrorCode == "BAD_REQUEST")
+            #expect(flood.reason?.hasPrefix("body: invalid JSON at byte") == true)
+            #expect(flood.reason?.hasSuffix("more than 1000 values") == true)
+            let deep = String(repeating: "[", count: 17) + String(repeating: "]", count: 17)
+            let nested = try await client.send("records/query", as: .user(world.alice), body: deep)
+            #expect(nested.status == 400)
+            #expect(nested.reason?.hasSuffix("nesting deeper than 16 levels") == true)
+            // Within both limits, a request is served.
+            let ops = (0..<50).map { operation("create", "r\($0)") }
+            #expect(try await client.modify(ops, as: .user(world.alice)).records.count == 50)
+        }
+    }
+
     @Test(arguments: [
         (
             #"{"operations":[{"operationType":"create","zone":{"zoneID":{"zoneName":"_private"}}}]}"#, "zones/modify",

@@ -1,13 +1,20 @@
 /// A small recursive-descent JSON parser over a byte buffer (RFC 8259).
+///
+/// Its memory is bounded by what it is given: nesting deeper than `maximumDepth` or more than `maximumValues` values in
+/// one document stop it at once, and containers reserve nothing ahead, so an empty `{}` or `[]` costs no allocation
+/// (a 16 MiB body of `[{},{},…]` once cost 4 GB when each container reserved room for eight members).
 struct JSONParser {
     let buffer: UnsafeBufferPointer<UInt8>
     let maximumDepth: Int
+    let maximumValues: Int
     var index = 0
     var depth = 0
+    var values = 0
 
-    init(buffer: UnsafeBufferPointer<UInt8>, maximumDepth: Int) {
+    init(buffer: UnsafeBufferPointer<UInt8>, maximumDepth: Int, maximumValues: Int = .max) {
         self.buffer = buffer
         self.maximumDepth = maximumDepth
+        self.maximumValues = maximumValues
     }
 
     mutating func parseDocument() throws(JSONParseError) -> JSONValue {
@@ -33,6 +40,8 @@ struct JSONParser {
 
     mutating func parseValue() throws(JSONParseError) -> JSONValue {
         guard index < buffer.count else { throw error("unexpected end of input") }
+        values += 1
+        if values > maximumValues { throw error("more than \(maximumValues) values") }
         switch buffer[index] {
         case UInt8(ascii: "{"): return try parseObject()
         case UInt8(ascii: "["): return try parseArray()
@@ -64,9 +73,7 @@ struct JSONParser {
         try enter()
         defer { depth -= 1 }
         index += 1
-        // Most wire objects have a handful of keys; reserving avoids repeated rehashing as they grow.
         var members: [String: JSONValue] = [:]
-        members.reserveCapacity(8)
         skipWhitespace()
         if index < buffer.count, buffer[index] == UInt8(ascii: "}") {
             index += 1
@@ -99,7 +106,6 @@ struct JSONParser {
         defer { depth -= 1 }
         index += 1
         var elements: [JSONValue] = []
-        elements.reserveCapacity(8)
         skipWhitespace()
         if index < buffer.count, buffer[index] == UInt8(ascii: "]") {
             index += 1

@@ -71,12 +71,22 @@ extension JSONValue {
     /// - Parameters:
     ///   - bytes: UTF-8 encoded JSON.
     ///   - maximumDepth: Nesting limit, so hostile input cannot exhaust the stack.
+    ///   - maximumValues: Limit on the values in the document (every object, array, string, number, boolean and null
+    ///     counts one), checked while parsing, so a hostile document's tree stays a small multiple of its size.
     /// - Throws: ``JSONParseError`` naming the byte offset of the problem.
-    public init(parsing bytes: some Collection<UInt8>, maximumDepth: Int = 64) throws(JSONParseError) {
-        let array = Array(bytes)
-        self = try array.withUnsafeBufferPointer { buffer throws(JSONParseError) in
-            var parser = JSONParser(buffer: buffer, maximumDepth: maximumDepth)
+    public init(parsing bytes: some Collection<UInt8>, maximumDepth: Int = 64, maximumValues: Int = .max) throws(JSONParseError) {
+        func parse(_ buffer: UnsafeBufferPointer<UInt8>) throws(JSONParseError) -> JSONValue {
+            var parser = JSONParser(buffer: buffer, maximumDepth: maximumDepth, maximumValues: maximumValues)
             return try parser.parseDocument()
+        }
+        // A request body is parsed where it lies; only a collection without contiguous storage is copied first.
+        let parsed: Result<JSONValue, JSONParseError>? = bytes.withContiguousStorageIfAvailable { buffer in
+            Result { () throws(JSONParseError) in try parse(buffer) }
+        }
+        if let parsed {
+            self = try parsed.get()
+        } else {
+            self = try Array(bytes).withUnsafeBufferPointer { buffer throws(JSONParseError) in try parse(buffer) }
         }
     }
 

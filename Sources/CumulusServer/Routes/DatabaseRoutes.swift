@@ -454,7 +454,8 @@ enum RequestBody {
             return try WireObject(.object([:]), path: "")
         }
         do {
-            return try WireObject(try JSONValue(parsing: bytes), path: "")
+            return try WireObject(
+                try JSONValue(parsing: bytes, maximumDepth: limits.maximumJSONDepth, maximumValues: limits.maximumJSONValues), path: "")
         } catch let error as JSONParseError {
             throw CumulusError(.badRequest, "body: \(error.description)")
         }
