@@ -183,6 +183,20 @@ public struct AccountService: Sendable {
         return key
     }
 
+    /// Records the use of a verified server-to-server signature (named by its key and its `r`), or throws
+    /// `AUTHENTICATION_FAILED` if it was used before: an exact replay of a captured request.
+    public func useServerToServerSignature(keyID: String, signatureR: [UInt8], validUntil: Date, logger: Logger) async throws {
+        var hasher = SHA256()
+        hasher.update(data: Array(keyID.utf8))
+        hasher.update(data: [0])
+        hasher.update(data: signatureR)
+        let digest = Array(hasher.finalize())
+        let expiresAt = Int64((validUntil.timeIntervalSince1970 * 1000).rounded(.up))
+        guard try await store.useSignature(digest: digest, expiresAt: expiresAt, now: clock.milliseconds(), logger: logger) else {
+            throw CumulusError(.authenticationFailed, "X-Apple-CloudKit-Request-SignatureV1: this signature was used before; sign each request anew")
+        }
+    }
+
     // MARK: - Helpers
 
     private func requireContainer(_ container: String, logger: Logger) async throws {

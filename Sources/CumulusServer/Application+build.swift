@@ -62,15 +62,11 @@ public func buildRouter(
     router.add(middleware: CloudKitErrorMiddleware(address: address))
     router.get("health") { _, _ in "ok" }
 
-    let databaseGroup = router.group("database/1/:container/:environment/:database")
-        .add(
-            middleware: AuthenticationMiddleware(
-                accounts: accounts, limits: limits, clock: clock, signatureDateTolerance: configuration.signatureDateTolerance
-            )
-        )
-    DatabaseRoutes(database: database, accounts: accounts, limits: limits, address: address).register(on: databaseGroup)
     let authentication = AuthenticationMiddleware(
-        accounts: accounts, limits: limits, clock: clock, signatureDateTolerance: configuration.signatureDateTolerance)
+        accounts: accounts, limits: limits, clock: clock, signatureDateTolerance: configuration.signatureDateTolerance,
+        acceptsUnhashedLargeServerToServerBodies: configuration.acceptsUnhashedLargeServerToServerBodies)
+    let databaseGroup = router.group("database/1/:container/:environment/:database").add(middleware: authentication)
+    DatabaseRoutes(database: database, accounts: accounts, limits: limits, address: address).register(on: databaseGroup)
     let pushRoutes = PushRoutes(push: push, limits: limits, address: address, heartbeat: configuration.pushHeartbeatInterval)
     pushRoutes.registerTokens(on: databaseGroup)
     pushRoutes.registerTokens(on: router.group("device/1/:container/:environment").add(middleware: authentication))

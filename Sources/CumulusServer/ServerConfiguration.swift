@@ -41,6 +41,11 @@ public struct ServerConfiguration: Sendable {
     public var pushHeartbeatInterval: Duration
     /// Push connections per instance and tokens per user.
     public var pushLimits: PushLimits
+    /// Whether a server-to-server request whose body is over 1 MiB may be signed with an empty body hash, as MistKit
+    /// does. **Unsafe**: such a signature does not cover the body, so whoever captures one request can send any other
+    /// large body to the same path with it until the date leaves the window. Off by default; turn it on only for such
+    /// clients, over TLS.
+    public var acceptsUnhashedLargeServerToServerBodies = false
 
     public init(
         host: String = "127.0.0.1", port: Int = 8080, publicBaseURL: String? = nil, limits: Limits = .init(),

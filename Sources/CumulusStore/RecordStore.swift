@@ -47,6 +47,16 @@ public protocol RecordStore: Sendable {
     /// The server-to-server key with this ID.
     func serverKey(id: String, logger: Logger) async throws -> ServerKeyRecord?
 
+    /// Records one use of a server-to-server signature, identified by `digest`, kept until `expiresAt` (when the
+    /// request's date leaves the accepted window). Answers `false` if the signature was used before: a replay. Uses
+    /// that expired before `now` are forgotten. Over a shared store, a signature is used once across all instances.
+    func useSignature(digest: [UInt8], expiresAt: Int64, now: Int64, logger: Logger) async throws -> Bool
+
+    /// Counts one attempt against each key in the fixed window that starts at `windowStart` and answers each key's count
+    /// in that window, this attempt included, in `keys` order. Counts of windows that started before `forgetBefore`
+    /// are deleted. Sign-in and sign-up throttles count here, so they hold across instances sharing the store.
+    func countAttempts(keys: [String], windowStart: Int64, forgetBefore: Int64, logger: Logger) async throws -> [Int]
+
     /// Live users of a container with these emails (ignoring case) or user record names.
     func users(container: String, emails: [String], userRecordNames: [String], logger: Logger) async throws -> [UserAccount]
     /// Sets whether a user can be found by `users/discover`.

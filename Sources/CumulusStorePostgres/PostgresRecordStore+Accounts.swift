@@ -120,6 +120,31 @@ extension PostgresRecordStore {
             """, logger: logger, duplicate: "key \(key.keyID) already exists", missingReference: "container \(key.container) does not exist")
     }
 
+    public func useSignature(digest: [UInt8], expiresAt: Int64, now: Int64, logger: Logger) async throws -> Bool {
+        try await query("DELETE FROM used_signatures WHERE expires_at < \(now)", logger: logger)
+        let rows = try await query(
+            """
+            INSERT INTO used_signatures (digest, expires_at) VALUES (\(Data(digest)), \(expiresAt))
+            ON CONFLICT (digest) DO NOTHING RETURNING expires_at
+            """, logger: logger)
+        return try await first(rows.decode(Int64.self)) != nil
+    }
+
+    public func countAttempts(keys: [String], windowStart: Int64, forgetBefore: Int64, logger: Logger) async throws -> [Int] {
+        try await query("DELETE FROM attempt_counts WHERE window_start < \(forgetBefore)", logger: logger)
+        // One statement for all keys; the answer comes back in `keys` order.
+        let rows = try await query(
+            """
+            INSERT INTO attempt_counts (key, window_start, count)
+            SELECT key, \(windowStart), 1 FROM unnest(\(keys)::text[]) AS key
+            ON CONFLICT (key, window_start) DO UPDATE SET count = attempt_counts.count + 1
+            RETURNING key, count
+            """, logger: logger)
+        var counts: [String: Int] = [:]
+        for try await (key, count) in rows.decode((String, Int32).self) { counts[key] = Int(count) }
+        return keys.map { counts[$0] ?? 0 }
+    }
+
     public func serverKey(id: String, logger: Logger) async throws -> ServerKeyRecord? {
         let rows = try await query(
             "SELECT container_id, environment, public_key_pem, created_at, revoked FROM server_keys WHERE key_id = \(id)", logger: logger)

@@ -242,5 +242,21 @@ extension PostgresSchema {
                 "CREATE INDEX push_tokens_by_user ON push_tokens (container_id, environment, user_record_name, created_at)"
             ]
         ),
+        Migration(
+            version: 5, name: "used signatures and attempt counts",
+            statements: [
+                "CREATE TABLE used_signatures (digest BYTEA PRIMARY KEY, expires_at BIGINT NOT NULL)",
+                "CREATE INDEX used_signatures_expiry ON used_signatures (expires_at)",
+                """
+                CREATE TABLE attempt_counts (
+                    key TEXT COLLATE "C" NOT NULL,
+                    window_start BIGINT NOT NULL,
+                    count INTEGER NOT NULL,
+                    PRIMARY KEY (key, window_start)
+                )
+                """,
+                "CREATE INDEX attempt_counts_window ON attempt_counts (window_start)",
+            ]
+        ),
     ]
 }

@@ -142,6 +142,26 @@ extension SQLiteRecordStore {
         }
     }
 
+    public func useSignature(digest: [UInt8], expiresAt: Int64, now: Int64, logger: Logger) async throws -> Bool {
+        try await write { db in
+            try db.execute(sql: "DELETE FROM used_signatures WHERE expires_at < ?", arguments: [now])
+            try db.execute(sql: "INSERT OR IGNORE INTO used_signatures (digest, expires_at) VALUES (?, ?)", arguments: [Data(digest), expiresAt])
+            return db.changesCount == 1
+        }
+    }
+
+    public func countAttempts(keys: [String], windowStart: Int64, forgetBefore: Int64, logger: Logger) async throws -> [Int] {
+        try await write { db in
+            try db.execute(sql: "DELETE FROM attempt_counts WHERE window_start < ?", arguments: [forgetBefore])
+            let statement = try db.cachedStatement(
+                sql: """
+                    INSERT INTO attempt_counts (key, window_start, count) VALUES (?, ?, 1)
+                    ON CONFLICT (key, window_start) DO UPDATE SET count = count + 1 RETURNING count
+                    """)
+            return try keys.map { key in try Int.fetchOne(statement, arguments: [key, windowStart]) ?? 0 }
+        }
+    }
+
     public func serverKey(id: String, logger: Logger) async throws -> ServerKeyRecord? {
         try await read { db in
             guard

@@ -256,6 +256,24 @@ extension SQLiteRecordStore {
             // Trimming a user's tokens to the newest few reads them in this order.
             try db.execute(sql: "CREATE INDEX push_tokens_by_user ON push_tokens (container_id, environment, user_record_name, created_at)")
         }
+        migrator.registerMigration("v9: used signatures and attempt counts") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE used_signatures (
+                        digest BLOB PRIMARY KEY NOT NULL,
+                        expires_at INTEGER NOT NULL
+                    ) WITHOUT ROWID;
+                    CREATE INDEX used_signatures_expiry ON used_signatures(expires_at);
+                    CREATE TABLE attempt_counts (
+                        key TEXT NOT NULL,
+                        window_start INTEGER NOT NULL,
+                        count INTEGER NOT NULL,
+                        PRIMARY KEY (key, window_start)
+                    ) WITHOUT ROWID;
+                    CREATE INDEX attempt_counts_window ON attempt_counts(window_start);
+                    """
+            )
+        }
         return migrator
     }
 }

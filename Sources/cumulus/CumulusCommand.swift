@@ -138,6 +138,10 @@ struct Serve: AsyncParsableCommand {
         name: .customLong("max-push-connections"),
         help: "Courier polls and streams this instance holds open at once (default: $CUMULUS_MAX_PUSH_CONNECTIONS or 10000).")
     var maxPushConnections: Int?
+    @Flag(
+        name: .customLong("accept-unhashed-large-bodies"),
+        help: "Unsafe: accept server-to-server signatures over an empty body hash for bodies over 1 MiB, as MistKit sends them.")
+    var acceptUnhashedLargeBodies = false
     @OptionGroup var options: DataOptions
 
     func run() async throws {
@@ -159,12 +163,14 @@ struct Serve: AsyncParsableCommand {
             }
             association = text
         }
+        var configuration = ServerConfiguration(
+            host: host, port: port, publicBaseURL: publicURL ?? environment["CUMULUS_PUBLIC_URL"], appleAppSiteAssociation: association,
+            appStoreID: appStoreID, trustsForwardedFor: trustForwardedFor || environment["CUMULUS_TRUST_FORWARDED_FOR"] == "1",
+            pushRecheckInterval: .seconds(max(pushRecheckInterval, 1)), pushLimits: PushLimits(maximumConnections: maxPushConnections)
+        )
+        configuration.acceptsUnhashedLargeServerToServerBodies = acceptUnhashedLargeBodies
         var app = buildApplication(
-            configuration: ServerConfiguration(
-                host: host, port: port, publicBaseURL: publicURL ?? environment["CUMULUS_PUBLIC_URL"], appleAppSiteAssociation: association,
-                appStoreID: appStoreID, trustsForwardedFor: trustForwardedFor || environment["CUMULUS_TRUST_FORWARDED_FOR"] == "1",
-                pushRecheckInterval: .seconds(max(pushRecheckInterval, 1)), pushLimits: PushLimits(maximumConnections: maxPushConnections)
-            ),
+            configuration: configuration,
             store: opened.store, logger: logger,
             onServerRunning: { url in printResult(url) }
         )

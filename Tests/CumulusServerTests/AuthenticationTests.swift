@@ -1,6 +1,7 @@
 import Crypto
 import CumulusCore
 import CumulusModel
+import CumulusServer
 import CumulusStore
 import Foundation
 import HTTPTypes
@@ -174,6 +175,48 @@ struct AuthenticationTests {
             // Everyone can read what the key wrote.
             let read = try await client.lookup(["announcement"], zone: nil, as: .anonymous, database: "public")
             #expect(read.records[0]["fields"]?["text"]?["value"] == .string("hello"))
+        }
+    }
+
+    /// A captured signed request cannot be sent again, in any encoding of its signature; a signature over an empty hash
+    /// does not cover a large body unless the unsafe compatibility switch is on.
+    @Test(arguments: TestStore.all)
+    func signaturesAreUsedOnceAndAlwaysCoverTheBody(_ store: TestStore) async throws {
+        var world = try await TestWorld.make(store: store)
+        let signer = try await signer(world)
+        let path = "/database/1/\(TestWorld.container)/development/public/records/modify"
+        let large =
+            #"{"operations":[\#(operation("create", "big", fields: #"{"text":{"value":"\#(String(repeating: "x", count: 900_000))"}}"#))],"pad":"\#(String(repeating: " ", count: 200_000))"}"#
+        try await world.test { client in
+            let listPath = "/database/1/\(TestWorld.container)/development/public/zones/list"
+            let headers = try signer.headers(body: "", subpath: listPath)
+            #expect(try await client.raw(listPath, method: .get, headers: headers).status == 200)
+            let replay = try await client.raw(listPath, method: .get, headers: headers)
+            #expect(replay.status == 401)
+            #expect(replay.serverErrorCode == "AUTHENTICATION_FAILED")
+            #expect(replay.reason?.contains("used before") == true)
+            // The same signature in its raw 64-byte form is the same signature.
+            let der = try #require(Data(base64Encoded: headers[HTTPField.Name("X-Apple-CloudKit-Request-SignatureV1")!] ?? ""))
+            var rawForm = headers
+            rawForm[HTTPField.Name("X-Apple-CloudKit-Request-SignatureV1")!] =
+                try P256.Signing.ECDSASignature(derRepresentation: der).rawRepresentation.base64EncodedString()
+            #expect(try await client.raw(listPath, method: .get, headers: rawForm).status == 401)
+            // Signed anew, the same request is served.
+            #expect(try await client.raw(listPath, method: .get, headers: try signer.headers(body: "", subpath: listPath)).status == 200)
+
+            #expect(large.utf8.count > 1024 * 1024)
+            let unhashed = try await client.raw(path, body: large, headers: try signer.headers(body: large, subpath: path, hash: ""))
+            #expect(unhashed.status == 401)
+            let hashed = try await client.raw(path, body: large, headers: try signer.headers(body: large, subpath: path))
+            #expect(hashed.status == 200)
+        }
+        world.configuration.acceptsUnhashedLargeServerToServerBodies = true
+        try await world.test { client in
+            let unhashed = try await client.raw(path, body: large, headers: try signer.headers(body: large, subpath: path, hash: ""))
+            #expect(unhashed.status == 200)
+            // A small body is always covered.
+            let small = #"{"operations":[]}"#
+            #expect(try await client.raw(path, body: small, headers: try signer.headers(body: small, subpath: path, hash: "")).status == 401)
         }
     }
 

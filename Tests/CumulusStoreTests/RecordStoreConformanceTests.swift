@@ -56,6 +56,30 @@ struct RecordStoreConformanceTests {
     }
 
     @Test(arguments: StoreFactory.all)
+    func aSignatureIsUsedOnceUntilItExpires(_ factory: StoreFactory) async throws {
+        let store = try await prepared(factory)
+        let first: [UInt8] = Array(repeating: 1, count: 32)
+        let second: [UInt8] = Array(repeating: 2, count: 32)
+        #expect(try await store.useSignature(digest: first, expiresAt: 1_000, now: 0, logger: logger))
+        #expect(try await store.useSignature(digest: first, expiresAt: 1_000, now: 10, logger: logger) == false)
+        #expect(try await store.useSignature(digest: second, expiresAt: 1_000, now: 10, logger: logger))
+        #expect(try await store.useSignature(digest: first, expiresAt: 2_000, now: 1_000, logger: logger) == false)
+        // Once its window has passed, a use is forgotten (the date check refuses such a request before this).
+        #expect(try await store.useSignature(digest: first, expiresAt: 3_000, now: 1_001, logger: logger))
+    }
+
+    @Test(arguments: StoreFactory.all)
+    func attemptsAreCountedPerKeyAndWindow(_ factory: StoreFactory) async throws {
+        let store = try await prepared(factory)
+        #expect(try await store.countAttempts(keys: ["account:a", "address:1"], windowStart: 60, forgetBefore: 0, logger: logger) == [1, 1])
+        #expect(try await store.countAttempts(keys: ["account:b", "address:1"], windowStart: 60, forgetBefore: 0, logger: logger) == [1, 2])
+        #expect(try await store.countAttempts(keys: ["address:1", "account:a"], windowStart: 60, forgetBefore: 0, logger: logger) == [3, 2])
+        // A new window counts from one; forgotten windows are gone.
+        #expect(try await store.countAttempts(keys: ["address:1"], windowStart: 120, forgetBefore: 120, logger: logger) == [1])
+        #expect(try await store.countAttempts(keys: ["account:a"], windowStart: 60, forgetBefore: 0, logger: logger) == [1])
+    }
+
+    @Test(arguments: StoreFactory.all)
     func containersAndCredentials(_ factory: StoreFactory) async throws {
         let store = try await prepared(factory)
         await #expect(throws: StoreError.self) { try await store.createContainer(Self.container, createdAt: 0, logger: logger) }

@@ -24,6 +24,8 @@ struct AuthenticationMiddleware: RouterMiddleware {
     let limits: Limits
     let clock: WallClock
     let signatureDateTolerance: TimeInterval
+    /// Whether an empty body hash is accepted for bodies over 1 MiB (unsafe; see ``ServerConfiguration``).
+    var acceptsUnhashedLargeServerToServerBodies = false
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         var request = request
@@ -51,11 +53,16 @@ struct AuthenticationMiddleware: RouterMiddleware {
             }
             guard let key = try await accounts.serverKey(id: keyID, logger: context.logger),
                 key.container == container, key.environment == environment,
-                ServerToServerSignature(keyID: keyID, date: date, signature: signature)
-                    .verify(publicKeyPEM: key.publicKeyPEM, body: body, path: request.uri.path, query: request.uri.query)
+                let signatureR = ServerToServerSignature(keyID: keyID, date: date, signature: signature)
+                    .verify(
+                        publicKeyPEM: key.publicKeyPEM, body: body, path: request.uri.path, query: request.uri.query,
+                        acceptsUnhashedLargeBodies: acceptsUnhashedLargeServerToServerBodies)
             else {
                 throw CumulusError(.authenticationFailed, "server-to-server signature is not valid for this key, container and environment")
             }
+            // A captured request sent again is refused: each signature is used once while its date is accepted.
+            try await accounts.useServerToServerSignature(
+                keyID: keyID, signatureR: signatureR, validUntil: signedAt.addingTimeInterval(signatureDateTolerance), logger: context.logger)
             context.caller = Caller(
                 container: container, environment: environment, user: nil, credential: .serverKey(keyID: keyID), deviceID: deviceID)
             return try await next(request, context)
