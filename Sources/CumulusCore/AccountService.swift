@@ -8,6 +8,8 @@ public import Logging
 public struct AccountService: Sendable {
     let store: any RecordStore
     let passwordHasher: PasswordHasher
+    let passwordHashing: PasswordHashingQueue
+    let signInLimits: SignInLimits
     /// How long a web auth token stays valid, in milliseconds.
     let webAuthTokenLifetime: Int64
     let clock: WallClock
@@ -17,14 +19,18 @@ public struct AccountService: Sendable {
     /// - Parameters:
     ///   - store: Where accounts live.
     ///   - passwordHasher: Password hashing parameters.
+    ///   - passwordHashing: Where passwords are hashed: threads of their own, a few at a time.
+    ///   - signInLimits: Throttles of sign-in and sign-up over HTTP.
     ///   - webAuthTokenLifetime: Lifetime of web auth tokens; 14 days by default, CloudKit's "keep me signed in".
     ///   - clock: The current time.
     public init(
-        store: any RecordStore, passwordHasher: PasswordHasher = .init(), webAuthTokenLifetime: Duration = .seconds(14 * 24 * 3600),
-        clock: WallClock = .system
+        store: any RecordStore, passwordHasher: PasswordHasher = .init(), passwordHashing: PasswordHashingQueue = .init(),
+        signInLimits: SignInLimits = .init(), webAuthTokenLifetime: Duration = .seconds(14 * 24 * 3600), clock: WallClock = .system
     ) {
         self.store = store
         self.passwordHasher = passwordHasher
+        self.passwordHashing = passwordHashing
+        self.signInLimits = signInLimits
         self.webAuthTokenLifetime = webAuthTokenLifetime.components.seconds * 1000
         self.clock = clock
     }
@@ -91,9 +97,14 @@ public struct AccountService: Sendable {
         if let email, !email.contains("@") {
             throw CumulusError(.badRequest, "email: is not an email address")
         }
+        var passwordHash: String?
+        if let password {
+            let hasher = passwordHasher
+            passwordHash = try await passwordHashing.run { try hasher.hash(password) }
+        }
         let user = UserAccount(
             userRecordName: TokenCodec.makeUserRecordName(), container: container, name: trimmed, email: email,
-            passwordHash: try password.map { try passwordHasher.hash($0) }, createdAt: clock.milliseconds()
+            passwordHash: passwordHash, createdAt: clock.milliseconds()
         )
         do {
             try await store.createUser(user, logger: logger)
@@ -124,18 +135,44 @@ public struct AccountService: Sendable {
     }
 
     /// Creates a user with a password and signs them in.
-    public func signUp(container: String, name: String, password: String, email: String?, logger: Logger) async throws -> (UserAccount, String) {
+    ///
+    /// - Parameter address: The client's address, counted against ``SignInLimits/signUpsPerAddress``; `nil` counts nothing.
+    public func signUp(
+        container: String, name: String, password: String, email: String?, address: String? = nil, logger: Logger
+    ) async throws -> (UserAccount, String) {
+        if let address {
+            try await throttle(
+                [("signup-address", address, signInLimits.signUpsPerAddress)], window: signInLimits.signUpWindow, action: "sign-ups",
+                logger: logger)
+        }
         let user = try await createUser(container: container, name: name, password: password, email: email, logger: logger)
         return (user, try await issueWebAuthToken(for: user, logger: logger))
     }
 
     /// Checks a name and password and issues a web auth token.
     ///
-    /// A wrong password and an unknown name give the same answer, so sign-in does not reveal who has an account.
-    public func signIn(container: String, name: String, password: String, logger: Logger) async throws -> (UserAccount, String) {
+    /// A wrong password and an unknown name give the same answer, in the same time, under the same throttle, so sign-in
+    /// does not reveal who has an account.
+    ///
+    /// - Parameter address: The client's address, counted against ``SignInLimits/attemptsPerAddress``; `nil` counts
+    ///   only the name.
+    public func signIn(container: String, name: String, password: String, address: String? = nil, logger: Logger) async throws -> (
+        UserAccount, String
+    ) {
+        let account = "\(container)\n\(name.trimmingCharacters(in: .whitespaces).lowercased())"
+        try await throttle(
+            [("signin-account", account, signInLimits.attemptsPerAccount)], window: signInLimits.accountWindow, action: "sign-in attempts",
+            logger: logger)
+        if let address {
+            try await throttle(
+                [("signin-address", address, signInLimits.attemptsPerAddress)], window: signInLimits.addressWindow,
+                action: "sign-in attempts", logger: logger)
+        }
         let user = try await store.user(container: container, name: name, logger: logger)
         // An unknown name costs the same key derivation as a wrong password, so sign-in time does not reveal names.
-        let matches = passwordHasher.verify(password, against: user?.passwordHash ?? passwordHasher.decoy)
+        let hasher = passwordHasher
+        let stored = user?.passwordHash ?? hasher.decoy
+        let matches = try await passwordHashing.run { hasher.verify(password, against: stored) }
         guard let user, user.passwordHash != nil, matches else {
             throw CumulusError(.authenticationFailed, "name or password is not correct")
         }
@@ -194,6 +231,21 @@ public struct AccountService: Sendable {
         let expiresAt = Int64((validUntil.timeIntervalSince1970 * 1000).rounded(.up))
         guard try await store.useSignature(digest: digest, expiresAt: expiresAt, now: clock.milliseconds(), logger: logger) else {
             throw CumulusError(.authenticationFailed, "X-Apple-CloudKit-Request-SignatureV1: this signature was used before; sign each request anew")
+        }
+    }
+
+    /// Counts one attempt against each key in the current window of `window`, or throws `THROTTLED` with the seconds
+    /// left in the window if a key is over its limit.
+    private func throttle(_ keys: [(kind: String, key: String, limit: Int)], window: Duration, action: String, logger: Logger) async throws {
+        let length = max(1, window.components.seconds * 1000)
+        let now = clock.milliseconds()
+        let windowStart = now - now % length
+        let counts = try await store.countAttempts(
+            keys: keys.map { "\($0.kind):\($0.key)" }, windowStart: windowStart, forgetBefore: windowStart - length, logger: logger)
+        for (index, key) in keys.enumerated() where counts[index] > key.limit {
+            let retryAfter = Int((windowStart + length - now + 999) / 1000)
+            throw CumulusError(
+                .throttled, "too many \(action): at most \(key.limit) per \(length / 1000) s; retry in \(retryAfter) s", retryAfter: retryAfter)
         }
     }
 

@@ -50,7 +50,8 @@ public func buildRouter(
 ) -> Router<CumulusRequestContext> {
     let changes = changes ?? changeSignal(for: store)
     let limits = configuration.limits
-    let accounts = AccountService(store: store, webAuthTokenLifetime: configuration.webAuthTokenLifetime, clock: clock)
+    let accounts = AccountService(
+        store: store, signInLimits: configuration.signInLimits, webAuthTokenLifetime: configuration.webAuthTokenLifetime, clock: clock)
     let database = DatabaseService(store: store, limits: limits, clock: clock, changes: changes)
     let push = PushService(
         store: store, signal: changes, clock: clock, limits: configuration.pushLimits,
@@ -60,6 +61,7 @@ public func buildRouter(
     let address = PublicAddress(configured: configuration.publicBaseURL)
     let router = Router(context: CumulusRequestContext.self)
     router.add(middleware: CloudKitErrorMiddleware(address: address))
+    if configuration.trustsForwardedFor { router.add(middleware: ClientAddressMiddleware()) }
     router.get("health") { _, _ in "ok" }
 
     let authentication = AuthenticationMiddleware(
@@ -77,8 +79,7 @@ public func buildRouter(
     LinkRoutes(
         links: LinkService(store: store, clock: clock, limits: configuration.linkLimits), accounts: accounts,
         address: address,
-        appStoreID: configuration.appStoreID, appleAppSiteAssociation: configuration.appleAppSiteAssociation,
-        trustsForwardedFor: configuration.trustsForwardedFor
+        appStoreID: configuration.appStoreID, appleAppSiteAssociation: configuration.appleAppSiteAssociation
     ).register(on: router)
     return router
 }

@@ -46,6 +46,8 @@ public struct ServerConfiguration: Sendable {
     /// large body to the same path with it until the date leaves the window. Off by default; turn it on only for such
     /// clients, over TLS.
     public var acceptsUnhashedLargeServerToServerBodies = false
+    /// Throttles of sign-in and sign-up.
+    public var signInLimits = SignInLimits()
 
     public init(
         host: String = "127.0.0.1", port: Int = 8080, publicBaseURL: String? = nil, limits: Limits = .init(),

@@ -13,18 +13,6 @@ struct LinkRoutes {
     let address: PublicAddress
     let appStoreID: String?
     let appleAppSiteAssociation: String?
-    let trustsForwardedFor: Bool
-
-    /// The client's address: the connection's peer, or behind a trusted load balancer the address it appended last to
-    /// `X-Forwarded-For` (earlier entries come from the client and prove nothing).
-    func clientAddress(_ request: Request, context: CumulusRequestContext) -> String {
-        guard trustsForwardedFor, let forwarded = request.headers[values: .xForwardedFor].last,
-            let last = forwarded.split(separator: ",").last?.trimmingCharacters(in: .whitespaces), !last.isEmpty, last.utf8.count <= 64
-        else {
-            return context.remoteAddress
-        }
-        return last
-    }
 
     func register(on router: Router<CumulusRequestContext>) {
         let uploads = router.group("links/1/:container/:environment")
@@ -68,7 +56,7 @@ struct LinkRoutes {
         }
         let body = try await RequestBody.object(request, limits: Limits(maximumRequestBodySize: links.limits.maximumBodySize))
         let created = try await store(
-            container, environment, LinkUploader(container: container, deviceID: device, ipAddress: clientAddress(request, context: context)), body)
+            container, environment, LinkUploader(container: container, deviceID: device, ipAddress: context.remoteAddress), body)
         var writer = JSONWriter()
         writer.beginObject()
         writer.key("links")
@@ -128,5 +116,4 @@ struct LinkRoutes {
 }
 
 extension HTTPField.Name {
-    static let xForwardedFor = Self("X-Forwarded-For")!
 }

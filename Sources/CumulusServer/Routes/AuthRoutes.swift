@@ -49,7 +49,7 @@ struct AuthRoutes {
         let body = try await RequestBody.object(request, limits: limits)
         let (user, token) = try await accounts.signUp(
             container: container, name: try body.requiredString("name"), password: try body.requiredString("password"),
-            email: try body.string("email"), logger: context.logger
+            email: try body.string("email"), address: context.remoteAddress, logger: context.logger
         )
         if try body.bool("discoverable") == true {
             try await accounts.setDiscoverable(user, true, logger: context.logger)
@@ -61,7 +61,8 @@ struct AuthRoutes {
         let container = try await checkAPIToken(request, context: context)
         let body = try await RequestBody.object(request, limits: limits)
         let (user, token) = try await accounts.signIn(
-            container: container, name: try body.requiredString("name"), password: try body.requiredString("password"), logger: context.logger
+            container: container, name: try body.requiredString("name"), password: try body.requiredString("password"),
+            address: context.remoteAddress, logger: context.logger
         )
         return tokenResponse(user.userRecordName, token, status: .ok)
     }
