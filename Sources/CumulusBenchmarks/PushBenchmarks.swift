@@ -22,7 +22,10 @@ extension Benchmarks {
     static func serve(_ location: String) async throws {
         var logger = Logger(label: "bench-server")
         logger.logLevel = .warning
-        let configuration = ServerConfiguration(port: 0, pushLimits: PushLimits(maximumConnections: 50_000))
+        var configuration = ServerConfiguration(port: 0, pushLimits: PushLimits(maximumConnections: 50_000))
+        // Every simulated client comes from this machine's one address.
+        configuration.connectionLimits = ConnectionLimits(maximumConnections: 60_000, maximumConnectionsPerAddress: 60_000)
+        configuration.requestLimits = .unlimited
         if location.hasPrefix("postgres") {
             let postgres = try PostgresLocation(url: location)
             let client = PostgresClient(configuration: postgres.clientConfiguration(maximumConnections: 20))

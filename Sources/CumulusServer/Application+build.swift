@@ -30,9 +30,13 @@ public func buildApplication(
         links: LinkService(store: store, clock: clock, limits: configuration.linkLimits), interval: configuration.linkCleanupInterval, logger: logger
     )
     let linger = TimeAmount(configuration.refusedBodyLinger)
+    let connections = ConnectionCounts(limits: configuration.connectionLimits, countsAddresses: !configuration.trustsForwardedFor)
     return Application(
         router: router,
-        server: .http1(configuration: .init(additionalChannelHandlers: [LingeringCloseHandler(linger: linger)])),
+        server: .http1(
+            configuration: .init(
+                additionalChannelHandlers: [ConnectionGuardHandler(counts: connections), LingeringCloseHandler(linger: linger)],
+                idleTimeout: TimeAmount(configuration.connectionLimits.idleTimeout))),
         configuration: .init(address: .hostname(host, port: configuration.port), serverName: "Cumulus"),
         services: [cleanup] + ((store as? any ChangeBroadcasting).map { [ChangeListener(store: $0, changes: changes)] } ?? []),
         onServerRunning: { channel in
@@ -67,11 +71,12 @@ public func buildRouter(
     let authentication = AuthenticationMiddleware(
         accounts: accounts, limits: limits, clock: clock, signatureDateTolerance: configuration.signatureDateTolerance,
         acceptsUnhashedLargeServerToServerBodies: configuration.acceptsUnhashedLargeServerToServerBodies)
-    let databaseGroup = router.group("database/1/:container/:environment/:database").add(middleware: authentication)
+    let throttle = RequestThrottleMiddleware(throttle: RequestThrottle(limits: configuration.requestLimits))
+    let databaseGroup = router.group("database/1/:container/:environment/:database").add(middleware: authentication).add(middleware: throttle)
     DatabaseRoutes(database: database, accounts: accounts, limits: limits, address: address).register(on: databaseGroup)
     let pushRoutes = PushRoutes(push: push, limits: limits, address: address, heartbeat: configuration.pushHeartbeatInterval)
     pushRoutes.registerTokens(on: databaseGroup)
-    pushRoutes.registerTokens(on: router.group("device/1/:container/:environment").add(middleware: authentication))
+    pushRoutes.registerTokens(on: router.group("device/1/:container/:environment").add(middleware: authentication).add(middleware: throttle))
     pushRoutes.registerCourier(on: router)
     ShareRoutes(database: database, accounts: accounts, address: address, appStoreID: configuration.appStoreID)
         .register(on: router)

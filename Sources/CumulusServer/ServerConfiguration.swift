@@ -48,6 +48,10 @@ public struct ServerConfiguration: Sendable {
     public var acceptsUnhashedLargeServerToServerBodies = false
     /// Throttles of sign-in and sign-up.
     public var signInLimits = SignInLimits()
+    /// Connections held at once, in total and per address, and their timeouts.
+    public var connectionLimits = ConnectionLimits()
+    /// Rate and concurrency limits of the database API per caller.
+    public var requestLimits = RequestLimits()
 
     public init(
         host: String = "127.0.0.1", port: Int = 8080, publicBaseURL: String? = nil, limits: Limits = .init(),

@@ -142,6 +142,14 @@ struct Serve: AsyncParsableCommand {
         name: .customLong("accept-unhashed-large-bodies"),
         help: "Unsafe: accept server-to-server signatures over an empty body hash for bodies over 1 MiB, as MistKit sends them.")
     var acceptUnhashedLargeBodies = false
+    @Option(
+        name: .customLong("max-connections-per-address"),
+        help: "Connections one client address may hold open at once (default: $CUMULUS_MAX_CONNECTIONS_PER_ADDRESS or 512).")
+    var maxConnectionsPerAddress: Int?
+    @Option(
+        name: .customLong("requests-per-second"),
+        help: "Database API requests per second per user, key or anonymous address; 0 turns it off (default: $CUMULUS_REQUESTS_PER_SECOND or 100).")
+    var requestsPerSecond: Double?
     @OptionGroup var options: DataOptions
 
     func run() async throws {
@@ -169,6 +177,20 @@ struct Serve: AsyncParsableCommand {
             pushRecheckInterval: .seconds(max(pushRecheckInterval, 1)), pushLimits: PushLimits(maximumConnections: maxPushConnections)
         )
         configuration.acceptsUnhashedLargeServerToServerBodies = acceptUnhashedLargeBodies
+        guard
+            let perAddress = maxConnectionsPerAddress ?? Int(environment["CUMULUS_MAX_CONNECTIONS_PER_ADDRESS"] ?? "512"), perAddress > 0
+        else {
+            throw ValidationError("--max-connections-per-address (CUMULUS_MAX_CONNECTIONS_PER_ADDRESS) must be a positive number")
+        }
+        configuration.connectionLimits.maximumConnectionsPerAddress = perAddress
+        guard let rate = requestsPerSecond ?? Double(environment["CUMULUS_REQUESTS_PER_SECOND"] ?? "100"), rate >= 0 else {
+            throw ValidationError("--requests-per-second (CUMULUS_REQUESTS_PER_SECOND) must be a number, 0 or more")
+        }
+        configuration.requestLimits.requestsPerSecond = rate
+        configuration.requestLimits.burst = max(1, Int(rate * 3))
+        // Connections stay below the open-file limit (raised to its hard limit), with room for the store's files.
+        let openFiles = OpenFileLimit.raiseToHardLimit()
+        configuration.connectionLimits.maximumConnections = max(64, min(configuration.connectionLimits.maximumConnections, openFiles - 256))
         var app = buildApplication(
             configuration: configuration,
             store: opened.store, logger: logger,
@@ -280,5 +302,25 @@ struct Keys: AsyncParsableCommand {
             }
             printResult(keyID)
         }
+    }
+}
+
+/// The process's limit on open files, which bounds its connections.
+enum OpenFileLimit {
+    /// Raises the soft limit to the hard limit (Debian's default soft limit is 1,024) and answers the limit in force.
+    static func raiseToHardLimit() -> Int {
+        var limit = rlimit()
+        #if canImport(Glibc)
+        let resource = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
+        #else
+        let resource = RLIMIT_NOFILE
+        #endif
+        guard getrlimit(resource, &limit) == 0 else { return 1_024 }
+        if limit.rlim_cur < limit.rlim_max {
+            var raised = limit
+            raised.rlim_cur = limit.rlim_max
+            if setrlimit(resource, &raised) == 0 { limit = raised }
+        }
+        return Int(clamping: limit.rlim_cur)
     }
 }

@@ -1,12 +1,14 @@
 import CumulusCore
 import CumulusModel
-import CumulusServer
 import CumulusStore
 import Foundation
 import HTTPTypes
+import HummingbirdTesting
 import Logging
 import Synchronization
 import Testing
+
+@testable import CumulusServer
 
 /// What one holder of the app's API token could do at scale, and the limits that stop it (`docs/SECURITY.md`).
 @Suite("Abuse resistance")
@@ -63,6 +65,110 @@ struct AbuseTests {
             #expect(third.status == 429)
             #expect(third.serverErrorCode == "THROTTLED")
             #expect(try await world.store.user(container: TestWorld.container, name: "gina", logger: .init(label: "test")) == nil)
+        }
+    }
+
+    // MARK: - Connections
+
+    @Test func silentAndSlowConnectionsAreClosedOnTime() async throws {
+        var world = try await TestWorld.make()
+        world.configuration.connectionLimits = ConnectionLimits(idleTimeout: .seconds(1), requestBodyTimeout: .seconds(2))
+        try await world.test { client in
+            let port = try #require(client.client.port)
+            // Silent: nothing at all after connecting.
+            let silent = try await RawHTTPClient.secondsUntilClosed(port: port, head: "", trickle: [], every: 0.2, maximumSeconds: 20)
+            #expect(try #require(silent) >= 0.9)
+            // A head sent a header line at a time, never finished.
+            let slowHead = try await RawHTTPClient.secondsUntilClosed(
+                port: port, head: "GET /health HTTP/1.1\r\nHost: x\r\n", trickle: Array("X-Slow: 1\r\n".utf8), every: 0.2, maximumSeconds: 20)
+            #expect(slowHead != nil)
+            // A body trickling a byte every 0.2 s (each byte keeps the idle timer from firing) meets the body deadline.
+            let query = "/database/1/\(TestWorld.container)/development/public/records/query?ckAPIToken=\(client.apiToken)"
+            let slowBody = try await RawHTTPClient.secondsUntilClosed(
+                port: port, head: "POST \(query) HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n{", trickle: [UInt8(ascii: " ")],
+                every: 0.2, maximumSeconds: 20)
+            #expect(try #require(slowBody) >= 1.9)
+            // Meanwhile a well-behaved request is served.
+            let served = try await RawHTTPClient.exchange(port: port, head: "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", body: [])
+            #expect(served.statusCode == 200)
+        }
+    }
+
+    @Test func oneAddressHoldsAtMostItsShareOfConnections() async throws {
+        var world = try await TestWorld.make()
+        world.configuration.connectionLimits = ConnectionLimits(maximumConnectionsPerAddress: 3)
+        try await world.test { client in
+            let port = try #require(client.client.port)
+            // Four connections from one address: the server accepts them on several threads, in no set order, and
+            // closes whichever comes fourth.
+            let held = try (0..<4).map { _ in try RawHTTPClient.openConnection(port: port) }
+            let closed = held.filter { RawHTTPClient.isClosedByServer($0, waiting: 2) }
+            #expect(closed.count == 1)
+            for socket in held { RawHTTPClient.closeConnection(socket) }
+            var served: Int?
+            for _ in 0..<50 where served != 200 {
+                // The server notices the closed connections as it reads them.
+                try await Task.sleep(for: .milliseconds(50))
+                served = try await RawHTTPClient.exchange(
+                    port: port, head: "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", body: [], readTimeout: 5
+                ).statusCode
+            }
+            #expect(served == 200)
+        }
+    }
+
+    // MARK: - The database API
+
+    @Test func aCallerGetsItsRateAndAFewRequestsAtOnce() {
+        let throttle = RequestThrottle(limits: RequestLimits(requestsPerSecond: 10, burst: 5, concurrentRequests: 3))
+        let start = ContinuousClock.now
+        // Three at once; the fourth is refused while they run, and admitted when one finishes.
+        for _ in 0..<3 { #expect(throttle.admit("user:a", now: start) == .admitted) }
+        #expect(throttle.admit("user:a", now: start) == .refused(retryAfter: 1, reason: "too many requests at once: at most 3"))
+        #expect(throttle.admit("user:b", now: start) == .admitted, "another caller is not held back")
+        throttle.finish("user:a")
+        #expect(throttle.admit("user:a", now: start) == .admitted)
+        for _ in 0..<4 { throttle.finish("user:a") }
+        // The burst of five is spent (four admitted, one refused for concurrency took no token); one more, then none.
+        #expect(throttle.admit("user:a", now: start) == .admitted)
+        guard case .refused(let retryAfter, let reason) = throttle.admit("user:a", now: start) else {
+            Issue.record("a sixth request in the same instant is refused")
+            return
+        }
+        #expect(retryAfter == 1)
+        #expect(reason == "too many requests: at most 10 per second on average")
+        throttle.finish("user:a")
+        // A tenth of a second gives back one request.
+        #expect(throttle.admit("user:a", now: start + .milliseconds(100)) == .admitted)
+        #expect(throttle.admit("user:a", now: start + .milliseconds(100)) != .admitted)
+    }
+
+    @Test func aFloodingUserIsThrottledWhileOthersAreServed() async throws {
+        var prepared = try await TestWorld.make()
+        // Half a request a second, after a burst of five: however slowly a loaded machine serves them, at most ten of
+        // twenty requests sent at once within ten seconds get through.
+        prepared.configuration.requestLimits = RequestLimits(requestsPerSecond: 0.5, burst: 5, concurrentRequests: 4)
+        let world = prepared
+        try await world.test { client in
+            try await client.createZone("Z", as: world.alice)
+            let started = ContinuousClock.now
+            let answers = try await withThrowingTaskGroup(of: CloudKitResponse.self) { group in
+                for _ in 0..<20 { group.addTask { try await client.lookup(["r"], as: .user(world.alice)) } }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            let throttled = answers.filter { $0.status == 429 }
+            if ContinuousClock.now - started < .seconds(10) { #expect(throttled.count >= 10) }
+            #expect(!throttled.isEmpty)
+            #expect(answers.allSatisfy { $0.status == 200 || $0.status == 429 })
+            for answer in throttled {
+                #expect(answer.serverErrorCode == "THROTTLED")
+                let retryAfter = answer.json["retryAfter"].flatMap { if case .number(let text) = $0 { Int(text) } else { nil } }
+                #expect((retryAfter ?? 0) >= 1)
+                #expect(answer.headers[.retryAfter] == retryAfter.map(String.init))
+            }
+            // Bob, and an anonymous caller, are served all the while.
+            #expect(try await client.send("zones/list", as: .user(world.bob), method: .get).status == 200)
+            #expect(try await client.send("zones/list", as: .anonymous, database: "public", method: .get).status == 200)
         }
     }
 

@@ -58,6 +58,51 @@ enum RawHTTPClient {
         }
     }
 
+    /// Writes `head`, then one `trickle` every `interval` seconds, and answers how long the server let the connection
+    /// live before closing it, or `nil` if it still lived after `maximumSeconds`.
+    static func secondsUntilClosed(port: Int, head: String, trickle: [UInt8], every interval: Double, maximumSeconds: Double) async throws
+        -> Double?
+    {
+        try await withCheckedThrowingContinuation { continuation in
+            let thread = Thread {
+                continuation.resume(
+                    with: Result {
+                        let socket = try connect(port: port)
+                        defer { close(socket) }
+                        let start = Date()
+                        var timeout = timeval(tv_sec: 0, tv_usec: Int(interval * 1_000_000))
+                        setsockopt(socket, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+                        guard write(socket, Array(head.utf8)) else { return 0 }
+                        var buffer = [UInt8](repeating: 0, count: 4_096)
+                        while Date().timeIntervalSince(start) < maximumSeconds {
+                            let count = recv(socket, &buffer, buffer.count, 0)
+                            if count == 0 || (count < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+                                return Date().timeIntervalSince(start)
+                            }
+                            if !trickle.isEmpty, !write(socket, trickle) { return Date().timeIntervalSince(start) }
+                        }
+                        return nil
+                    })
+            }
+            thread.start()
+        }
+    }
+
+    /// A connection that sends nothing, held until ``closeConnection(_:)``.
+    static func openConnection(port: Int) throws -> Int32 { try connect(port: port) }
+
+    /// Whether the server has closed a connection from ``openConnection(port:)``, waiting up to `seconds` to see.
+    static func isClosedByServer(_ socket: Int32, waiting seconds: Double) -> Bool {
+        var timeout = timeval(tv_sec: Int(seconds), tv_usec: Int((seconds - seconds.rounded(.down)) * 1_000_000))
+        setsockopt(socket, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var byte: UInt8 = 0
+        let count = recv(socket, &byte, 1, 0)
+        return count == 0 || (count < 0 && errno == ECONNRESET)
+    }
+
+    /// Closes a connection from ``openConnection(port:)``.
+    static func closeConnection(_ socket: Int32) { close(socket) }
+
     private static func blockingExchange(port: Int, head: String, body: [UInt8], readTimeout: Double) throws -> Exchange {
         let socket = try connect(port: port)
         defer { close(socket) }

@@ -1,0 +1,128 @@
+import CumulusCore
+import CumulusStore
+import Hummingbird
+import Synchronization
+
+/// Limits on the database API per caller: a signed-in user, a server-to-server key, or (for requests made with the API
+/// token alone) the client's address.
+public struct RequestLimits: Sendable, Hashable {
+    /// Requests per second a caller may make on average; 0 turns the rate limit off.
+    public var requestsPerSecond: Double
+    /// Requests a caller may make at once above the average (the bucket's size).
+    public var burst: Int
+    /// Requests of one caller this instance works on at once; more are refused at once rather than queued, so a caller
+    /// that opens hundreds of connections gets no more of the server than one that opens a few. 0 turns it off.
+    public var concurrentRequests: Int
+
+    public init(requestsPerSecond: Double = 100, burst: Int = 300, concurrentRequests: Int = 8) {
+        self.requestsPerSecond = requestsPerSecond
+        self.burst = burst
+        self.concurrentRequests = concurrentRequests
+    }
+
+    /// No limits.
+    public static var unlimited: Self { .init(requestsPerSecond: 0, burst: 0, concurrentRequests: 0) }
+}
+
+/// Token buckets and in-flight counts per caller, in this instance's memory.
+///
+/// Held per instance: behind a load balancer, a caller spread over `n` instances gets up to `n` times the rate (set
+/// the rate per instance accordingly). Counting every request in the shared store would cost a write per request.
+final class RequestThrottle: Sendable {
+    private struct Bucket {
+        var tokens: Double
+        var updated: ContinuousClock.Instant
+        var inFlight: Int
+    }
+
+    private final class Shard: Sendable {
+        let buckets = Mutex<[String: Bucket]>([:])
+    }
+
+    /// Buckets spread over shards by key, so concurrent requests of different callers rarely meet on one lock.
+    private let shards: [Shard]
+    let limits: RequestLimits
+    /// Buckets a shard keeps before it forgets the full, idle ones.
+    private let shardCapacity = 4_096
+
+    init(limits: RequestLimits) {
+        self.limits = limits
+        self.shards = (0..<16).map { _ in Shard() }
+    }
+
+    enum Admission: Equatable {
+        case admitted
+        /// Refused; the caller may retry after this many seconds.
+        case refused(retryAfter: Int, reason: String)
+    }
+
+    /// Takes a token and an in-flight place for `key`, or refuses.
+    func admit(_ key: String, now: ContinuousClock.Instant = .now) -> Admission {
+        let limits = self.limits
+        return shard(key).buckets.withLock { buckets in
+            var bucket = buckets[key] ?? Bucket(tokens: Double(limits.burst), updated: now, inFlight: 0)
+            if limits.requestsPerSecond > 0 {
+                let elapsed = Double((now - bucket.updated).components.attoseconds) / 1e18 + Double((now - bucket.updated).components.seconds)
+                bucket.tokens = min(Double(limits.burst), bucket.tokens + elapsed * limits.requestsPerSecond)
+                bucket.updated = now
+                guard bucket.tokens >= 1 else {
+                    buckets[key] = bucket
+                    let wait = (1 - bucket.tokens) / limits.requestsPerSecond
+                    return .refused(
+                        retryAfter: max(1, Int(wait.rounded(.up))),
+                        reason: "too many requests: at most \(Int(limits.requestsPerSecond)) per second on average")
+                }
+            }
+            if limits.concurrentRequests > 0, bucket.inFlight >= limits.concurrentRequests {
+                buckets[key] = bucket
+                return .refused(retryAfter: 1, reason: "too many requests at once: at most \(limits.concurrentRequests)")
+            }
+            if limits.requestsPerSecond > 0 { bucket.tokens -= 1 }
+            bucket.inFlight += 1
+            if buckets.count >= shardCapacity, buckets[key] == nil { forgetIdle(&buckets, now: now) }
+            buckets[key] = bucket
+            return .admitted
+        }
+    }
+
+    /// Gives back the in-flight place taken by ``admit(_:now:)``.
+    func finish(_ key: String) {
+        shard(key).buckets.withLock { buckets in buckets[key]?.inFlight -= 1 }
+    }
+
+    private func shard(_ key: String) -> Shard {
+        shards[Int(UInt(bitPattern: key.hashValue) % UInt(shards.count))]
+    }
+
+    /// Forgets callers with nothing in flight whose buckets have refilled: they would start full anyway.
+    private func forgetIdle(_ buckets: inout [String: Bucket], now: ContinuousClock.Instant) {
+        let refill: Duration = limits.requestsPerSecond > 0 ? .seconds(Double(limits.burst) / limits.requestsPerSecond) : .zero
+        buckets = buckets.filter { $0.value.inFlight > 0 || now - $0.value.updated < refill }
+    }
+}
+
+/// Applies ``RequestLimits`` to each authenticated database request, answering 429 `THROTTLED` with `retryAfter`.
+struct RequestThrottleMiddleware: RouterMiddleware {
+    typealias Context = CumulusRequestContext
+
+    let throttle: RequestThrottle
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        let key = Self.key(context)
+        switch throttle.admit(key) {
+        case .refused(let retryAfter, let reason):
+            throw CumulusError(.throttled, reason, retryAfter: retryAfter)
+        case .admitted:
+            defer { throttle.finish(key) }
+            return try await next(request, context)
+        }
+    }
+
+    /// The caller a request counts against: the user, the server key, or the address of an anonymous caller.
+    static func key(_ context: Context) -> String {
+        guard let caller = context.caller else { return "address:" + context.remoteAddress }
+        if let user = caller.user { return "user:" + user.userRecordName }
+        if case .serverKey(let keyID) = caller.credential { return "key:" + keyID }
+        return "address:" + context.remoteAddress
+    }
+}
