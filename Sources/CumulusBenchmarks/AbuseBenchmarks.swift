@@ -5,6 +5,8 @@ import Foundation
 import Logging
 import NIOCore
 import NIOHTTP1
+import NIOPosix
+import Synchronization
 
 /// What one holder of an app's API token can do to the server: the peak memory of the worst request bodies, each
 /// measured in a fresh server process of its own.
@@ -74,4 +76,97 @@ extension Benchmarks {
         body.append(UInt8(ascii: "}"))
         return body
     }
+
+    /// A well-behaved user's latency while another user floods the API from 512 connections, with the per-caller limits
+    /// off and on, against a baseline without the flood.
+    static func floodLatency() async throws {
+        print()
+        print("| well-behaved user's `records/query`, one at a time | flood | p50 ms | p99 ms | flooder's answers |")
+        print("|---|---|---:|---:|---|")
+        for (flood, limits) in [(false, true), (true, false), (true, true)] {
+            let (store, cleanUp, location) = try await BenchStore.sqlite.makeLocated()
+            defer { cleanUp() }
+            let logger = Logger(label: "bench")
+            let accounts = AccountService(store: store, passwordHasher: PasswordHasher(rounds: 1 << 10))
+            let container = "iCloud.com.example.bench"
+            try await accounts.createContainer(container, logger: logger)
+            let apiToken = try await accounts.createAPIToken(container: container, environment: .development, logger: logger)
+            var tokens: [String] = []
+            for name in ["victim", "flooder"] {
+                let user = try await accounts.createUser(container: container, name: name, password: nil, email: nil, logger: logger)
+                tokens.append(try await accounts.issueWebAuthToken(for: user, logger: logger))
+            }
+            let server = try ServerProcess.start(store: location, requestLimits: limits)
+            defer { server.stop() }
+            let http = Self.manyConnections
+            let database = "\(server.url)/database/1/\(container)/development/private"
+            // The well-behaved user has a client (and event loop) of its own, as it would on another machine.
+            let own = HTTPClient(eventLoopGroupProvider: .shared(MultiThreadedEventLoopGroup(numberOfThreads: 1)))
+            @Sendable func post(_ operation: String, _ token: String, _ body: String, client: HTTPClient = http) async throws -> Int {
+                var request = HTTPClientRequest(url: "\(database)/\(operation)?ckAPIToken=\(apiToken)&ckWebAuthToken=\(token)")
+                request.method = .POST
+                request.body = .bytes(ByteBuffer(string: body))
+                let response = try await client.execute(request, timeout: .seconds(60))
+                _ = try await response.body.collect(upTo: 16 << 20)
+                return Int(response.status.code)
+            }
+            // Each user: 1,000 notes in a zone.
+            for token in tokens {
+                _ = try await post("zones/modify", token, #"{"operations":[{"operationType":"create","zone":{"zoneID":{"zoneName":"Notes"}}}]}"#)
+                for batch in 0..<5 {
+                    let operations = (0..<200).map { index in
+                        #"{"operationType":"create","record":{"recordName":"n\#(batch * 200 + index)","recordType":"Note","fields":{"rank":{"value":\#(index)},"title":{"value":"note \#(index)"}}}}"#
+                    }
+                    _ = try await post(
+                        "records/modify", token, #"{"zoneID":{"zoneName":"Notes"},"operations":[\#(operations.joined(separator: ","))]}"#)
+                }
+            }
+            let query =
+                #"{"zoneID":{"zoneName":"Notes"},"resultsLimit":50,"query":{"recordType":"Note","filterBy":[{"fieldName":"rank","comparator":"GREATER_THAN","fieldValue":{"value":100}}],"sortBy":[{"fieldName":"rank","ascending":false}]}}"#
+            let tally = FloodTally()
+            let flooder = tokens[1]
+            let flooders = Task {
+                guard flood else { return }
+                await withTaskGroup(of: Void.self) { group in
+                    for _ in 0..<512 {
+                        group.addTask {
+                            while !tally.stopped {
+                                tally.count((try? await post("records/query", flooder, query)) ?? 0)
+                            }
+                        }
+                    }
+                }
+            }
+            if flood { try await Task.sleep(for: .seconds(2)) }
+            var latencies: [Double] = []
+            let until = ContinuousClock.now + .seconds(10)
+            while ContinuousClock.now < until {
+                let start = ContinuousClock.now
+                let status = try await post("records/query", tokens[0], query, client: own)
+                guard status == 200 else { throw BenchmarkError("the well-behaved user got \(status)") }
+                latencies.append((ContinuousClock.now - start).seconds * 1000)
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            tally.stop()
+            await flooders.value
+            try await own.shutdown()
+            latencies.sort()
+            func percentile(_ p: Double) -> String { String(format: "%.1f", latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))]) }
+            let answers = tally.statuses.sorted { $0.key < $1.key }.map { "\($0.value) × \($0.key == 0 ? "failed" : String($0.key))" }
+            let floodName = flood ? "512 connections of another user, limits \(limits ? "on" : "off")" : "none"
+            print("| \(latencies.count) queries | \(floodName) | \(percentile(0.5)) | \(percentile(0.99)) | \(answers.joined(separator: ", ")) |")
+        }
+    }
+}
+
+/// The flooder's answers by status (0: the request failed), and when to stop.
+final class FloodTally: Sendable {
+    private let counts = Mutex([Int: Int]())
+    private let stopping = Atomic(false)
+
+    var statuses: [Int: Int] { counts.withLock { $0 } }
+    var stopped: Bool { stopping.load(ordering: .relaxed) }
+
+    func count(_ status: Int) { counts.withLock { $0[status, default: 0] += 1 } }
+    func stop() { stopping.store(true, ordering: .relaxed) }
 }

@@ -30,7 +30,7 @@ struct Benchmarks {
     static func main() async throws {
         var arguments = CommandLine.arguments.dropFirst()
         if arguments.first == "--serve", let store = arguments.dropFirst().first {
-            try await serve(store)
+            try await serve(store, requestLimits: arguments.dropFirst(2).first == "--request-limits" ? RequestLimits() : .unlimited)
             return
         }
         var records = 50_000
@@ -60,6 +60,7 @@ struct Benchmarks {
         print("|---|---:|---:|---:|---|")
         if only == "abuse" {
             try await hostileBodies()
+            try await floodLatency()
             return
         }
         if only == "sync" {

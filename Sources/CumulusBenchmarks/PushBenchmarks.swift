@@ -17,15 +17,15 @@ import Synchronization
 /// latency with many connected subscribers, notifications delivered per second, and the server's memory with many idle
 /// streams.
 extension Benchmarks {
-    /// The server side: `CumulusBenchmarks --serve STORE` runs Cumulus on a store the benchmark prepared and prints its
-    /// URL.
-    static func serve(_ location: String) async throws {
+    /// The server side: `CumulusBenchmarks --serve STORE [--request-limits]` runs Cumulus on a store the benchmark
+    /// prepared and prints its URL; with `--request-limits`, the database API's per-caller limits are a deployment's.
+    static func serve(_ location: String, requestLimits: RequestLimits) async throws {
         var logger = Logger(label: "bench-server")
         logger.logLevel = .warning
         var configuration = ServerConfiguration(port: 0, pushLimits: PushLimits(maximumConnections: 50_000))
         // Every simulated client comes from this machine's one address.
         configuration.connectionLimits = ConnectionLimits(maximumConnections: 60_000, maximumConnectionsPerAddress: 60_000)
-        configuration.requestLimits = .unlimited
+        configuration.requestLimits = requestLimits
         if location.hasPrefix("postgres") {
             let postgres = try PostgresLocation(url: location)
             let client = PostgresClient(configuration: postgres.clientConfiguration(maximumConnections: 20))
@@ -56,10 +56,10 @@ extension Benchmarks {
         let process: Process
         let url: String
 
-        static func start(store: String) throws -> ServerProcess {
+        static func start(store: String, requestLimits: Bool = false) throws -> ServerProcess {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-            process.arguments = ["--serve", store]
+            process.arguments = ["--serve", store] + (requestLimits ? ["--request-limits"] : [])
             let output = Pipe()
             process.standardOutput = output
             try process.run()

@@ -72,11 +72,11 @@ public func buildRouter(
         accounts: accounts, limits: limits, clock: clock, signatureDateTolerance: configuration.signatureDateTolerance,
         acceptsUnhashedLargeServerToServerBodies: configuration.acceptsUnhashedLargeServerToServerBodies)
     let throttle = RequestThrottleMiddleware(throttle: RequestThrottle(limits: configuration.requestLimits))
-    let databaseGroup = router.group("database/1/:container/:environment/:database").add(middleware: authentication).add(middleware: throttle)
+    let databaseGroup = router.group("database/1/:container/:environment/:database").add(middleware: throttle).add(middleware: authentication)
     DatabaseRoutes(database: database, accounts: accounts, limits: limits, address: address).register(on: databaseGroup)
     let pushRoutes = PushRoutes(push: push, limits: limits, address: address, heartbeat: configuration.pushHeartbeatInterval)
     pushRoutes.registerTokens(on: databaseGroup)
-    pushRoutes.registerTokens(on: router.group("device/1/:container/:environment").add(middleware: authentication).add(middleware: throttle))
+    pushRoutes.registerTokens(on: router.group("device/1/:container/:environment").add(middleware: throttle).add(middleware: authentication))
     pushRoutes.registerCourier(on: router)
     ShareRoutes(database: database, accounts: accounts, address: address, appStoreID: configuration.appStoreID)
         .register(on: router)

@@ -1,27 +1,31 @@
 import CumulusCore
-import CumulusStore
 import Hummingbird
 import Synchronization
 
-/// Limits on the database API per caller: a signed-in user, a server-to-server key, or (for requests made with the API
-/// token alone) the client's address.
+/// Limits on the database API per caller: a signed-in user's device (its web auth token), a server-to-server key, or
+/// (for requests made with the API token alone) the client's address.
 public struct RequestLimits: Sendable, Hashable {
     /// Requests per second a caller may make on average; 0 turns the rate limit off.
     public var requestsPerSecond: Double
     /// Requests a caller may make at once above the average (the bucket's size).
     public var burst: Int
-    /// Requests of one caller this instance works on at once; more are refused at once rather than queued, so a caller
-    /// that opens hundreds of connections gets no more of the server than one that opens a few. 0 turns it off.
+    /// Requests of one caller this instance works on at once; more are refused rather than queued, so a caller that
+    /// opens hundreds of connections gets no more of the server than one that opens a few. 0 turns it off.
     public var concurrentRequests: Int
+    /// How long a refused request waits before its `429` is sent. A flooder's connections then each make one request
+    /// in this time instead of hundreds, so refusing them costs the server little; a well-behaved client waits its
+    /// `retryAfter` anyway.
+    public var refusalDelay: Duration
 
-    public init(requestsPerSecond: Double = 100, burst: Int = 300, concurrentRequests: Int = 8) {
+    public init(requestsPerSecond: Double = 100, burst: Int = 300, concurrentRequests: Int = 8, refusalDelay: Duration = .seconds(1)) {
         self.requestsPerSecond = requestsPerSecond
         self.burst = burst
         self.concurrentRequests = concurrentRequests
+        self.refusalDelay = refusalDelay
     }
 
     /// No limits.
-    public static var unlimited: Self { .init(requestsPerSecond: 0, burst: 0, concurrentRequests: 0) }
+    public static var unlimited: Self { .init(requestsPerSecond: 0, burst: 0, concurrentRequests: 0, refusalDelay: .zero) }
 }
 
 /// Token buckets and in-flight counts per caller, in this instance's memory.
@@ -101,16 +105,20 @@ final class RequestThrottle: Sendable {
     }
 }
 
-/// Applies ``RequestLimits`` to each authenticated database request, answering 429 `THROTTLED` with `retryAfter`.
+/// Applies ``RequestLimits`` to each database request, answering 429 `THROTTLED` with `retryAfter`.
+///
+/// It runs before authentication, so a refused request costs no store read: a flood is turned away for the price of
+/// parsing its head.
 struct RequestThrottleMiddleware: RouterMiddleware {
     typealias Context = CumulusRequestContext
 
     let throttle: RequestThrottle
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        let key = Self.key(context)
+        let key = Self.key(request, context)
         switch throttle.admit(key) {
         case .refused(let retryAfter, let reason):
+            if throttle.limits.refusalDelay > .zero { try await Task.sleep(for: throttle.limits.refusalDelay) }
             throw CumulusError(.throttled, reason, retryAfter: retryAfter)
         case .admitted:
             defer { throttle.finish(key) }
@@ -118,11 +126,11 @@ struct RequestThrottleMiddleware: RouterMiddleware {
         }
     }
 
-    /// The caller a request counts against: the user, the server key, or the address of an anonymous caller.
-    static func key(_ context: Context) -> String {
-        guard let caller = context.caller else { return "address:" + context.remoteAddress }
-        if let user = caller.user { return "user:" + user.userRecordName }
-        if case .serverKey(let keyID) = caller.credential { return "key:" + keyID }
+    /// What a request counts against: the user's web auth token (one signed-in device), the server-to-server key, or
+    /// for requests with the API token alone, the client's address. Tokens are kept only as map keys, never logged.
+    static func key(_ request: Request, _ context: Context) -> String {
+        if let token = request.uri.queryParameters["ckWebAuthToken"], !token.isEmpty { return "token:" + String(token) }
+        if let keyID = request.headers[.cloudKitKeyID] { return "key:" + keyID }
         return "address:" + context.remoteAddress
     }
 }
