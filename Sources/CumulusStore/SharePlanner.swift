@@ -10,25 +10,41 @@ public enum SharePlanner {}
 // MARK: - A participant's writes
 
 extension SharePlanner {
-    /// The names whose nearest shared root (among the participant's roots) ``enforce(_:on:batch:existing:placed:)``
-    /// needs: the existing records the batch touches and every parent it names.
+    /// The names whose nearest shared root (among the participant's roots) ``enforce(_:on:batch:existing:placed:hidden:)``
+    /// needs: every existing record the batch reads (those it writes, its parents, its `VALIDATE` targets) and every
+    /// parent it names.
     public static func namesToPlace(_ batch: RecordBatch, existing: [String: StoredRecord]) -> Set<String> {
-        var names = Set<String>()
+        var names = Set(existing.keys)
         for operation in batch.operations {
-            if existing[operation.recordName] != nil { names.insert(operation.recordName) }
             if case .set(let parent) = operation.parent { names.insert(parent) }
         }
         return names
     }
 
+    /// The records of `existing` a participant of hierarchy shares cannot see: outside every shared hierarchy, and not
+    /// a share record of theirs. A store plans the batch as if they did not exist (``RecordBatchPlanner`` over the
+    /// other records), so a participant's write answers the same whether a name is unshared or missing: a `VALIDATE`
+    /// reference to it fails, an update answers `NOT_FOUND`, a delete succeeds and changes nothing.
+    public static func hiddenNames(in existing: [String: StoredRecord], access: ParticipantAccess, placed: [String: String]) -> Set<String> {
+        guard !access.zoneWide else { return [] }
+        return Set(existing.keys.filter { placed[$0] == nil && !access.shareRecordNames.contains($0) })
+    }
+
     /// Checks every operation of a participant's batch against what their shares allow.
     ///
-    /// Records outside the shared hierarchy answer `NOT_FOUND`, exactly as missing ones, so nothing about them leaks.
+    /// `plan` and `existing` leave out the ``hiddenNames(in:access:placed:)``, so those records answer as missing ones
+    /// do. The one write that cannot behave as if a name were free is a creation that would succeed: it fails with
+    /// `EXISTS`, as creating over any taken name does. Names are one namespace per zone, so that much is inherent;
+    /// unguessable names (UUIDs, as clients make them) keep it from telling anything.
     ///
-    /// - Parameter placed: for names of ``namesToPlace(_:existing:)``, the nearest ancestor (or the record itself)
-    ///   among `access.roots`; absent when outside every shared hierarchy. Unused for a zone-wide share.
+    /// - Parameters:
+    ///   - existing: The visible records the batch reads.
+    ///   - placed: For names of ``namesToPlace(_:existing:)``, the nearest ancestor (or the record itself) among
+    ///     `access.roots`; absent when outside every shared hierarchy. Unused for a zone-wide share.
+    ///   - hidden: Records that exist but the participant cannot see.
     public static func enforce(
-        _ access: ParticipantAccess, on plan: inout RecordBatchPlan, batch: RecordBatch, existing: [String: StoredRecord], placed: [String: String]
+        _ access: ParticipantAccess, on plan: inout RecordBatchPlan, batch: RecordBatch, existing: [String: StoredRecord], placed: [String: String],
+        hidden: Set<String> = []
     ) {
         let names = batch.operations.map(\.recordName)
         var createdParents: [String: String] = [:]
@@ -81,6 +97,8 @@ extension SharePlanner {
                 }
             } else {
                 if operation.operationType.isDelete { continue }  // deleting a missing record reveals nothing
+                // An update of a missing record already failed (`NOT_FOUND`), as it does for anyone.
+                if case .failed = plan.outcomes[index] { continue }
                 if touchesShare { deny(.accessDenied, "only the owner can create a share"); continue }
                 guard case .set(let parent) = operation.parent, let parentRoot = root(of: parent) else {
                     deny(.accessDenied, "records created through a share need a parent in the shared hierarchy")
@@ -88,6 +106,12 @@ extension SharePlanner {
                 }
                 if !access.writableRoots.contains(parentRoot) { deny(.accessDenied, "this share is read-only for you"); continue }
             }
+        }
+        for (index, operation) in batch.operations.enumerated() where hidden.contains(operation.recordName) {
+            guard case .write = plan.outcomes[index] else { continue }
+            plan.fail(
+                index, RecordFailure(recordName: operation.recordName, code: .exists, reason: "record \(operation.recordName) already exists"),
+                atomic: batch.atomic, recordNames: names)
         }
     }
 }

@@ -54,12 +54,9 @@ extension PostgresRecordStore {
             guard let zone else { throw StoreError(.zoneNotFound, "zone \(batch.zoneName) does not exist") }
             let databaseID = zone.databaseID
             let zoneID = batch.database.zoneID(batch.zoneName)
-            let existing = try await Self.liveRecords(
+            let read = try await Self.liveRecords(
                 connection, zoneRowID: zone.id, zoneID: zoneID, names: Array(batch.namesToRead), logger: logger)
-            var plan = planner.plan(batch, existing: existing)
-            if let access = batch.access {
-                try await Self.enforce(access, on: &plan, batch: batch, existing: existing, zoneRowID: zone.id, connection, logger: logger)
-            }
+            var (plan, existing) = try await Self.plan(batch, existing: read, planner: planner, zoneRowID: zone.id, connection, logger: logger)
             let shareWork = try await Self.prepareShareChanges(
                 &plan, batch: batch, existing: existing, zoneRowID: zone.id, connection, logger: logger)
 

@@ -6,16 +6,22 @@ import PostgresNIO
 extension PostgresRecordStore {
     // MARK: - A participant's writes
 
-    /// Checks a participant's batch against their shares (``SharePlanner/enforce(_:on:batch:existing:placed:)``),
-    /// reading where the records sit in the shared hierarchies inside the write transaction.
-    static func enforce(
-        _ access: ParticipantAccess, on plan: inout RecordBatchPlan, batch: RecordBatch, existing: [String: StoredRecord], zoneRowID: Int64,
-        _ connection: PostgresConnection, logger: Logger
-    ) async throws {
+    /// Plans a batch; for a participant, over the records they can see only, and checked against their shares
+    /// (``SharePlanner``), reading where the records sit in the shared hierarchies inside the write transaction.
+    /// Answers the plan and the records it was made over.
+    static func plan(
+        _ batch: RecordBatch, existing: [String: StoredRecord], planner: RecordBatchPlanner, zoneRowID: Int64, _ connection: PostgresConnection,
+        logger: Logger
+    ) async throws -> (RecordBatchPlan, visible: [String: StoredRecord]) {
+        guard let access = batch.access else { return (planner.plan(batch, existing: existing), existing) }
         let toPlace = SharePlanner.namesToPlace(batch, existing: existing)
         let placed =
             access.zoneWide ? [:] : try await roots(of: Array(toPlace), zoneRowID: zoneRowID, among: access.roots, connection, logger: logger)
-        SharePlanner.enforce(access, on: &plan, batch: batch, existing: existing, placed: placed)
+        let hidden = SharePlanner.hiddenNames(in: existing, access: access, placed: placed)
+        let visible = hidden.isEmpty ? existing : existing.filter { !hidden.contains($0.key) }
+        var plan = planner.plan(batch, existing: visible)
+        SharePlanner.enforce(access, on: &plan, batch: batch, existing: visible, placed: placed, hidden: hidden)
+        return (plan, visible)
     }
 
     // MARK: - Share changes

@@ -82,11 +82,8 @@ extension SQLiteRecordStore {
                 throw StoreError(.zoneNotFound, "zone \(batch.zoneName) does not exist")
             }
             let zoneID = batch.database.zoneID(batch.zoneName)
-            let existing = try Self.liveRecords(db, zoneRowID: zone.id, zoneID: zoneID, names: Array(batch.namesToRead))
-            var plan = planner.plan(batch, existing: existing)
-            if let access = batch.access {
-                try Self.enforce(access, on: &plan, batch: batch, existing: existing, zoneRowID: zone.id, db)
-            }
+            let read = try Self.liveRecords(db, zoneRowID: zone.id, zoneID: zoneID, names: Array(batch.namesToRead))
+            var (plan, existing) = try Self.plan(batch, existing: read, planner: planner, zoneRowID: zone.id, db)
             let shareWork = try Self.prepareShareChanges(&plan, batch: batch, existing: existing, zoneRowID: zone.id, db)
 
             var sequence = zone.changeSequence

@@ -68,6 +68,77 @@ struct AbuseTests {
         }
     }
 
+    // MARK: - Sharing
+
+    /// Every write a read-write participant can make answers the same for a record outside the share as for a name
+    /// that does not exist, except creating a record under a taken name (`EXISTS`, as any taken name answers).
+    @Test(arguments: TestStore.all)
+    func participantsCannotTellUnsharedRecordsFromMissingOnes(_ store: TestStore) async throws {
+        let world = try await TestWorld.make(store: store)
+        let (alice, bob) = (world.alice, world.bob)
+        try await world.test { client in
+            try await client.createZone("Lists", as: alice)
+            _ = try await client.modify(
+                [
+                    operation("create", "list", type: "List"), operation("create", "secret", type: "Item", fields: #"{"text":{"value":"t0p"}}"#),
+                ], zone: "Lists", as: .user(alice))
+            let created = try await client.modify(
+                [shareOperation(participants: [("bob@example.com", "READ_WRITE")])], zone: "Lists", as: .user(alice))
+            let guid = try #require(created.records.first?["shortGUID"]?.stringValue)
+            _ = try await client.resolve(guid, as: .user(bob), accept: true)
+            let zone = client.ownerZone("Lists", owner: alice)
+
+            /// Bob's answer to a batch that names `target`, with the name replaced so two answers compare.
+            func probe(_ target: String, _ operations: (String) -> [String]) async throws -> [String] {
+                let response = try await client.send(
+                    "records/modify", as: .user(bob), database: "shared",
+                    body: #"{\#(zone),"operations":[\#(operations(target).joined(separator: ","))]}"#)
+                #expect(response.status == 200, "\(response.json)")
+                return response.records.map { record in
+                    let code = record["serverErrorCode"]?.stringValue ?? (record["deleted"] == .bool(true) ? "deleted" : "saved")
+                    return code + " " + (record["reason"]?.stringValue ?? "").replacingOccurrences(of: target, with: "NAME")
+                }
+            }
+            let parent = #","parent":{"recordName":"list"}"#
+            let probes: [(String, (String) -> [String])] = [
+                (
+                    "a VALIDATE reference",
+                    { name in
+                        [
+                            operation(
+                                "create", "child-\(UUID().uuidString)", type: "Item",
+                                fields: #"{"ref":{"value":{"recordName":"\#(name)","action":"VALIDATE"}}}"#, extra: parent)
+                        ]
+                    }
+                ),
+                ("an update", { name in [operation("update", name, type: "Item", tag: "abc", fields: #"{"text":{"value":"x"}}"#)] }),
+                ("a replace", { name in [operation("replace", name, type: "Item", tag: "abc")] }),
+                ("a forced update without a parent", { name in [operation("forceUpdate", name, type: "Item")] }),
+                ("a creation without a parent", { name in [operation("create", name, type: "Item")] }),
+                ("a delete", { name in [operation("delete", name, type: nil, tag: "abc")] }),
+                ("a forced delete", { name in [operation("forceDelete", name, type: nil)] }),
+                (
+                    "a parent outside the share",
+                    { name in [operation("create", "c-\(UUID().uuidString)", type: "Item", extra: #","parent":{"recordName":"\#(name)"}"#)] }
+                ),
+            ]
+            for (what, operations) in probes {
+                #expect(try await probe("secret", operations) == (try await probe("nosuch", operations)), "\(what)")
+            }
+            // The owner's record is untouched by all of it.
+            let secret = try await client.lookup(["secret"], zone: "Lists", as: .user(alice))
+            #expect(secret.records[0]["fields"]?["text"]?["value"] == .string("t0p"))
+
+            // Creating in the share under a free name works; under a taken one, it fails as a taken name does.
+            #expect(try await probe("fresh", { [operation("create", $0, type: "Item", extra: parent)] }) == ["saved "])
+            #expect(try await probe("secret", { [operation("create", $0, type: "Item", extra: parent)] }) == ["EXISTS record NAME already exists"])
+            #expect(try await probe("fresh", { [operation("create", $0, type: "Item", extra: parent)] }) == ["EXISTS record NAME already exists"])
+            let after = try await client.lookup(["secret"], zone: "Lists", as: .user(alice))
+            #expect(after.records[0]["fields"]?["text"]?["value"] == .string("t0p"))
+            #expect(after.records[0]["parent"] == nil)
+        }
+    }
+
     // MARK: - Connections
 
     @Test func silentAndSlowConnectionsAreClosedOnTime() async throws {
