@@ -142,7 +142,7 @@ public struct AccountService: Sendable {
     ) async throws -> (UserAccount, String) {
         if let address {
             try await throttle(
-                [("signup-address", address, signInLimits.signUpsPerAddress)], window: signInLimits.signUpWindow, action: "sign-ups",
+                "signup-address:" + address, limit: signInLimits.signUpsPerAddress, window: signInLimits.signUpWindow, action: "sign-ups",
                 logger: logger)
         }
         let user = try await createUser(container: container, name: name, password: password, email: email, logger: logger)
@@ -161,11 +161,11 @@ public struct AccountService: Sendable {
     ) {
         let account = "\(container)\n\(name.trimmingCharacters(in: .whitespaces).lowercased())"
         try await throttle(
-            [("signin-account", account, signInLimits.attemptsPerAccount)], window: signInLimits.accountWindow, action: "sign-in attempts",
-            logger: logger)
+            "signin-account:" + account, limit: signInLimits.attemptsPerAccount, window: signInLimits.accountWindow,
+            action: "sign-in attempts", logger: logger)
         if let address {
             try await throttle(
-                [("signin-address", address, signInLimits.attemptsPerAddress)], window: signInLimits.addressWindow,
+                "signin-address:" + address, limit: signInLimits.attemptsPerAddress, window: signInLimits.addressWindow,
                 action: "sign-in attempts", logger: logger)
         }
         let user = try await store.user(container: container, name: name, logger: logger)
@@ -234,18 +234,19 @@ public struct AccountService: Sendable {
         }
     }
 
-    /// Counts one attempt against each key in the current window of `window`, or throws `THROTTLED` with the seconds
-    /// left in the window if a key is over its limit.
-    private func throttle(_ keys: [(kind: String, key: String, limit: Int)], window: Duration, action: String, logger: Logger) async throws {
+    /// Counts one attempt against `key` in the current window of `window`, or throws `THROTTLED` with the seconds left
+    /// in the window if the key is over its limit.
+    private func throttle(_ key: String, limit: Int, window: Duration, action: String, logger: Logger) async throws {
         let length = max(1, window.components.seconds * 1000)
         let now = clock.milliseconds()
         let windowStart = now - now % length
-        let counts = try await store.countAttempts(
-            keys: keys.map { "\($0.kind):\($0.key)" }, windowStart: windowStart, forgetBefore: windowStart - length, logger: logger)
-        for (index, key) in keys.enumerated() where counts[index] > key.limit {
+        // Counts are forgotten once the longest window that could hold them has passed.
+        let longest = [signInLimits.accountWindow, signInLimits.addressWindow, signInLimits.signUpWindow].max()!.components.seconds * 1000
+        let counts = try await store.countAttempts(keys: [key], windowStart: windowStart, forgetBefore: now - longest, logger: logger)
+        if let count = counts.first, count > limit {
             let retryAfter = Int((windowStart + length - now + 999) / 1000)
             throw CumulusError(
-                .throttled, "too many \(action): at most \(key.limit) per \(length / 1000) s; retry in \(retryAfter) s", retryAfter: retryAfter)
+                .throttled, "too many \(action): at most \(limit) per \(length / 1000) s; retry in \(retryAfter) s", retryAfter: retryAfter)
         }
     }
 

@@ -30,6 +30,21 @@ extension SharePlanner {
         return Set(existing.keys.filter { placed[$0] == nil && !access.shareRecordNames.contains($0) })
     }
 
+    /// Plans a participant's batch: over the records they can see (the others answer as missing ones do), then checked
+    /// against what their shares allow. Answers the plan and the records it was made over, which the store writes by.
+    ///
+    /// - Parameter placed: For names of ``namesToPlace(_:existing:)``, the nearest ancestor (or the record itself) among
+    ///   `access.roots`; empty for a zone-wide share.
+    public static func plan(
+        _ batch: RecordBatch, access: ParticipantAccess, existing: [String: StoredRecord], placed: [String: String], planner: RecordBatchPlanner
+    ) -> (RecordBatchPlan, visible: [String: StoredRecord]) {
+        let hidden = hiddenNames(in: existing, access: access, placed: placed)
+        let visible = hidden.isEmpty ? existing : existing.filter { !hidden.contains($0.key) }
+        var plan = planner.plan(batch, existing: visible)
+        enforce(access, on: &plan, batch: batch, existing: visible, placed: placed, hidden: hidden)
+        return (plan, visible)
+    }
+
     /// Checks every operation of a participant's batch against what their shares allow.
     ///
     /// `plan` and `existing` leave out the ``hiddenNames(in:access:placed:)``, so those records answer as missing ones

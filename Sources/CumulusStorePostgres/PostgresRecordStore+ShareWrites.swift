@@ -6,9 +6,8 @@ import PostgresNIO
 extension PostgresRecordStore {
     // MARK: - A participant's writes
 
-    /// Plans a batch; for a participant, over the records they can see only, and checked against their shares
-    /// (``SharePlanner``), reading where the records sit in the shared hierarchies inside the write transaction.
-    /// Answers the plan and the records it was made over.
+    /// Plans a batch; for a participant, as ``SharePlanner/plan(_:access:existing:placed:planner:)`` does, reading where
+    /// the records sit in the shared hierarchies inside the write transaction.
     static func plan(
         _ batch: RecordBatch, existing: [String: StoredRecord], planner: RecordBatchPlanner, zoneRowID: Int64, _ connection: PostgresConnection,
         logger: Logger
@@ -17,11 +16,7 @@ extension PostgresRecordStore {
         let toPlace = SharePlanner.namesToPlace(batch, existing: existing)
         let placed =
             access.zoneWide ? [:] : try await roots(of: Array(toPlace), zoneRowID: zoneRowID, among: access.roots, connection, logger: logger)
-        let hidden = SharePlanner.hiddenNames(in: existing, access: access, placed: placed)
-        let visible = hidden.isEmpty ? existing : existing.filter { !hidden.contains($0.key) }
-        var plan = planner.plan(batch, existing: visible)
-        SharePlanner.enforce(access, on: &plan, batch: batch, existing: visible, placed: placed, hidden: hidden)
-        return (plan, visible)
+        return SharePlanner.plan(batch, access: access, existing: existing, placed: placed, planner: planner)
     }
 
     // MARK: - Share changes

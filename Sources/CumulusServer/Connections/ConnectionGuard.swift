@@ -62,18 +62,13 @@ final class ConnectionCounts: Sendable {
             counts.byAddress[address] = held > 0 ? held : nil
         }
     }
-
-    /// Connections held now.
-    var total: Int { counts.withLock { $0.total } }
 }
 
 /// Admits a connection under ``ConnectionLimits`` (closing it at once when it is one too many) and closes it when a
 /// request's body takes longer than ``ConnectionLimits/requestBodyTimeout``.
-final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandler {
+final class ConnectionGuardHandler: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
-    typealias OutboundIn = HTTPResponsePart
-    typealias OutboundOut = HTTPResponsePart
 
     private let counts: ConnectionCounts
     private var admittedAddress: String?
@@ -93,22 +88,23 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
-        bodyDeadline?.cancel()
-        bodyDeadline = nil
-        if let address = admittedAddress {
-            admittedAddress = nil
-            counts.release(address)
-        }
+        forget()
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        forget()
+        context.fireChannelInactive()
+    }
+
+    /// Cancels the body deadline and gives back the connection's place, once, whichever comes first: the connection
+    /// closing or the handler leaving the pipeline.
+    private func forget() {
         bodyDeadline?.cancel()
         bodyDeadline = nil
         if let address = admittedAddress {
             admittedAddress = nil
             counts.release(address)
         }
-        context.fireChannelInactive()
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -126,9 +122,5 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
             bodyDeadline = nil
         }
         context.fireChannelRead(data)
-    }
-
-    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        context.write(data, promise: promise)
     }
 }
