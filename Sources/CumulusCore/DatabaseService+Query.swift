@@ -60,7 +60,7 @@ extension DatabaseService {
             try await store.queryRecords(
                 RecordQuery(
                     database: database, zoneName: zoneName, recordType: recordType, filters: request.filters, sorts: request.sorts,
-                    limit: limit, after: cursor, access: access
+                    limit: limit, after: cursor, access: access, createsIndexes: caller.authorName != nil
                 ),
                 logger: logger
             )

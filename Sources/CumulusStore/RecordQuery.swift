@@ -32,10 +32,13 @@ public struct RecordQuery: Sendable, Hashable {
     public var after: QueryCursor?
     /// Set when a participant queries: only what their shares cover.
     public var access: ParticipantAccess?
+    /// Whether the store may make a missing field index for this query (within its cap, for fields records hold).
+    /// Not for anonymous callers, who are anyone holding the app's API token: their queries use the indexes there are.
+    public var createsIndexes: Bool
 
     public init(
         database: DatabaseRef, zoneName: String?, recordType: String, filters: [QueryFilter], sorts: [QuerySort], limit: Int,
-        after: QueryCursor? = nil, access: ParticipantAccess? = nil
+        after: QueryCursor? = nil, access: ParticipantAccess? = nil, createsIndexes: Bool = true
     ) {
         self.database = database
         self.zoneName = zoneName
@@ -45,6 +48,7 @@ public struct RecordQuery: Sendable, Hashable {
         self.limit = limit
         self.after = after
         self.access = access
+        self.createsIndexes = createsIndexes
     }
 }
 

@@ -8,7 +8,9 @@ import Synchronization
 extension PostgresRecordStore {
     public func queryRecords(_ query: RecordQuery, logger: Logger) async throws -> RecordQueryPage {
         let compiler = try PostgresQueryCompiler(query: query)
-        try await ensureFieldIndexes(compiler.indexedFields, database: query.database, recordType: query.recordType, logger: logger)
+        if query.createsIndexes {
+            try await ensureFieldIndexes(compiler.indexedFields, database: query.database, recordType: query.recordType, logger: logger)
+        }
         return try await transaction(snapshot: true, logger: logger) { connection in
             var compiled = compiler
             guard let databaseID = try await Self.databaseID(connection, query.database, logger: logger) else {

@@ -16,7 +16,9 @@ extension SQLiteRecordStore {
 
     public func queryRecords(_ query: RecordQuery, logger: Logger) async throws -> RecordQueryPage {
         let compiled = try SQLiteQueryCompiler(query: query)
-        try await ensureFieldIndexes(compiled.indexedFields, database: query.database, recordType: query.recordType)
+        if query.createsIndexes {
+            try await ensureFieldIndexes(compiled.indexedFields, database: query.database, recordType: query.recordType)
+        }
         return try await read { db in
             guard let databaseID = try Self.databaseID(db, query.database) else {
                 if query.zoneName == nil || query.zoneName == ZoneID.defaultZoneName { return RecordQueryPage(records: [], cursor: nil) }

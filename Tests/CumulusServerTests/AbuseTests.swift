@@ -2,6 +2,7 @@ import CumulusCore
 import CumulusModel
 import CumulusStore
 import Foundation
+import GRDB
 import HTTPTypes
 import HummingbirdTesting
 import Logging
@@ -9,6 +10,7 @@ import Synchronization
 import Testing
 
 @testable import CumulusServer
+@testable import CumulusStoreSQLite
 
 /// What one holder of the app's API token could do at scale, and the limits that stop it (`docs/SECURITY.md`).
 @Suite("Abuse resistance")
@@ -66,6 +68,32 @@ struct AbuseTests {
             #expect(third.status == 429)
             #expect(third.serverErrorCode == "THROTTLED")
             #expect(try await world.store.user(container: TestWorld.container, name: "gina", logger: .init(label: "test")) == nil)
+        }
+    }
+
+    // MARK: - Queries
+
+    /// Anyone holds the API token, so an anonymous query never makes an index, even on a field records hold; a
+    /// signed-in user's query may.
+    @Test func anonymousQueriesMakeNoIndex() async throws {
+        let store = try SQLiteRecordStore.inMemory()
+        let world = try await TestWorld.make(store: TestStore(name: "SQLite, inspected") { store })
+        @Sendable func fieldIndexes() async throws -> [String] {
+            try await store.writer.read { db in
+                try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'index' AND name LIKE 'records_field_%'")
+            }
+        }
+        try await world.test { client in
+            let post = #"{"operationType":"create","record":{"recordName":"p","recordType":"Post","fields":{"title":{"value":"hello"}}}}"#
+            #expect(
+                try await client.send("records/modify", as: .user(world.alice), database: "public", body: #"{"operations":[\#(post)]}"#).status == 200
+            )
+            let query = #"{"query":{"recordType":"Post","filterBy":[{"fieldName":"title","comparator":"EQUALS","fieldValue":{"value":"hello"}}]}}"#
+            let anonymous = try await client.send("records/query", as: .anonymous, database: "public", body: query)
+            #expect(anonymous.records.count == 1)
+            #expect(try await fieldIndexes().isEmpty)
+            #expect(try await client.send("records/query", as: .user(world.alice), database: "public", body: query).records.count == 1)
+            #expect(try await fieldIndexes() == [SQLiteQueryCompiler.indexName("title")])
         }
     }
 

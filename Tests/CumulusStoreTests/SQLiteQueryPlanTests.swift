@@ -61,6 +61,19 @@ struct SQLiteQueryPlanTests {
         #expect(try await fieldIndexes(store) == [SQLiteQueryCompiler.indexName("name"), SQLiteQueryCompiler.indexName("a")], "capped at two")
     }
 
+    @Test func anonymousQueriesMakeNoIndex() async throws {
+        let store = try await store(holding: ["name": .string("x")])
+        var query = RecordQuery(
+            database: alice, zoneName: "Z", recordType: "Drive",
+            filters: [QueryFilter(comparator: .equals, field: .field("name"), value: .string("x"))], sorts: [], limit: 10,
+            createsIndexes: false)
+        #expect(try await store.queryRecords(query, logger: logger).records.count == 1, "answered without an index")
+        #expect(try await fieldIndexes(store).isEmpty)
+        query.createsIndexes = true
+        _ = try await store.queryRecords(query, logger: logger)
+        #expect(try await fieldIndexes(store) == [SQLiteQueryCompiler.indexName("name")])
+    }
+
     @Test func filtersAndSortsUseFieldIndexes() async throws {
         let store = try await store(holding: ["name": .string("x"), "duration": .double(1), "startTime": .timestamp(1)])
         let equality = RecordQuery(
