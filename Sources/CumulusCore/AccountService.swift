@@ -10,6 +10,7 @@ public struct AccountService: Sendable {
     let passwordHasher: PasswordHasher
     let passwordHashing: PasswordHashingQueue
     let signInLimits: SignInLimits
+    let credentials: CredentialCache
     /// How long a web auth token stays valid, in milliseconds.
     let webAuthTokenLifetime: Int64
     let clock: WallClock
@@ -22,15 +23,19 @@ public struct AccountService: Sendable {
     ///   - passwordHashing: Where passwords are hashed: threads of their own, a few at a time.
     ///   - signInLimits: Throttles of sign-in and sign-up over HTTP.
     ///   - webAuthTokenLifetime: Lifetime of web auth tokens; 14 days by default, CloudKit's "keep me signed in".
+    ///   - credentialCacheLifetime: How long a verified API token or web auth token is trusted without a store read;
+    ///     revocation through another instance takes effect within it. Zero (the default) reads the store every time.
     ///   - clock: The current time.
     public init(
         store: any RecordStore, passwordHasher: PasswordHasher = .init(), passwordHashing: PasswordHashingQueue = .init(),
-        signInLimits: SignInLimits = .init(), webAuthTokenLifetime: Duration = .seconds(14 * 24 * 3600), clock: WallClock = .system
+        signInLimits: SignInLimits = .init(), webAuthTokenLifetime: Duration = .seconds(14 * 24 * 3600),
+        credentialCacheLifetime: Duration = .zero, clock: WallClock = .system
     ) {
         self.store = store
         self.passwordHasher = passwordHasher
         self.passwordHashing = passwordHashing
         self.signInLimits = signInLimits
+        self.credentials = CredentialCache(lifetime: credentialCacheLifetime)
         self.webAuthTokenLifetime = webAuthTokenLifetime.components.seconds * 1000
         self.clock = clock
     }
@@ -60,6 +65,7 @@ public struct AccountService: Sendable {
 
     /// Revokes an API token.
     public func revokeAPIToken(_ token: String, logger: Logger) async throws {
+        credentials.forget(hash: TokenCodec.hash(token))
         do {
             try await store.revokeAPIToken(hash: TokenCodec.hash(token), logger: logger)
         } catch let error as StoreError where error.code == .notFound {
@@ -78,9 +84,13 @@ public struct AccountService: Sendable {
 
     /// The container environment an API token opens, or `AUTHENTICATION_FAILED`.
     public func authenticate(apiToken: String, logger: Logger) async throws -> APITokenRecord {
-        guard let record = try await store.apiToken(hash: TokenCodec.hash(apiToken), logger: logger), !record.revoked else {
+        let hash = TokenCodec.hash(apiToken)
+        let now = clock.milliseconds()
+        if let record = credentials.apiToken(hash: hash, now: now) { return record }
+        guard let record = try await store.apiToken(hash: hash, logger: logger), !record.revoked else {
             throw CumulusError(.authenticationFailed, "ckAPIToken is not valid")
         }
+        credentials.keep(apiToken: record, hash: hash, now: now)
         return record
     }
 
@@ -181,14 +191,20 @@ public struct AccountService: Sendable {
 
     /// Ends a web auth token.
     public func signOut(webAuthToken: String, logger: Logger) async throws {
+        credentials.forget(hash: TokenCodec.hash(webAuthToken))
         try await store.deleteWebAuthToken(hash: TokenCodec.hash(webAuthToken), logger: logger)
     }
 
     /// The user a web auth token identifies in a container, or `AUTHENTICATION_FAILED`.
     public func authenticate(webAuthToken: String, container: String, logger: Logger) async throws -> UserAccount {
-        guard let (token, user) = try await store.webAuthToken(hash: TokenCodec.hash(webAuthToken), logger: logger),
-            user.container == container, token.expiresAt > clock.milliseconds()
-        else {
+        let hash = TokenCodec.hash(webAuthToken)
+        let now = clock.milliseconds()
+        var found = credentials.webAuthToken(hash: hash, now: now)
+        if found == nil {
+            found = try await store.webAuthToken(hash: hash, logger: logger)
+            if let found { credentials.keep(webAuthToken: found, hash: hash, now: now) }
+        }
+        guard let (token, user) = found, user.container == container, token.expiresAt > now else {
             throw CumulusError(.authenticationFailed, "ckWebAuthToken is not valid or has expired")
         }
         return user

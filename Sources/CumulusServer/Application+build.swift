@@ -55,7 +55,8 @@ public func buildRouter(
     let changes = changes ?? changeSignal(for: store)
     let limits = configuration.limits
     let accounts = AccountService(
-        store: store, signInLimits: configuration.signInLimits, webAuthTokenLifetime: configuration.webAuthTokenLifetime, clock: clock)
+        store: store, signInLimits: configuration.signInLimits, webAuthTokenLifetime: configuration.webAuthTokenLifetime,
+        credentialCacheLifetime: configuration.credentialCacheLifetime, clock: clock)
     let database = DatabaseService(store: store, limits: limits, clock: clock, changes: changes)
     let push = PushService(
         store: store, signal: changes, clock: clock, limits: configuration.pushLimits,

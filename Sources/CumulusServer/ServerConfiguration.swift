@@ -52,6 +52,10 @@ public struct ServerConfiguration: Sendable {
     public var connectionLimits = ConnectionLimits()
     /// Rate and concurrency limits of the database API per caller.
     public var requestLimits = RequestLimits()
+    /// How long a verified API token or web auth token is trusted without a store read. Revoking a token or signing
+    /// out through this instance takes effect at once; through another instance, or `cumulus tokens revoke`, within
+    /// this time.
+    public var credentialCacheLifetime: Duration = .seconds(5)
 
     public init(
         host: String = "127.0.0.1", port: Int = 8080, publicBaseURL: String? = nil, limits: Limits = .init(),

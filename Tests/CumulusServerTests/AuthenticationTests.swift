@@ -125,6 +125,57 @@ struct AuthenticationTests {
         }
     }
 
+    /// An instance trusts a verified credential for a few seconds without reading the store: revocation through it is
+    /// immediate, through another instance it takes at most that long, and a token's own expiry always holds.
+    @Test(arguments: TestStore.all)
+    func verifiedCredentialsAreTrustedForTheirLifetimeOnly(_ store: TestStore) async throws {
+        let world = try await TestWorld.make(store: store)
+        let time = LockedTime(Date(timeIntervalSince1970: 1_800_000_000))
+        let logger = Logger(label: "test")
+        let instance = AccountService(
+            store: world.store, webAuthTokenLifetime: .seconds(60), credentialCacheLifetime: .seconds(5), clock: WallClock { time.now })
+        let other = AccountService(store: world.store, clock: WallClock { time.now })
+        let container = TestWorld.container
+
+        // Revoked through another instance: still trusted here for the rest of the five seconds, then refused.
+        let apiToken = try await other.createAPIToken(container: container, environment: .development, logger: logger)
+        _ = try await instance.authenticate(apiToken: apiToken, logger: logger)
+        try await other.revokeAPIToken(apiToken, logger: logger)
+        _ = try await instance.authenticate(apiToken: apiToken, logger: logger)
+        time.advance(by: 5)
+        await #expect(throws: CumulusError.self) { try await instance.authenticate(apiToken: apiToken, logger: logger) }
+
+        // Revoked through this instance: refused at once.
+        let second = try await other.createAPIToken(container: container, environment: .development, logger: logger)
+        _ = try await instance.authenticate(apiToken: second, logger: logger)
+        try await instance.revokeAPIToken(second, logger: logger)
+        await #expect(throws: CumulusError.self) { try await instance.authenticate(apiToken: second, logger: logger) }
+
+        // Web auth tokens: signing out here is immediate; elsewhere, within the lifetime.
+        let token = try await instance.issueWebAuthToken(for: world.alice.account, logger: logger)
+        #expect(try await instance.authenticate(webAuthToken: token, container: container, logger: logger) == world.alice.account)
+        try await other.signOut(webAuthToken: token, logger: logger)
+        #expect(try await instance.authenticate(webAuthToken: token, container: container, logger: logger) == world.alice.account)
+        time.advance(by: 5)
+        await #expect(throws: CumulusError.self) { try await instance.authenticate(webAuthToken: token, container: container, logger: logger) }
+        let again = try await instance.issueWebAuthToken(for: world.alice.account, logger: logger)
+        _ = try await instance.authenticate(webAuthToken: again, container: container, logger: logger)
+        try await instance.signOut(webAuthToken: again, logger: logger)
+        await #expect(throws: CumulusError.self) { try await instance.authenticate(webAuthToken: again, container: container, logger: logger) }
+
+        // A trusted token still expires on time, and still opens only its own container.
+        let expiring = try await instance.issueWebAuthToken(for: world.alice.account, logger: logger)
+        _ = try await instance.authenticate(webAuthToken: expiring, container: container, logger: logger)
+        await #expect(throws: CumulusError.self) {
+            try await instance.authenticate(webAuthToken: expiring, container: TestWorld.otherContainer, logger: logger)
+        }
+        time.advance(by: 58)
+        _ = try await instance.authenticate(webAuthToken: expiring, container: container, logger: logger)
+        // Trusted until 63 s, but the token itself ends at 60 s.
+        time.advance(by: 3)
+        await #expect(throws: CumulusError.self) { try await instance.authenticate(webAuthToken: expiring, container: container, logger: logger) }
+    }
+
     // MARK: - Server-to-server keys
 
     struct Signer {
