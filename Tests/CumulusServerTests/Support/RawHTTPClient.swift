@@ -78,13 +78,31 @@ enum RawHTTPClient {
     /// A connection that sends nothing, held until ``closeConnection(_:)``.
     static func openConnection(port: Int) throws -> Int32 { try connect(port: port) }
 
-    /// Whether the server has closed a connection from ``openConnection(port:)``, waiting up to `seconds` to see.
-    static func isClosedByServer(_ socket: Int32, waiting seconds: Double) -> Bool {
-        var timeout = timeval(tv_sec: Int(seconds), tv_usec: Int((seconds - seconds.rounded(.down)) * 1_000_000))
-        setsockopt(socket, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        var byte: UInt8 = 0
-        let count = recv(socket, &byte, 1, 0)
-        return count == 0 || (count < 0 && errno == ECONNRESET)
+    /// Which of `sockets` (from ``openConnection(port:)``) the server has closed: waits until at least `atLeast` are
+    /// closed or `seconds` have passed, then a further `settle` seconds for any more, so a loaded machine that is slow
+    /// to close is not mistaken for one that never closes.
+    static func closedByServer(_ sockets: [Int32], atLeast: Int, waiting seconds: Double, settle: Double = 0.5) async throws -> Set<Int32> {
+        try await onThread { blockingClosedByServer(sockets, atLeast: atLeast, waiting: seconds, settle: settle) }
+    }
+
+    private static func blockingClosedByServer(_ sockets: [Int32], atLeast: Int, waiting seconds: Double, settle: Double) -> Set<Int32> {
+        var closed: Set<Int32> = []
+        func look(until deadline: Date, enough: Int) {
+            while closed.count < enough, Date() < deadline {
+                var descriptors = sockets.filter { !closed.contains($0) }.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
+                guard !descriptors.isEmpty else { return }
+                let milliseconds = Int32(max(0, deadline.timeIntervalSinceNow) * 1_000)
+                guard poll(&descriptors, nfds_t(descriptors.count), milliseconds) > 0 else { continue }
+                for descriptor in descriptors where descriptor.revents != 0 {
+                    var byte: UInt8 = 0
+                    let count = recv(descriptor.fd, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT))
+                    if count == 0 || (count < 0 && errno == ECONNRESET) { closed.insert(descriptor.fd) }
+                }
+            }
+        }
+        look(until: Date(timeIntervalSinceNow: seconds), enough: atLeast)
+        look(until: Date(timeIntervalSinceNow: settle), enough: sockets.count)
+        return closed
     }
 
     /// Closes a connection from ``openConnection(port:)``.
