@@ -138,6 +138,8 @@ let package = Package(
                 "CumulusStore",
                 "CumulusStoreSQLite",
                 "CumulusStorePostgres",
+                "CumulusSyncGRDB",
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),

@@ -426,7 +426,7 @@ struct Benchmarks {
                 let queue = try DatabasePool(path: directory.appendingPathComponent("\(name).sqlite").path)
                 try GhostCar.migrate(queue)
                 let syncStore = try GRDBSyncStore(writer: queue, scope: "private")
-                let adapter = GRDBSyncAdapter(writer: queue, store: syncStore, tables: [GhostCar.drivesTable()])
+                let adapter = try GRDBSyncAdapter(writer: queue, store: syncStore, tables: [GhostCar.drivesTable()])
                 let delegate = TimedDelegate(adapter, clock: applying)
                 let engine = SyncEngine(.init(database: cloud.privateCloudDatabase, stateStore: syncStore, delegate: delegate))
                 return (queue, syncStore, engine)

@@ -78,6 +78,32 @@ public struct CloudContainer: Sendable {
         return name
     }
 
+    // MARK: - The schema
+
+    /// The container environment's schema (record types, fields, their types and indexes), to compare an app's model
+    /// with before anything is sent (`ModelLinter.compare` in CumulusSyncGRDB).
+    public func fetchSchema() async throws(CloudError) -> ContainerSchema {
+        let request = TransportRequest(
+            method: "GET", url: url(path: "schema/1/\(containerIdentifier)/\(environment.rawValue)", includeUser: true), headers: [:], body: Data())
+        let response: TransportResponse
+        do {
+            response = try await transport.send(request)
+        } catch {
+            throw CloudError(code: .networkFailure, reason: "\(error)")
+        }
+        guard (200..<300).contains(response.status) else {
+            guard let json = try? JSONValue(parsing: response.body) else {
+                throw CloudError(code: .invalidResponse, reason: "HTTP \(response.status) without a JSON body")
+            }
+            throw CloudError.read(json, status: response.status)
+        }
+        do {
+            return try SchemaLanguage.read(String(decoding: response.body, as: UTF8.self))
+        } catch {
+            throw CloudError(code: .invalidResponse, reason: "the schema cannot be read: \(error.description)")
+        }
+    }
+
     // MARK: - Requests
 
     func url(path: String, includeUser: Bool) -> URL {

@@ -51,6 +51,8 @@ extension DatabaseService {
             guard requested > 0 else { throw CumulusError(.badRequest, "resultsLimit: must be at least 1") }
             limit = min(requested, limits.maximumResultsLimit)
         }
+        let createsIndexes = try await checkQuerySchema(
+            request, recordType: recordType, caller: caller, database: database, scope: scope, logger: logger)
         let codec = try await secrets.codec(logger: logger)
         let fingerprint = "\(database)|\(zoneName ?? "*")|\(recordType)|\(request.filters)|\(request.sorts)"
         let cursor = try request.continuationMarker.map { (marker) throws(CumulusError) in
@@ -60,7 +62,7 @@ extension DatabaseService {
             try await store.queryRecords(
                 RecordQuery(
                     database: database, zoneName: zoneName, recordType: recordType, filters: request.filters, sorts: request.sorts,
-                    limit: limit, after: cursor, access: access, createsIndexes: caller.authorName != nil
+                    limit: limit, after: cursor, access: access, createsIndexes: createsIndexes
                 ),
                 logger: logger
             )

@@ -43,6 +43,7 @@ public struct DatabaseService: Sendable {
     let secrets: TokenSecrets
     /// Told of every committed change, so waiting push polls re-check at once.
     let changes: ChangeSignal?
+    let schemas = SchemaCache()
 
     public init(
         store: any RecordStore, policy: AuthorizationPolicy = .init(), limits: Limits = .init(), clock: WallClock = .system,
@@ -169,19 +170,39 @@ public struct DatabaseService: Sendable {
                 leaving[index] = modification.recordName
             }
         }
+        // `atomic` applies to custom zones only; the default zone is never atomic, as in CloudKit.
+        let atomic = zoneName == ZoneID.defaultZoneName ? false : (request.atomic ?? true)
+        let refusals = try await checkSchema(modifications, database: database, zoneName: zoneName, access: access, logger: logger)
+        if !refusals.isEmpty, zoneName != ZoneID.defaultZoneName, access == nil {
+            // A missing zone fails the whole request, before any record is looked at, as the store would answer.
+            let zones = try await mapStoreErrors { try await store.zones(named: [zoneName], in: database, logger: logger) }
+            if zones[zoneName] == nil { throw CumulusError(.zoneNotFound, "zone \(zoneName) does not exist") }
+        }
+        if atomic, !refusals.isEmpty {
+            let results = modifications.indices.map { index in
+                RecordModificationResult.failed(
+                    refusals[index]
+                        ?? RecordFailure(
+                            recordName: modifications[index].recordName, code: .atomicError,
+                            reason: "atomic batch failed because another operation failed"))
+            }
+            return RecordsModifyResponse(
+                results: zip(results, request.operations).map { ($0, ($1.desiredKeys.map(Set.init)) ?? request.desiredKeys.map(Set.init)) },
+                numbersAsStrings: request.numbersAsStrings)
+        }
         let shareChanges = scope == .private ? try await shareChanges(for: request, modifications: modifications, caller: caller, logger: logger) : []
         let batch = RecordBatch(
-            database: database, zoneName: zoneName,
-            // `atomic` applies to custom zones only; the default zone is never atomic, as in CloudKit.
-            atomic: zoneName == ZoneID.defaultZoneName ? false : (request.atomic ?? true),
-            operations: modifications.enumerated().filter { leaving[$0.offset] == nil }.map(\.element), author: author, deviceID: caller.deviceID,
-            timestamp: clock.milliseconds(), maximumRecordSize: limits.maximumRecordSize,
+            database: database, zoneName: zoneName, atomic: atomic,
+            operations: modifications.enumerated().filter { leaving[$0.offset] == nil && refusals[$0.offset] == nil }.map(\.element),
+            author: author, deviceID: caller.deviceID, timestamp: clock.milliseconds(), maximumRecordSize: limits.maximumRecordSize,
             onlyCreatorMayModify: policy.onlyCreatorMayModify(caller: caller, scope: scope), access: access, shareChanges: shareChanges
         )
         var batchResults = batch.operations.isEmpty ? [] : try await mapStoreErrors { try await store.modifyRecords(batch, logger: logger) }
         var results: [RecordModificationResult] = []
         for index in modifications.indices {
-            if let shareName = leaving[index] {
+            if let refusal = refusals[index] {
+                results.append(.failed(refusal))
+            } else if let shareName = leaving[index] {
                 try await mapStoreErrors {
                     try await store.leaveShare(shareRecordName: shareName, zoneName: zoneName, in: database, userRecordName: author, logger: logger)
                 }

@@ -23,11 +23,15 @@ public struct Limits: Sendable, Hashable {
     public var maximumJSONValues: Int
     /// Nesting of objects and arrays in one request body.
     public var maximumJSONDepth: Int
+    /// Indexed (queryable or sortable) fields a container's development schema may gain from queries, over all its
+    /// record types. Past it, a query on a field without an index is refused; a deployed schema is not bound by it.
+    public var maximumIndexedFieldsPerContainer: Int
 
     public init(
         maximumOperationsPerRequest: Int = 200, maximumRecordSize: Int = 1_000_000, maximumRequestBodySize: Int = 16 * 1024 * 1024,
         maximumNameLength: Int = 255, maximumResultsLimit: Int = 200, maximumShareParticipants: Int = 100, maximumQueryFilters: Int = 32,
-        maximumQuerySorts: Int = 8, maximumSubscriptions: Int = 100, maximumJSONValues: Int = 1_000_000, maximumJSONDepth: Int = 64
+        maximumQuerySorts: Int = 8, maximumSubscriptions: Int = 100, maximumJSONValues: Int = 1_000_000, maximumJSONDepth: Int = 64,
+        maximumIndexedFieldsPerContainer: Int = 64
     ) {
         self.maximumOperationsPerRequest = maximumOperationsPerRequest
         self.maximumRecordSize = maximumRecordSize
@@ -40,5 +44,6 @@ public struct Limits: Sendable, Hashable {
         self.maximumSubscriptions = maximumSubscriptions
         self.maximumJSONValues = maximumJSONValues
         self.maximumJSONDepth = maximumJSONDepth
+        self.maximumIndexedFieldsPerContainer = maximumIndexedFieldsPerContainer
     }
 }

@@ -79,6 +79,8 @@ public func buildRouter(
     pushRoutes.registerTokens(on: databaseGroup)
     pushRoutes.registerTokens(on: router.group("device/1/:container/:environment").add(middleware: throttle).add(middleware: authentication))
     pushRoutes.registerCourier(on: router)
+    SchemaRoutes(database: database, limits: limits)
+        .register(on: router.group("schema/1/:container/:environment").add(middleware: throttle).add(middleware: authentication))
     ShareRoutes(database: database, accounts: accounts, address: address, appStoreID: configuration.appStoreID)
         .register(on: router)
     AuthRoutes(accounts: accounts, limits: limits).register(on: router.group("auth/1/:container/:environment"))

@@ -144,7 +144,7 @@ public struct RecordBatchPlanner: Sendable {
         var liveAfter = Set(existing.keys).subtracting(deletions)
         for write in writes { liveAfter.insert(write.recordName) }
         for (index, operation) in batch.operations.enumerated() {
-            guard case .write(let writeIndex) = outcomes[index] else { continue }
+            guard case .write = outcomes[index] else { continue }
             // Only a parent being set is checked: a record whose parent was deleted earlier stays writable.
             if case .set(let parent) = operation.parent, existing[operation.recordName]?.header.parent != parent,
                 !liveAfter.contains(parent)

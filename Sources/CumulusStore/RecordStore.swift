@@ -62,6 +62,16 @@ public protocol RecordStore: Sendable {
     /// Sets whether a user can be found by `users/discover`.
     func setDiscoverable(userRecordName: String, _ discoverable: Bool, logger: Logger) async throws
 
+    // MARK: Schemas
+
+    /// The schema of a container environment: empty until something is written (development) or deployed.
+    func schema(container: String, environment: ContainerEnvironment, logger: Logger) async throws -> ContainerSchema
+    /// Adds the record types, fields and index flags of `additions` that the schema lacks, and returns the whole schema
+    /// after. A field already there keeps its type, whatever `additions` says (a caller compares the answer with what
+    /// it sent); index flags only switch on. Atomic, and safe to run from any number of instances at once.
+    func extendSchema(_ additions: ContainerSchema, container: String, environment: ContainerEnvironment, logger: Logger) async throws
+        -> ContainerSchema
+
     /// A random secret created once per store and kept: it signs change tokens and continuation markers, so they stay
     /// valid across restarts and across servers sharing the store. A store inserts ``ServerSecret/makeCandidate()``
     /// only if no secret exists and returns the stored one: the first writer wins, from any process.

@@ -258,5 +258,49 @@ extension PostgresSchema {
                 "CREATE INDEX attempt_counts_window ON attempt_counts (window_start)",
             ]
         ),
+        Migration(
+            version: 6, name: "schemas",
+            statements: [
+                """
+                CREATE TABLE schema_record_types (
+                    container_id TEXT COLLATE "C" NOT NULL REFERENCES containers(id) ON DELETE CASCADE,
+                    environment TEXT NOT NULL,
+                    record_type TEXT COLLATE "C" NOT NULL,
+                    PRIMARY KEY (container_id, environment, record_type)
+                )
+                """,
+                """
+                CREATE TABLE schema_fields (
+                    container_id TEXT COLLATE "C" NOT NULL REFERENCES containers(id) ON DELETE CASCADE,
+                    environment TEXT NOT NULL,
+                    record_type TEXT COLLATE "C" NOT NULL,
+                    field_name TEXT COLLATE "C" NOT NULL,
+                    field_type TEXT NOT NULL,
+                    queryable BOOLEAN NOT NULL DEFAULT false,
+                    sortable BOOLEAN NOT NULL DEFAULT false,
+                    PRIMARY KEY (container_id, environment, record_type, field_name)
+                )
+                """,
+                // Records written before schemas existed define their environment's schema; production's fields stay
+                // queryable and sortable, as they were (docs/SCHEMA.md, "Upgrading").
+                """
+                INSERT INTO schema_record_types (container_id, environment, record_type)
+                SELECT DISTINCT d.container_id, d.environment, r.record_type
+                FROM records r JOIN zones z ON z.id = r.zone_id JOIN databases d ON d.id = z.database_id
+                WHERE NOT r.deleted AND r.record_type <> 'cloudkit.share'
+                ON CONFLICT DO NOTHING
+                """,
+                """
+                INSERT INTO schema_fields (container_id, environment, record_type, field_name, field_type, queryable, sortable)
+                SELECT d.container_id, d.environment, r.record_type, f.key, f.value->>'type',
+                    d.environment = 'production', d.environment = 'production'
+                FROM records r JOIN zones z ON z.id = r.zone_id JOIN databases d ON d.id = z.database_id
+                    CROSS JOIN LATERAL jsonb_each(r.fields::jsonb) AS f
+                WHERE NOT r.deleted AND r.record_type <> 'cloudkit.share' AND f.key NOT LIKE 'cloudkit.%'
+                    AND f.value->>'type' IS NOT NULL AND f.value->>'type' <> 'UNKNOWN_LIST'
+                ON CONFLICT DO NOTHING
+                """,
+            ]
+        ),
     ]
 }

@@ -274,6 +274,44 @@ extension SQLiteRecordStore {
                     """
             )
         }
+        migrator.registerMigration("v10: schemas") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE schema_record_types (
+                        container_id TEXT NOT NULL REFERENCES containers(id) ON DELETE CASCADE,
+                        environment TEXT NOT NULL,
+                        record_type TEXT NOT NULL,
+                        PRIMARY KEY (container_id, environment, record_type)
+                    ) WITHOUT ROWID;
+                    CREATE TABLE schema_fields (
+                        container_id TEXT NOT NULL REFERENCES containers(id) ON DELETE CASCADE,
+                        environment TEXT NOT NULL,
+                        record_type TEXT NOT NULL,
+                        field_name TEXT NOT NULL,
+                        field_type TEXT NOT NULL,
+                        queryable INTEGER NOT NULL DEFAULT 0,
+                        sortable INTEGER NOT NULL DEFAULT 0,
+                        PRIMARY KEY (container_id, environment, record_type, field_name)
+                    ) WITHOUT ROWID;
+                    """
+            )
+            // Records written before schemas existed define their environment's schema; production's fields stay
+            // queryable and sortable, as they were (docs/SCHEMA.md, "Upgrading").
+            try db.execute(
+                sql: """
+                    INSERT OR IGNORE INTO schema_record_types (container_id, environment, record_type)
+                    SELECT DISTINCT d.container_id, d.environment, r.record_type
+                    FROM records r JOIN zones z ON z.id = r.zone_id JOIN databases d ON d.id = z.database_id
+                    WHERE r.deleted = 0 AND r.record_type != 'cloudkit.share';
+                    INSERT OR IGNORE INTO schema_fields (container_id, environment, record_type, field_name, field_type, queryable, sortable)
+                    SELECT d.container_id, d.environment, r.record_type, f.key, json_extract(f.value, '$.type'),
+                        d.environment = 'production', d.environment = 'production'
+                    FROM records r JOIN zones z ON z.id = r.zone_id JOIN databases d ON d.id = z.database_id, json_each(r.fields) f
+                    WHERE r.deleted = 0 AND r.record_type != 'cloudkit.share' AND f.key NOT LIKE 'cloudkit.%'
+                        AND json_extract(f.value, '$.type') IS NOT NULL AND json_extract(f.value, '$.type') != 'UNKNOWN_LIST';
+                    """
+            )
+        }
         return migrator
     }
 }

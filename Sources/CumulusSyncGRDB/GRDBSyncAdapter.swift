@@ -37,7 +37,9 @@ public final class GRDBSyncAdapter: SyncEngineDelegate {
     public init(
         writer: any DatabaseWriter, store: GRDBSyncStore, tables: [SyncedTable], merge: MergeHook? = nil,
         onReport: (@Sendable (Report) -> Void)? = nil, deletesRowsOnAccountChange: Bool = true
-    ) {
+    ) throws {
+        // A model CloudKit sync cannot keep is an error now, listing every problem, not quietly lost edits later.
+        try writer.read { db in try ModelLinter.validate(tables, in: db) }
         self.writer = writer
         self.store = store
         self.tables = tables

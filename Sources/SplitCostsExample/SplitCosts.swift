@@ -39,10 +39,10 @@ public final class SplitCosts: Sendable {
         let sharedStore = try GRDBSyncStore(writer: database, scope: "shared")
         var privateConfiguration = SyncEngine.Configuration(
             database: container.privateCloudDatabase, stateStore: privateStore,
-            delegate: GRDBSyncAdapter(writer: database, store: privateStore, tables: tables))
+            delegate: try GRDBSyncAdapter(writer: database, store: privateStore, tables: tables))
         var sharedConfiguration = SyncEngine.Configuration(
             database: container.sharedCloudDatabase, stateStore: sharedStore,
-            delegate: GRDBSyncAdapter(writer: database, store: sharedStore, tables: tables))
+            delegate: try GRDBSyncAdapter(writer: database, store: sharedStore, tables: tables))
         configure(&privateConfiguration)
         configure(&sharedConfiguration)
         privateEngine = SyncEngine(privateConfiguration)

@@ -16,7 +16,7 @@ struct CumulusCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "cumulus",
         abstract: "A self-hostable server with CloudKit's data model and the CloudKit Web Services wire format.",
-        subcommands: [Serve.self, Containers.self, Tokens.self, Users.self, Keys.self]
+        subcommands: [Serve.self, Containers.self, Tokens.self, Users.self, Keys.self, SchemaCommand.self]
     )
 
     static func main() async {

@@ -273,7 +273,7 @@ struct SyncZoneIdentityTests {
                         """)
             }
             let store = try GRDBSyncStore(writer: queue, scope: "shared")
-            let adapter = GRDBSyncAdapter(writer: queue, store: store, tables: [Self.itemsTable()])
+            let adapter = try GRDBSyncAdapter(writer: queue, store: store, tables: [Self.itemsTable()])
             let engine = SyncEngine(
                 Device.configuration(database: container(bob).sharedCloudDatabase, store: store, adapter: adapter))
             func titles() throws -> [String: String] {

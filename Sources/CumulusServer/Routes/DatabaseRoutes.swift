@@ -436,19 +436,7 @@ struct DatabaseRoutes {
 /// Reading request bodies as JSON, whatever their content type (CloudKit clients send `text/plain` too).
 enum RequestBody {
     static func object(_ request: Request, limits: Limits) async throws -> WireObject {
-        if let length = request.headers[.contentLength].flatMap(Int.init), length > limits.maximumRequestBodySize {
-            throw CloudKitErrorResponse(
-                code: .quotaExceeded, reason: "body: \(length) bytes; the limit is \(limits.maximumRequestBodySize) bytes", closesConnection: true)
-        }
-        let buffer: ByteBuffer
-        do {
-            buffer = try await request.body.collect(upTo: limits.maximumRequestBodySize)
-        } catch let error as any HTTPResponseError where error.status == .contentTooLarge {
-            throw CloudKitErrorResponse(
-                code: .quotaExceeded, reason: "body: larger than the limit of \(limits.maximumRequestBodySize) bytes", closesConnection: true)
-        } catch let error as HTTPParserError {
-            throw CloudKitErrorResponse.malformedMessage(error)
-        }
+        let buffer = try await bytes(request, limit: limits.maximumRequestBodySize)
         let bytes = buffer.readableBytesView
         if bytes.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) {
             return try WireObject(.object([:]), path: "")
@@ -458,6 +446,20 @@ enum RequestBody {
                 try JSONValue(parsing: bytes, maximumDepth: limits.maximumJSONDepth, maximumValues: limits.maximumJSONValues), path: "")
         } catch let error as JSONParseError {
             throw CumulusError(.badRequest, "body: \(error.description)")
+        }
+    }
+
+    /// The body, refused with `413 QUOTA_EXCEEDED` (and the connection closed) past `limit` bytes.
+    static func bytes(_ request: Request, limit: Int) async throws -> ByteBuffer {
+        if let length = request.headers[.contentLength].flatMap(Int.init), length > limit {
+            throw CloudKitErrorResponse(code: .quotaExceeded, reason: "body: \(length) bytes; the limit is \(limit) bytes", closesConnection: true)
+        }
+        do {
+            return try await request.body.collect(upTo: limit)
+        } catch let error as any HTTPResponseError where error.status == .contentTooLarge {
+            throw CloudKitErrorResponse(code: .quotaExceeded, reason: "body: larger than the limit of \(limit) bytes", closesConnection: true)
+        } catch let error as HTTPParserError {
+            throw CloudKitErrorResponse.malformedMessage(error)
         }
     }
 }

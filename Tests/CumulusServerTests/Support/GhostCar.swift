@@ -24,7 +24,7 @@ final class Device: @unchecked Sendable {
         queue = try DatabaseQueue(path: path)
         try GhostCar.migrate(queue)
         store = try GRDBSyncStore(writer: queue, scope: scope)
-        adapter = GRDBSyncAdapter(writer: queue, store: store, tables: [GhostCar.drivesTable(zone: zone)], onReport: onReport)
+        adapter = try GRDBSyncAdapter(writer: queue, store: store, tables: [GhostCar.drivesTable(zone: zone)], onReport: onReport)
         engine = SyncEngine(Self.configuration(database: database, store: store, adapter: adapter))
     }
 

@@ -1,0 +1,245 @@
+public import CumulusModel
+public import CumulusStore
+public import Logging
+import Synchronization
+
+/// The schemas of container environments, as this instance last read them.
+///
+/// A schema only grows and a field never changes type, so whatever a cached copy holds is true for good; only an
+/// absence may be out of date (another instance added it), and is looked up again before anything is refused.
+final class SchemaCache: Sendable {
+    private struct Key: Hashable {
+        var container: String
+        var environment: ContainerEnvironment
+    }
+
+    private let schemas = Mutex<[Key: ContainerSchema]>([:])
+
+    func cached(_ container: String, _ environment: ContainerEnvironment) -> ContainerSchema? {
+        schemas.withLock { $0[Key(container: container, environment: environment)] }
+    }
+
+    func remember(_ schema: ContainerSchema, _ container: String, _ environment: ContainerEnvironment) {
+        schemas.withLock { $0[Key(container: container, environment: environment), default: ContainerSchema()].formUnion(schema) }
+    }
+}
+
+/// A schema operation from a tool: what deploying a schema file would add, and what it would change that a deploy
+/// refuses.
+public struct SchemaDeployment: Sendable {
+    public var diff: SchemaDiff
+    /// Whether the schema was applied (never when ``SchemaDiff/problems`` is not empty, or for a diff alone).
+    public var deployed: Bool
+}
+
+extension DatabaseService {
+    // MARK: - Tools
+
+    /// The schema of a container environment.
+    public func schema(container: String, environment: ContainerEnvironment, logger: Logger) async throws -> ContainerSchema {
+        let schema = try await mapStoreErrors { try await store.schema(container: container, environment: environment, logger: logger) }
+        schemas.remember(schema, container, environment)
+        return schema
+    }
+
+    /// Compares `declared` with a container environment's schema and, unless `dryRun` or it changes or removes
+    /// anything, adds what it declares. A deploy is how production's schema grows.
+    public func deploySchema(_ declared: ContainerSchema, container: String, environment: ContainerEnvironment, dryRun: Bool, logger: Logger)
+        async throws -> SchemaDeployment
+    {
+        for type in declared.recordTypes.values {
+            try NameRules.checkIdentifier(type.name, kind: "record type", path: "schema", limits: limits)
+            for field in type.fields.keys { try NameRules.checkIdentifier(field, kind: "field name", path: "schema.\(type.name)", limits: limits) }
+        }
+        let current = try await schema(container: container, environment: environment, logger: logger)
+        let diff = SchemaDiff(from: current, to: declared)
+        guard diff.problems.isEmpty, !dryRun else { return SchemaDeployment(diff: diff, deployed: false) }
+        let after = try await mapStoreErrors {
+            try await store.extendSchema(declared, container: container, environment: environment, logger: logger)
+        }
+        schemas.remember(after, container, environment)
+        // Another deploy may have given a field another type between the comparison and now: the first one stands.
+        guard after.contains(declared) else {
+            return SchemaDeployment(diff: SchemaDiff(from: after, to: declared), deployed: false)
+        }
+        return SchemaDeployment(diff: diff, deployed: true)
+    }
+
+    // MARK: - Writes
+
+    /// Checks the fields each modification sends against the schema of its container environment, and refuses, one
+    /// by one, those that break it: a field whose type differs from the schema's; in production also a record type or
+    /// field the schema does not declare. In development what is new is added first, so the first write of a field
+    /// fixes its type.
+    ///
+    /// - Returns: The refused operations, by index.
+    func checkSchema(_ modifications: [RecordModification], database: DatabaseRef, zoneName: String, access: ParticipantAccess?, logger: Logger)
+        async throws -> [Int: RecordFailure]
+    {
+        // The record type of each operation that sends fields; an update may leave it to the stored record.
+        var untyped: [String] = []
+        for modification in modifications where modification.recordType == nil && !modification.operationType.isDelete {
+            if modification.fields.values.contains(where: { $0 != nil }) { untyped.append(modification.recordName) }
+        }
+        var storedTypes: [String: String] = [:]
+        if !untyped.isEmpty {
+            let stored = try await mapStoreErrors {
+                try await store.records(named: untyped, zoneName: zoneName, in: database, access: access, logger: logger)
+            }
+            for (name, record) in stored { storedTypes[name] = record.header.recordType }
+        }
+        var sent: [(index: Int, recordType: String, fields: [(String, SchemaFieldType)])] = []
+        var wanted = ContainerSchema()
+        for (index, modification) in modifications.enumerated() where !modification.operationType.isDelete {
+            guard let recordType = modification.recordType ?? storedTypes[modification.recordName], recordType != ShareRecord.recordType else {
+                continue
+            }
+            var fields: [(String, SchemaFieldType)] = []
+            for case (let name, let value?) in modification.fields {
+                guard let type = SchemaFieldType(of: value) else { continue }
+                fields.append((name, type))
+            }
+            sent.append((index, recordType, fields))
+            var type = wanted.recordTypes[recordType] ?? RecordTypeSchema(name: recordType)
+            for (name, fieldType) in fields where type.fields[name] == nil { type.fields[name] = FieldSchema(name: name, type: fieldType) }
+            wanted.recordTypes[recordType] = type
+        }
+        guard !sent.isEmpty else { return [:] }
+
+        let environment = database.environment
+        var schema = try await currentSchema(database.container, environment, logger: logger)
+        if !schema.contains(ignoringTypes: wanted) {
+            if environment == .development {
+                schema = try await mapStoreErrors {
+                    try await store.extendSchema(wanted, container: database.container, environment: environment, logger: logger)
+                }
+            } else {
+                schema = try await mapStoreErrors {
+                    try await store.schema(container: database.container, environment: environment, logger: logger)
+                }
+            }
+            schemas.remember(schema, database.container, environment)
+        }
+
+        var refusals: [Int: RecordFailure] = [:]
+        let schemaName = "the \(environment.rawValue) schema"
+        for (index, recordType, fields) in sent {
+            let recordName = modifications[index].recordName
+            guard let declared = schema[recordType] else {
+                refusals[index] = RecordFailure(
+                    recordName: recordName, code: .badRequest,
+                    reason: "recordType: record type '\(recordType)' is not in \(schemaName); deploy a schema that declares it")
+                continue
+            }
+            for (name, type) in fields.sorted(by: { $0.0 < $1.0 }) {
+                guard let field = declared.fields[name] else {
+                    refusals[index] = RecordFailure(
+                        recordName: recordName, code: .badRequest,
+                        reason:
+                            "fields.\(name): field '\(name)' of record type '\(recordType)' is not in \(schemaName); deploy a schema that declares it"
+                    )
+                    break
+                }
+                if field.type != type {
+                    refusals[index] = RecordFailure(
+                        recordName: recordName, code: .badRequest,
+                        reason:
+                            "fields.\(name): field '\(name)' of record type '\(recordType)' is \(field.type) in \(schemaName); this record sends \(type). A field's type never changes: use a new field name"
+                    )
+                    break
+                }
+            }
+        }
+        return refusals
+    }
+
+    // MARK: - Queries
+
+    /// Checks a query's fields against the schema and answers whether the store may build indexes for them.
+    ///
+    /// In production every filtered field must be declared `QUERYABLE`, and every sorted one `SORTABLE`. In
+    /// development a signed-in user's query in their private or shared database, or a server-to-server request, marks
+    /// a field it needs (one some record has written) as indexed, up to ``Limits/maximumIndexedFieldsPerContainer``;
+    /// past that limit such a query is refused. Anonymous and public-database queries never mark anything: they use
+    /// the indexes there are.
+    func checkQuerySchema(
+        _ request: RecordsQueryRequest, recordType: String, caller: Caller, database: DatabaseRef, scope: DatabaseScope, logger: Logger
+    )
+        async throws -> Bool
+    {
+        guard recordType != ShareRecord.recordType else { return true }
+        var needs: [(field: String, sortable: Bool, path: String)] = []
+        for (index, filter) in request.filters.enumerated() {
+            if case .field(let name) = filter.field { needs.append((name, false, "query.filterBy[\(index)].fieldName")) }
+        }
+        for (index, sort) in request.sorts.enumerated() {
+            if case .field(let name) = sort.field { needs.append((name, true, "query.sortBy[\(index)].fieldName")) }
+        }
+        let environment = database.environment
+        var schema = try await currentSchema(database.container, environment, logger: logger)
+        func isIndexed(_ need: (field: String, sortable: Bool, path: String), in schema: ContainerSchema) -> Bool {
+            guard let field = schema.field(need.field, of: recordType) else { return false }
+            return need.sortable ? field.isSortable : field.isQueryable
+        }
+        if schema[recordType] == nil || !needs.allSatisfy({ isIndexed($0, in: schema) }) {
+            schema = try await self.schema(container: database.container, environment: environment, logger: logger)
+        }
+        let missing = needs.filter { !isIndexed($0, in: schema) }
+
+        if environment == .production {
+            guard schema[recordType] != nil else {
+                throw CumulusError(.badRequest, "query.recordType: record type '\(recordType)' is not in the production schema")
+            }
+            if let need = missing.first {
+                throw CumulusError(
+                    .badRequest,
+                    "\(need.path): field '\(need.field)' of record type '\(recordType)' is not marked \(need.sortable ? "SORTABLE" : "QUERYABLE") in the production schema"
+                )
+            }
+            return true
+        }
+
+        // Development: a field no record has written has no values to index; the query finds nothing by it.
+        let markable = missing.filter { schema.field($0.field, of: recordType) != nil }
+        guard !markable.isEmpty else { return missing.isEmpty }
+        let ownerSide: Bool
+        if case .serverKey = caller.credential { ownerSide = true } else { ownerSide = caller.user != nil && scope != .public }
+        guard ownerSide else { return false }
+        let newlyIndexed = Set(
+            markable.filter { schema.field($0.field, of: recordType).map { !$0.isQueryable && !$0.isSortable } ?? false }.map(\.field))
+        if schema.indexedFieldCount + newlyIndexed.count > limits.maximumIndexedFieldsPerContainer {
+            let need = markable.first { newlyIndexed.contains($0.field) } ?? markable[0]
+            throw CumulusError(
+                .badRequest,
+                "\(need.path): field '\(need.field)' of record type '\(recordType)' is not marked \(need.sortable ? "SORTABLE" : "QUERYABLE"), and container \(database.container) already has \(limits.maximumIndexedFieldsPerContainer) indexed fields, the most queries may add in development; declare the indexes the app needs in a schema and deploy it (docs/SCHEMA.md)"
+            )
+        }
+        var additions = RecordTypeSchema(name: recordType)
+        for need in markable {
+            var field = additions.fields[need.field] ?? schema.field(need.field, of: recordType)!
+            if need.sortable { field.isSortable = true } else { field.isQueryable = true }
+            additions.fields[need.field] = field
+        }
+        let after = try await mapStoreErrors {
+            try await store.extendSchema(
+                ContainerSchema(recordTypes: [additions]), container: database.container, environment: environment, logger: logger)
+        }
+        schemas.remember(after, database.container, environment)
+        return missing.count == markable.count
+    }
+
+    private func currentSchema(_ container: String, _ environment: ContainerEnvironment, logger: Logger) async throws -> ContainerSchema {
+        if let cached = schemas.cached(container, environment) { return cached }
+        return try await schema(container: container, environment: environment, logger: logger)
+    }
+}
+
+extension ContainerSchema {
+    /// Whether every record type and field of `other` is here, whatever its type.
+    func contains(ignoringTypes other: ContainerSchema) -> Bool {
+        other.recordTypes.allSatisfy { name, type in
+            guard let mine = recordTypes[name] else { return false }
+            return type.fields.keys.allSatisfy { mine.fields[$0] != nil }
+        }
+    }
+}
