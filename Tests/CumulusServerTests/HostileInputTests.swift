@@ -90,6 +90,9 @@ struct HostileInputTests {
         (.post, "/device/1/\(TestWorld.container)/development/tokens/create?ckAPIToken=TOKEN&ckWebAuthToken=ALICE", "{}"),
         (.get, "/.well-known/apple-app-site-association", nil),
         (.get, "/health", nil),
+        (.get, "/schema/1/\(TestWorld.container)/development?ckAPIToken=TOKEN", nil),
+        (.post, "/schema/1/\(TestWorld.container)/development/diff?ckAPIToken=TOKEN", "RECORD TYPE Note (rank INT64 QUERYABLE);"),
+        (.post, "/schema/1/\(TestWorld.container)/production/deploy?ckAPIToken=TOKEN&ckWebAuthToken=ALICE", #"{"schema":"RECORD TYPE Note ();"}"#),
     ]
 
     // MARK: - Mutations

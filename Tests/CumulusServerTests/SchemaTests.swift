@@ -1,9 +1,12 @@
 import Crypto
+import CumulusClient
 import CumulusCore
 import CumulusModel
 import CumulusServer
 import CumulusStore
+import CumulusSyncGRDB
 import Foundation
+import GhostCarExample
 import HTTPTypes
 import HummingbirdTesting
 import Logging
@@ -215,6 +218,23 @@ struct SchemaTests {
             // The indexed field goes on working, and a field no record holds is answered (with nothing), not indexed.
             #expect(try await client.send("records/query", as: .user(world.alice), body: query("count")).records.count == 1)
             #expect(try await client.send("records/query", as: .user(world.alice), body: query("nothing")).records.isEmpty)
+        }
+    }
+
+    @Test func theClientFetchesTheSchemaAndTheLinterComparesItBeforeAnythingIsSent() async throws {
+        let world = try await TestWorld.make()
+        try await world.test { client in
+            try await client.createZone("Drives", as: world.alice)
+            // Another app version wrote `distance` as a STRING.
+            _ = try await client.modify(
+                [operation("create", "d", type: "Drive", fields: #"{"distance":{"value":"12 km"}}"#)], zone: "Drives", as: .user(world.alice))
+        }
+        try await SyncEngineTests.live(world) { container in
+            let schema = try await container(world.alice).fetchSchema()
+            #expect(schema.field("distance", of: "Drive")?.type == SchemaFieldType(.string))
+            let problems = ModelLinter.compare([GhostCar.drivesTable()], with: schema)
+            #expect(problems.map(\.column) == ["distance"])
+            #expect(problems.first?.rule == .serverSchema)
         }
     }
 }
