@@ -108,8 +108,16 @@ extension DatabaseService {
 
         let environment = database.environment
         var schema = try await currentSchema(database.container, environment, logger: logger)
+        var isFull = false
         if !schema.contains(ignoringTypes: wanted) {
-            if environment == .development {
+            var additions = wanted
+            additions.subtract(schema)
+            if environment == .development, schema.size + additions.size > limits.maximumSchemaSize {
+                // Made-up names in writes (anyone may sign up) must not grow a schema, and every instance's copy of
+                // it, without end: past the limit, records that need more are refused.
+                isFull = true
+                schema = try await self.schema(container: database.container, environment: environment, logger: logger)
+            } else if environment == .development {
                 schema = try await mapStoreErrors {
                     try await store.extendSchema(wanted, container: database.container, environment: environment, logger: logger)
                 }
@@ -125,6 +133,14 @@ extension DatabaseService {
         let schemaName = "the \(environment.rawValue) schema"
         for (index, recordType, fields) in sent {
             let recordName = modifications[index].recordName
+            if isFull, schema[recordType] == nil || fields.contains(where: { schema.field($0.0, of: recordType) == nil }) {
+                refusals[index] = RecordFailure(
+                    recordName: recordName, code: .quotaExceeded,
+                    reason:
+                        "fields: container \(database.container)'s development schema holds \(limits.maximumSchemaSize) record types and fields, its limit; this record adds more"
+                )
+                continue
+            }
             guard let declared = schema[recordType] else {
                 refusals[index] = RecordFailure(
                     recordName: recordName, code: .badRequest,
@@ -235,6 +251,19 @@ extension DatabaseService {
 }
 
 extension ContainerSchema {
+    /// How many record types and fields the schema holds.
+    var size: Int { recordTypes.count + recordTypes.values.reduce(0) { $0 + $1.fields.count } }
+
+    /// Removes the record types and fields that `other` holds, whatever their types.
+    mutating func subtract(_ other: ContainerSchema) {
+        for (name, type) in recordTypes {
+            guard let theirs = other.recordTypes[name] else { continue }
+            var remaining = type
+            remaining.fields = type.fields.filter { theirs.fields[$0.key] == nil }
+            if remaining.fields.isEmpty { recordTypes[name] = nil } else { recordTypes[name] = remaining }
+        }
+    }
+
     /// Whether every record type and field of `other` is here, whatever its type.
     func contains(ignoringTypes other: ContainerSchema) -> Bool {
         other.recordTypes.allSatisfy { name, type in

@@ -26,12 +26,14 @@ public struct Limits: Sendable, Hashable {
     /// Indexed (queryable or sortable) fields a container's development schema may gain from queries, over all its
     /// record types. Past it, a query on a field without an index is refused; a deployed schema is not bound by it.
     public var maximumIndexedFieldsPerContainer: Int
+    /// Record types and fields, counted together, a container's development schema may grow to from writes.
+    public var maximumSchemaSize: Int
 
     public init(
         maximumOperationsPerRequest: Int = 200, maximumRecordSize: Int = 1_000_000, maximumRequestBodySize: Int = 16 * 1024 * 1024,
         maximumNameLength: Int = 255, maximumResultsLimit: Int = 200, maximumShareParticipants: Int = 100, maximumQueryFilters: Int = 32,
         maximumQuerySorts: Int = 8, maximumSubscriptions: Int = 100, maximumJSONValues: Int = 1_000_000, maximumJSONDepth: Int = 64,
-        maximumIndexedFieldsPerContainer: Int = 64
+        maximumIndexedFieldsPerContainer: Int = 64, maximumSchemaSize: Int = 10_000
     ) {
         self.maximumOperationsPerRequest = maximumOperationsPerRequest
         self.maximumRecordSize = maximumRecordSize
@@ -45,5 +47,6 @@ public struct Limits: Sendable, Hashable {
         self.maximumJSONValues = maximumJSONValues
         self.maximumJSONDepth = maximumJSONDepth
         self.maximumIndexedFieldsPerContainer = maximumIndexedFieldsPerContainer
+        self.maximumSchemaSize = maximumSchemaSize
     }
 }

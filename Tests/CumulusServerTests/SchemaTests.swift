@@ -237,4 +237,20 @@ struct SchemaTests {
             #expect(problems.first?.rule == .serverSchema)
         }
     }
+
+    @Test func madeUpFieldNamesStopAtTheSchemaLimit() async throws {
+        let world = try await TestWorld.make(limits: Limits(maximumSchemaSize: 3))
+        try await world.test { client in
+            try await client.createZone("Z", as: world.alice)
+            let first = try await client.modify([operation("create", "a", fields: #"{"x":{"value":1},"y":{"value":2}}"#)], as: .user(world.alice))
+            #expect(first.records.first?["serverErrorCode"] == nil)
+            let more = try await client.modify(
+                [operation("create", "b", fields: #"{"z":{"value":1}}"#), operation("create", "c", fields: #"{"x":{"value":3}}"#)],
+                as: .user(world.alice), extra: #""atomic":false,"#)
+            #expect(more.records.map { $0["serverErrorCode"]?.stringValue } == ["QUOTA_EXCEEDED", nil])
+            #expect(more.records.first?["reason"]?.stringValue?.contains("development schema holds 3 record types and fields") == true)
+            let schema = try await world.store.schema(container: TestWorld.container, environment: .development, logger: Logger(label: "t"))
+            #expect(schema.field("z", of: "Note") == nil)
+        }
+    }
 }
