@@ -85,20 +85,9 @@ public struct CloudContainer: Sendable {
     public func fetchSchema() async throws(CloudError) -> ContainerSchema {
         let request = TransportRequest(
             method: "GET", url: url(path: "schema/1/\(containerIdentifier)/\(environment.rawValue)", includeUser: true), headers: [:], body: Data())
-        let response: TransportResponse
+        let body = try await send(request)
         do {
-            response = try await transport.send(request)
-        } catch {
-            throw CloudError(code: .networkFailure, reason: "\(error)")
-        }
-        guard (200..<300).contains(response.status) else {
-            guard let json = try? JSONValue(parsing: response.body) else {
-                throw CloudError(code: .invalidResponse, reason: "HTTP \(response.status) without a JSON body")
-            }
-            throw CloudError.read(json, status: response.status)
-        }
-        do {
-            return try SchemaLanguage.read(String(decoding: response.body, as: UTF8.self))
+            return try SchemaLanguage.read(String(decoding: body, as: UTF8.self))
         } catch {
             throw CloudError(code: .invalidResponse, reason: "the schema cannot be read: \(error.description)")
         }
@@ -127,6 +116,11 @@ public struct CloudContainer: Sendable {
         let request = TransportRequest(
             method: "POST", url: url(path: path, includeUser: includeUser), headers: ["Content-Type": "application/json"], body: Data(body)
         )
+        return try await send(request)
+    }
+
+    /// Sends a request and returns the successful answer's body, or throws the error envelope as ``CloudError``.
+    private func send(_ request: TransportRequest) async throws(CloudError) -> [UInt8] {
         let response: TransportResponse
         do {
             response = try await transport.send(request)

@@ -197,7 +197,11 @@ extension DatabaseService {
             guard let field = schema.field(need.field, of: recordType) else { return false }
             return need.sortable ? field.isSortable : field.isQueryable
         }
-        if schema[recordType] == nil || !needs.allSatisfy({ isIndexed($0, in: schema) }) {
+        let ownerSide: Bool
+        if case .serverKey = caller.credential { ownerSide = true } else { ownerSide = caller.user != nil && scope != .public }
+        // Another instance may have added what this copy lacks: look again before refusing (production) or marking
+        // (development, the owner side). Other development queries use the indexes this copy knows.
+        if (environment == .production || ownerSide) && (schema[recordType] == nil || !needs.allSatisfy({ isIndexed($0, in: schema) })) {
             schema = try await self.schema(container: database.container, environment: environment, logger: logger)
         }
         let missing = needs.filter { !isIndexed($0, in: schema) }
@@ -218,8 +222,6 @@ extension DatabaseService {
         // Development: a field no record has written has no values to index; the query finds nothing by it.
         let markable = missing.filter { schema.field($0.field, of: recordType) != nil }
         guard !markable.isEmpty else { return missing.isEmpty }
-        let ownerSide: Bool
-        if case .serverKey = caller.credential { ownerSide = true } else { ownerSide = caller.user != nil && scope != .public }
         guard ownerSide else { return false }
         let newlyIndexed = Set(
             markable.filter { schema.field($0.field, of: recordType).map { !$0.isQueryable && !$0.isSortable } ?? false }.map(\.field))

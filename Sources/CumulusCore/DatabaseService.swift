@@ -181,10 +181,7 @@ public struct DatabaseService: Sendable {
         if atomic, !refusals.isEmpty {
             let results = modifications.indices.map { index in
                 RecordModificationResult.failed(
-                    refusals[index]
-                        ?? RecordFailure(
-                            recordName: modifications[index].recordName, code: .atomicError,
-                            reason: "atomic batch failed because another operation failed"))
+                    refusals[index] ?? .atomic(modifications[index].recordName))
             }
             return RecordsModifyResponse(
                 results: zip(results, request.operations).map { ($0, ($1.desiredKeys.map(Set.init)) ?? request.desiredKeys.map(Set.init)) },

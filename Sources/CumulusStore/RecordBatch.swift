@@ -96,6 +96,11 @@ public struct RecordFailure: Error, Sendable, Hashable {
         self.reason = reason
         self.serverRecord = serverRecord
     }
+
+    /// The failure of an operation that would have succeeded, in an atomic batch where another failed.
+    public static func atomic(_ recordName: String) -> RecordFailure {
+        RecordFailure(recordName: recordName, code: .atomicError, reason: "atomic batch failed because another operation failed")
+    }
 }
 
 /// The outcome of one operation, in request order.

@@ -64,7 +64,7 @@ public struct RecordBatchPlan: Sendable, Hashable {
             for (other, outcome) in outcomes.enumerated() where other != index {
                 if case .failed(let existing) = outcome, existing.code != .atomicError { continue }
                 outcomes[other] = .failed(
-                    RecordFailure(recordName: recordNames[other], code: .atomicError, reason: "atomic batch failed because another operation failed")
+                    RecordFailure.atomic(recordNames[other])
                 )
             }
             writes = []
@@ -174,10 +174,7 @@ public struct RecordBatchPlanner: Sendable {
             let failed = outcomes.enumerated().map { index, outcome -> RecordBatchPlan.Outcome in
                 if case .failed = outcome { return outcome }
                 return .failed(
-                    RecordFailure(
-                        recordName: batch.operations[index].recordName, code: .atomicError,
-                        reason: "atomic batch failed because another operation failed"
-                    )
+                    RecordFailure.atomic(batch.operations[index].recordName)
                 )
             }
             return RecordBatchPlan(outcomes: failed, writes: [], deletions: [])
