@@ -321,6 +321,34 @@ struct RecordStoreConformanceTests {
         #expect(after?.incarnation != before?.incarnation)
         #expect(try await store.records(named: ["r"], zoneName: "Z", in: alice, access: nil, logger: logger).isEmpty)
     }
+
+    @Test(arguments: StoreFactory.all)
+    func schemasGrowKeepTheirTypesAndStayPerEnvironment(_ factory: StoreFactory) async throws {
+        let store = try await prepared(factory)
+        #expect(try await store.schema(container: Self.container, environment: .development, logger: logger) == ContainerSchema())
+        let first = ContainerSchema(recordTypes: [
+            RecordTypeSchema(
+                name: "Note",
+                fields: [
+                    FieldSchema(name: "title", type: SchemaFieldType(.string)),
+                    FieldSchema(name: "tags", type: SchemaFieldType(.string, isList: true)),
+                ]),
+            RecordTypeSchema(name: "Empty"),
+        ])
+        #expect(try await store.extendSchema(first, container: Self.container, environment: .development, logger: logger) == first)
+        // Another type for a field already there changes nothing; index flags switch on and never off.
+        let second = ContainerSchema(recordTypes: [
+            RecordTypeSchema(name: "Note", fields: [FieldSchema(name: "title", type: SchemaFieldType(.int64), isQueryable: true)])
+        ])
+        let after = try await store.extendSchema(second, container: Self.container, environment: .development, logger: logger)
+        #expect(after.field("title", of: "Note") == FieldSchema(name: "title", type: SchemaFieldType(.string), isQueryable: true))
+        let third = ContainerSchema(recordTypes: [
+            RecordTypeSchema(name: "Note", fields: [FieldSchema(name: "title", type: SchemaFieldType(.string))])
+        ])
+        #expect(try await store.extendSchema(third, container: Self.container, environment: .development, logger: logger) == after)
+        #expect(try await store.schema(container: Self.container, environment: .development, logger: logger) == after)
+        #expect(try await store.schema(container: Self.container, environment: .production, logger: logger) == ContainerSchema())
+    }
 }
 
 extension RecordModificationResult {
