@@ -109,24 +109,22 @@ extension DatabaseService {
         let environment = database.environment
         var schema = try await currentSchema(database.container, environment, logger: logger)
         var isFull = false
-        if !schema.contains(ignoringTypes: wanted) {
-            var additions = wanted
-            additions.subtract(schema)
-            if environment == .development, schema.size + additions.size > limits.maximumSchemaSize {
-                // Made-up names in writes (anyone may sign up) must not grow a schema, and every instance's copy of
-                // it, without end: past the limit, records that need more are refused.
-                isFull = true
-                schema = try await self.schema(container: database.container, environment: environment, logger: logger)
-            } else if environment == .development {
+        let additions = wanted.subtracting(schema)
+        if !additions.recordTypes.isEmpty {
+            var grown = schema
+            grown.formUnion(additions)
+            if environment == .development, grown.size <= limits.maximumSchemaSize {
                 schema = try await mapStoreErrors {
-                    try await store.extendSchema(wanted, container: database.container, environment: environment, logger: logger)
+                    try await store.extendSchema(additions, container: database.container, environment: environment, logger: logger)
                 }
+                schemas.remember(schema, database.container, environment)
             } else {
-                schema = try await mapStoreErrors {
-                    try await store.schema(container: database.container, environment: environment, logger: logger)
-                }
+                // Production grows only by deploys; another instance's may be newer than this copy. In development,
+                // made-up names in writes (anyone may sign up) must not grow the schema, and every instance's copy of
+                // it, without end: past the limit, records that need more are refused.
+                isFull = environment == .development
+                schema = try await self.schema(container: database.container, environment: environment, logger: logger)
             }
-            schemas.remember(schema, database.container, environment)
         }
 
         var refusals: [Int: RecordFailure] = [:]
@@ -256,21 +254,17 @@ extension ContainerSchema {
     /// How many record types and fields the schema holds.
     var size: Int { recordTypes.count + recordTypes.values.reduce(0) { $0 + $1.fields.count } }
 
-    /// Removes the record types and fields that `other` holds, whatever their types.
-    mutating func subtract(_ other: ContainerSchema) {
+    /// The record types and fields of this schema that `other` lacks, whatever their types.
+    func subtracting(_ other: ContainerSchema) -> ContainerSchema {
+        var remaining = ContainerSchema()
         for (name, type) in recordTypes {
-            guard let theirs = other.recordTypes[name] else { continue }
-            var remaining = type
-            remaining.fields = type.fields.filter { theirs.fields[$0.key] == nil }
-            if remaining.fields.isEmpty { recordTypes[name] = nil } else { recordTypes[name] = remaining }
+            guard let theirs = other.recordTypes[name] else {
+                remaining.recordTypes[name] = type
+                continue
+            }
+            let fields = type.fields.filter { theirs.fields[$0.key] == nil }
+            if !fields.isEmpty { remaining.recordTypes[name] = RecordTypeSchema(name: name, fields: Array(fields.values)) }
         }
-    }
-
-    /// Whether every record type and field of `other` is here, whatever its type.
-    func contains(ignoringTypes other: ContainerSchema) -> Bool {
-        other.recordTypes.allSatisfy { name, type in
-            guard let mine = recordTypes[name] else { return false }
-            return type.fields.keys.allSatisfy { mine.fields[$0] != nil }
-        }
+        return remaining
     }
 }
