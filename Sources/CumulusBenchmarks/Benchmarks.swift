@@ -19,7 +19,7 @@ import PostgresNIO
 import Synchronization
 
 /// Cumulus benchmarks. Run in release mode: `swift run -c release CumulusBenchmarks [--records N] [--concurrency C]`
-/// `[--subscribers N] [--idle-streams N] [--only sync|feed|modify|push]`.
+/// `[--subscribers N] [--idle-streams N] [--only sync|feed|modify|push|abuse|requests]`.
 ///
 /// With `--store postgres://user:password@host:port/database` (a role that may create databases), the write, feed and
 /// query benchmarks run on SQLite and on PostgreSQL side by side, with PostgreSQL's own ceiling (`COPY`).
@@ -52,7 +52,7 @@ struct Benchmarks {
             default:
                 fatalError(
                     "unknown argument \(argument); use --records N --concurrency C --feed-records N --subscribers N --idle-streams N "
-                        + "--only sync|feed|modify|push|abuse --store postgres://…")
+                        + "--only sync|feed|modify|push|abuse|requests --store postgres://…")
             }
         }
         LoggingSystem.bootstrap { StreamLogHandler.standardError(label: $0, metadataProvider: nil) }
@@ -61,6 +61,12 @@ struct Benchmarks {
         if only == "abuse" {
             try await hostileBodies()
             try await floodLatency()
+            return
+        }
+        if only == "requests" {
+            for store in [BenchStore.sqlite] + (postgres.map { [.postgres($0)] } ?? []) {
+                try await requestPath(records: records, on: store)
+            }
             return
         }
         if only == "sync" {
@@ -500,7 +506,8 @@ struct Benchmarks {
     }
 
     /// The ceiling: the same rows inserted straight into SQLite with GRDB, 200 per transaction.
-    static func directSQLiteInserts(records: Int) throws {
+    @discardableResult
+    static func directSQLiteInserts(records: Int) throws -> Double {
         let (store, directory) = try temporaryStore()
         _ = store
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -533,6 +540,7 @@ struct Benchmarks {
         print(
             "| direct SQLite inserts (ceiling) | \(records) | \(format(seconds)) | \(Int(Double(records) / seconds)) | same rows, GRDB prepared statement, 200 per transaction |"
         )
+        return Double(records) / seconds
     }
 
     /// PostgreSQL's ceiling: the same rows loaded with `COPY … FROM STDIN` (text format), 200 per transaction, into a

@@ -280,7 +280,8 @@ public struct DatabaseService: Sendable {
                 }
             }
         }
-        let size = RecordFieldsCoding.canonical(sentFields).count
+        let sentJSON = RecordFieldsCoding.canonical(sentFields)
+        let size = sentJSON.count
         if size > limits.maximumRecordSize {
             throw CumulusError(
                 .quotaExceeded,
@@ -289,7 +290,7 @@ public struct DatabaseService: Sendable {
         }
         return RecordModification(
             operationType: type, recordName: recordName, recordType: recordType, recordChangeTag: draft.recordChangeTag,
-            fields: draft.fields, parent: draft.parent, createShortGUID: draft.createShortGUID
+            fields: draft.fields, parent: draft.parent, createShortGUID: draft.createShortGUID, sentFieldsJSON: sentJSON
         )
     }
 

@@ -38,7 +38,8 @@ public func buildApplication(
                 additionalChannelHandlers: [ConnectionGuardHandler(counts: connections), LingeringCloseHandler(linger: linger)],
                 idleTimeout: TimeAmount(configuration.connectionLimits.idleTimeout))),
         configuration: .init(address: .hostname(host, port: configuration.port), serverName: "Cumulus"),
-        services: [cleanup] + ((store as? any ChangeBroadcasting).map { [ChangeListener(store: $0, changes: changes)] } ?? []),
+        services: [cleanup] + ((store as? any ChangeBroadcasting).map { [ChangeListener(store: $0, changes: changes)] } ?? [])
+            + ((store as? any BackgroundMaintenance).map { [StoreMaintenance(store: $0, logger: logger)] } ?? []),
         onServerRunning: { channel in
             let port = channel.localAddress?.port ?? configuration.port
             let urlHost = host.contains(":") ? "[\(host)]" : host
@@ -96,6 +97,18 @@ public func buildRouter(
 func changeSignal(for store: any RecordStore) -> ChangeSignal {
     guard let broadcaster = store as? any ChangeBroadcasting else { return ChangeSignal() }
     return ChangeSignal(announce: { broadcaster.announceChange($0) })
+}
+
+/// The store's own background work (SQLite's checkpoints) for the life of the server.
+struct StoreMaintenance: Service {
+    let store: any BackgroundMaintenance
+    let logger: Logger
+
+    func run() async throws {
+        await cancelWhenGracefulShutdown { await store.maintainInBackground(logger: logger) }
+        // A store with nothing to do (in memory) returns at once; a service that ends would end the server.
+        try? await gracefulShutdown()
+    }
 }
 
 /// Wakes this instance's waiting push polls when another instance commits.

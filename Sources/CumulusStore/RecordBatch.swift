@@ -11,11 +11,17 @@ public struct RecordModification: Sendable, Hashable {
     public var fields: [String: FieldValue?]
     public var parent: FieldPatch<String>
     public var createShortGUID: Bool
+    /// The canonical encoding of the sent fields (`nil` values left out), when the caller has made it already (the
+    /// request's size check does): the planner uses it instead of encoding again when the stored fields will be
+    /// exactly the sent ones (a create, a replacing update).
+    public var sentFieldsJSON: [UInt8]?
 
     public init(
         operationType: RecordOperationType, recordName: String, recordType: String? = nil, recordChangeTag: String? = nil,
-        fields: [String: FieldValue?] = [:], parent: FieldPatch<String> = .unchanged, createShortGUID: Bool = false
+        fields: [String: FieldValue?] = [:], parent: FieldPatch<String> = .unchanged, createShortGUID: Bool = false,
+        sentFieldsJSON: [UInt8]? = nil
     ) {
+        self.sentFieldsJSON = sentFieldsJSON
         self.operationType = operationType
         self.recordName = recordName
         self.recordType = recordType

@@ -269,7 +269,9 @@ public struct RecordBatchPlanner: Sendable {
         if operation.createShortGUID && shortGUID == nil {
             shortGUID = makeShortGUID()
         }
-        let json = RecordFieldsCoding.canonical(fields)
+        // Without a stored record to merge with, the fields are exactly those sent: their encoding may be made already.
+        let mergedWithStored = current != nil && operation.operationType.merges
+        let json = (mergedWithStored ? nil : operation.sentFieldsJSON) ?? RecordFieldsCoding.canonical(fields)
         if json.count > maximumSize {
             return failure(.quotaExceeded, "record \(name) is \(json.count) bytes; the limit is \(maximumSize) bytes (assets excluded)")
         }

@@ -155,3 +155,10 @@ public protocol RecordStore: Sendable {
     /// Deletes expired snapshots for good, and upload counts older than a day; returns how many snapshots went.
     func deleteExpiredLinkSnapshots(now: Int64, logger: Logger) async throws -> Int
 }
+
+/// A store with upkeep to do while a server runs, off the request path (the SQLite store checkpoints its write-ahead
+/// log, so that no request's commit pays for copying the log into the database file).
+public protocol BackgroundMaintenance: Sendable {
+    /// Does the store's background work until the task is cancelled, then leaves the store as it found it.
+    func maintainInBackground(logger: Logger) async
+}

@@ -8,7 +8,7 @@ extension SQLiteRecordStore {
     public func createContainer(_ container: String, createdAt: Int64, logger: Logger) async throws {
         do {
             try await write { db in
-                try db.execute(sql: "INSERT INTO containers (id, created_at) VALUES (?, ?)", arguments: [container, createdAt])
+                try db.cachedStatement(sql: "INSERT INTO containers (id, created_at) VALUES (?, ?)").execute(arguments: [container, createdAt])
             }
         } catch let error as StoreError where error.code == .duplicate {
             throw StoreError(.duplicate, "container \(container) already exists")
@@ -17,16 +17,15 @@ extension SQLiteRecordStore {
 
     public func containerExists(_ container: String, logger: Logger) async throws -> Bool {
         try await read { db in
-            try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM containers WHERE id = ?)", arguments: [container]) ?? false
+            try Bool.fetchOne(db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM containers WHERE id = ?)"), arguments: [container]) ?? false
         }
     }
 
     public func saveAPIToken(_ token: APITokenRecord, logger: Logger) async throws {
         try await write { db in
-            try db.execute(
-                sql: "INSERT INTO api_tokens (token_hash, container_id, environment, created_at, revoked) VALUES (?, ?, ?, ?, ?)",
-                arguments: [Data(token.tokenHash), token.container, token.environment.rawValue, token.createdAt, token.revoked]
-            )
+            try db.cachedStatement(sql: "INSERT INTO api_tokens (token_hash, container_id, environment, created_at, revoked) VALUES (?, ?, ?, ?, ?)")
+                .execute(arguments: [Data(token.tokenHash), token.container, token.environment.rawValue, token.createdAt, token.revoked]
+                )
         }
     }
 
@@ -34,7 +33,7 @@ extension SQLiteRecordStore {
         try await read { db in
             guard
                 let row = try Row.fetchOne(
-                    db, sql: "SELECT container_id, environment, created_at, revoked FROM api_tokens WHERE token_hash = ?",
+                    db.cachedStatement(sql: "SELECT container_id, environment, created_at, revoked FROM api_tokens WHERE token_hash = ?"),
                     arguments: [Data(hash)]
                 )
             else { return nil }
@@ -48,7 +47,7 @@ extension SQLiteRecordStore {
 
     public func revokeAPIToken(hash: [UInt8], logger: Logger) async throws {
         try await write { db in
-            try db.execute(sql: "UPDATE api_tokens SET revoked = 1 WHERE token_hash = ?", arguments: [Data(hash)])
+            try db.cachedStatement(sql: "UPDATE api_tokens SET revoked = 1 WHERE token_hash = ?").execute(arguments: [Data(hash)])
             if db.changesCount == 0 { throw StoreError(.notFound, "no such API token") }
         }
     }
@@ -56,14 +55,14 @@ extension SQLiteRecordStore {
     public func createUser(_ user: UserAccount, logger: Logger) async throws {
         do {
             try await write { db in
-                try db.execute(
+                try db.cachedStatement(
                     sql: """
                         INSERT INTO users (user_record_name, container_id, name, email, password_hash, discoverable, created_at)
                         VALUES (?, ?, ?, ?, ?, ?, ?)
-                        """,
-                    arguments: [
-                        user.userRecordName, user.container, user.name, user.email, user.passwordHash, user.discoverable, user.createdAt,
-                    ]
+                        """
+                ).execute(arguments: [
+                    user.userRecordName, user.container, user.name, user.email, user.passwordHash, user.discoverable, user.createdAt,
+                ]
                 )
             }
         } catch let error as StoreError where error.code == .duplicate {
@@ -75,6 +74,13 @@ extension SQLiteRecordStore {
 
     static let userColumns = "user_record_name, container_id, name, email, password_hash, discoverable, created_at"
 
+    /// A web auth token with its user, in one statement.
+    static let webAuthTokenLookup = """
+        SELECT t.created_at AS token_created_at, t.expires_at, \(userColumns.split(separator: ",").map { "u.\($0.trimmingCharacters(in: .whitespaces))" }.joined(separator: ", "))
+        FROM web_auth_tokens t JOIN users u ON u.user_record_name = t.user_record_name
+        WHERE t.token_hash = ?
+        """
+
     static func user(_ row: Row) -> UserAccount {
         UserAccount(
             userRecordName: row["user_record_name"], container: row["container_id"], name: row["name"], email: row["email"],
@@ -85,24 +91,23 @@ extension SQLiteRecordStore {
     public func user(container: String, name: String, logger: Logger) async throws -> UserAccount? {
         try await read { db in
             try Row.fetchOne(
-                db, sql: "SELECT \(Self.userColumns) FROM users WHERE container_id = ? AND name = ?", arguments: [container, name]
+                db.cachedStatement(sql: "SELECT \(Self.userColumns) FROM users WHERE container_id = ? AND name = ?"), arguments: [container, name]
             ).map(Self.user)
         }
     }
 
     public func user(userRecordName: String, logger: Logger) async throws -> UserAccount? {
         try await read { db in
-            try Row.fetchOne(db, sql: "SELECT \(Self.userColumns) FROM users WHERE user_record_name = ?", arguments: [userRecordName])
+            try Row.fetchOne(db.cachedStatement(sql: "SELECT \(Self.userColumns) FROM users WHERE user_record_name = ?"), arguments: [userRecordName])
                 .map(Self.user)
         }
     }
 
     public func saveWebAuthToken(_ token: WebAuthTokenRecord, logger: Logger) async throws {
         try await write { db in
-            try db.execute(
-                sql: "INSERT INTO web_auth_tokens (token_hash, user_record_name, created_at, expires_at) VALUES (?, ?, ?, ?)",
-                arguments: [Data(token.tokenHash), token.userRecordName, token.createdAt, token.expiresAt]
-            )
+            try db.cachedStatement(sql: "INSERT INTO web_auth_tokens (token_hash, user_record_name, created_at, expires_at) VALUES (?, ?, ?, ?)")
+                .execute(arguments: [Data(token.tokenHash), token.userRecordName, token.createdAt, token.expiresAt]
+                )
         }
     }
 
@@ -110,12 +115,7 @@ extension SQLiteRecordStore {
         try await read { db in
             guard
                 let row = try Row.fetchOne(
-                    db,
-                    sql: """
-                        SELECT t.created_at AS token_created_at, t.expires_at, \(Self.userColumns.split(separator: ",").map { "u.\($0.trimmingCharacters(in: .whitespaces))" }.joined(separator: ", "))
-                        FROM web_auth_tokens t JOIN users u ON u.user_record_name = t.user_record_name
-                        WHERE t.token_hash = ?
-                        """,
+                    db.cachedStatement(sql: Self.webAuthTokenLookup),
                     arguments: [Data(hash)]
                 )
             else { return nil }
@@ -129,30 +129,32 @@ extension SQLiteRecordStore {
 
     public func deleteWebAuthToken(hash: [UInt8], logger: Logger) async throws {
         try await write { db in
-            try db.execute(sql: "DELETE FROM web_auth_tokens WHERE token_hash = ?", arguments: [Data(hash)])
+            try db.cachedStatement(sql: "DELETE FROM web_auth_tokens WHERE token_hash = ?").execute(arguments: [Data(hash)])
         }
     }
 
     public func saveServerKey(_ key: ServerKeyRecord, logger: Logger) async throws {
         try await write { db in
-            try db.execute(
-                sql: "INSERT INTO server_keys (key_id, container_id, environment, public_key_pem, created_at, revoked) VALUES (?, ?, ?, ?, ?, ?)",
-                arguments: [key.keyID, key.container, key.environment.rawValue, key.publicKeyPEM, key.createdAt, key.revoked]
+            try db.cachedStatement(
+                sql: "INSERT INTO server_keys (key_id, container_id, environment, public_key_pem, created_at, revoked) VALUES (?, ?, ?, ?, ?, ?)"
+            ).execute(arguments: [key.keyID, key.container, key.environment.rawValue, key.publicKeyPEM, key.createdAt, key.revoked]
             )
         }
     }
 
     public func useSignature(digest: [UInt8], expiresAt: Int64, now: Int64, logger: Logger) async throws -> Bool {
         try await write { db in
-            try db.execute(sql: "DELETE FROM used_signatures WHERE expires_at < ?", arguments: [now])
-            try db.execute(sql: "INSERT OR IGNORE INTO used_signatures (digest, expires_at) VALUES (?, ?)", arguments: [Data(digest), expiresAt])
+            try db.cachedStatement(sql: "DELETE FROM used_signatures WHERE expires_at < ?").execute(arguments: [now])
+            try db.cachedStatement(sql: "INSERT OR IGNORE INTO used_signatures (digest, expires_at) VALUES (?, ?)").execute(arguments: [
+                Data(digest), expiresAt,
+            ])
             return db.changesCount == 1
         }
     }
 
     public func countAttempts(keys: [String], windowStart: Int64, forgetBefore: Int64, logger: Logger) async throws -> [Int] {
         try await write { db in
-            try db.execute(sql: "DELETE FROM attempt_counts WHERE window_start < ?", arguments: [forgetBefore])
+            try db.cachedStatement(sql: "DELETE FROM attempt_counts WHERE window_start < ?").execute(arguments: [forgetBefore])
             let statement = try db.cachedStatement(
                 sql: """
                     INSERT INTO attempt_counts (key, window_start, count) VALUES (?, ?, 1)
@@ -166,7 +168,8 @@ extension SQLiteRecordStore {
         try await read { db in
             guard
                 let row = try Row.fetchOne(
-                    db, sql: "SELECT container_id, environment, public_key_pem, created_at, revoked FROM server_keys WHERE key_id = ?",
+                    db.cachedStatement(
+                        sql: "SELECT container_id, environment, public_key_pem, created_at, revoked FROM server_keys WHERE key_id = ?"),
                     arguments: [id]
                 )
             else { return nil }
@@ -185,11 +188,11 @@ extension SQLiteRecordStore {
     public func users(container: String, emails: [String], userRecordNames: [String], logger: Logger) async throws -> [UserAccount] {
         try await read { db in
             try Row.fetchAll(
-                db,
-                sql: """
-                    SELECT \(Self.userColumns) FROM users WHERE container_id = ?
-                    AND (email IN (SELECT value FROM json_each(?)) OR user_record_name IN (SELECT value FROM json_each(?)))
-                    """,
+                db.cachedStatement(
+                    sql: """
+                        SELECT \(Self.userColumns) FROM users WHERE container_id = ?
+                        AND (email IN (SELECT value FROM json_each(?)) OR user_record_name IN (SELECT value FROM json_each(?)))
+                        """),
                 arguments: [container, emails.jsonArray, userRecordNames.jsonArray]
             ).map(Self.user)
         }
@@ -197,7 +200,9 @@ extension SQLiteRecordStore {
 
     public func setDiscoverable(userRecordName: String, _ discoverable: Bool, logger: Logger) async throws {
         try await write { db in
-            try db.execute(sql: "UPDATE users SET discoverable = ? WHERE user_record_name = ?", arguments: [discoverable, userRecordName])
+            try db.cachedStatement(sql: "UPDATE users SET discoverable = ? WHERE user_record_name = ?").execute(arguments: [
+                discoverable, userRecordName,
+            ])
             if db.changesCount == 0 { throw StoreError(.notFound, "no such user") }
         }
     }
@@ -206,8 +211,8 @@ extension SQLiteRecordStore {
         let candidate = Data(ServerSecret.makeCandidate())
         return try await write { db in
             // The first writer's secret wins; every later call, from any process, reads the same one.
-            try db.execute(sql: "INSERT OR IGNORE INTO server_secrets (name, value) VALUES ('tokens', ?)", arguments: [candidate])
-            let value = try Data.fetchOne(db, sql: "SELECT value FROM server_secrets WHERE name = 'tokens'")!
+            try db.cachedStatement(sql: "INSERT OR IGNORE INTO server_secrets (name, value) VALUES ('tokens', ?)").execute(arguments: [candidate])
+            let value = try Data.fetchOne(db.cachedStatement(sql: "SELECT value FROM server_secrets WHERE name = 'tokens'"))!
             return Array(value)
         }
     }

@@ -14,11 +14,11 @@ extension SQLiteRecordStore {
                 return DatabaseChangePage(zones: [], sequence: 0, moreComing: false)
             }
             let rows = try Row.fetchAll(
-                db,
-                sql: """
-                    SELECT id, zone_name, change_seq, database_change_seq, deleted FROM zones
-                    WHERE database_id = ? AND database_change_seq > ? ORDER BY database_change_seq LIMIT ?
-                    """,
+                db.cachedStatement(
+                    sql: """
+                        SELECT id, zone_name, change_seq, database_change_seq, deleted FROM zones
+                        WHERE database_id = ? AND database_change_seq > ? ORDER BY database_change_seq LIMIT ?
+                        """),
                 arguments: [databaseID, sequence, limit + 1]
             )
             let moreComing = rows.count > limit
@@ -32,7 +32,8 @@ extension SQLiteRecordStore {
             if moreComing, let last = page.last {
                 position = last["database_change_seq"]
             } else {
-                position = try Int64.fetchOne(db, sql: "SELECT change_seq FROM databases WHERE id = ?", arguments: [databaseID]) ?? sequence
+                position =
+                    try Int64.fetchOne(db.cachedStatement(sql: "SELECT change_seq FROM databases WHERE id = ?"), arguments: [databaseID]) ?? sequence
             }
             return DatabaseChangePage(zones: zones, sequence: max(position, sequence), moreComing: moreComing)
         }

@@ -17,15 +17,14 @@ extension SQLiteRecordStore {
                     case .address: ("ip_address = ?", [uploader.ipAddress])
                     }
                 let row = try Row.fetchOne(
-                    db, sql: "SELECT COUNT(*), MIN(created_at) FROM link_uploads WHERE \(condition) AND created_at > ?",
+                    db.cachedStatement(sql: "SELECT COUNT(*), MIN(created_at) FROM link_uploads WHERE \(condition) AND created_at > ?"),
                     arguments: arguments + [now - window.length]
                 )!
                 return LinkQuotaUsage(count: row[0], oldest: row[1])
             }
             let decision = quota.decide(usage: usage, now: now)
             guard decision == .accepted else { return decision }
-            try db.execute(
-                sql: "INSERT INTO link_uploads (container_id, device_id, ip_address, created_at) VALUES (?, ?, ?, ?)",
+            try db.cachedStatement(sql: "INSERT INTO link_uploads (container_id, device_id, ip_address, created_at) VALUES (?, ?, ?, ?)").execute(
                 arguments: [uploader.container, uploader.deviceID, uploader.ipAddress, now]
             )
             let insert = try db.cachedStatement(
@@ -45,9 +44,10 @@ extension SQLiteRecordStore {
         try await read { db in
             guard
                 let row = try Row.fetchOne(
-                    db,
-                    sql:
-                        "SELECT container_id, environment, kind, payload, created_at, expires_at FROM link_snapshots WHERE id = ? AND expires_at > ?",
+                    db.cachedStatement(
+                        sql:
+                            "SELECT container_id, environment, kind, payload, created_at, expires_at FROM link_snapshots WHERE id = ? AND expires_at > ?"
+                    ),
                     arguments: [id, now]
                 ),
                 let environment = ContainerEnvironment(rawValue: row[1])
@@ -61,9 +61,9 @@ extension SQLiteRecordStore {
 
     public func deleteExpiredLinkSnapshots(now: Int64, logger: Logger) async throws -> Int {
         try await write { db in
-            try db.execute(sql: "DELETE FROM link_snapshots WHERE expires_at <= ?", arguments: [now])
+            try db.cachedStatement(sql: "DELETE FROM link_snapshots WHERE expires_at <= ?").execute(arguments: [now])
             let deleted = db.changesCount
-            try db.execute(sql: "DELETE FROM link_uploads WHERE created_at <= ?", arguments: [now - LinkQuota.retention])
+            try db.cachedStatement(sql: "DELETE FROM link_uploads WHERE created_at <= ?").execute(arguments: [now - LinkQuota.retention])
             return deleted
         }
     }

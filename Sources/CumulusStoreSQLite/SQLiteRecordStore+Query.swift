@@ -31,7 +31,8 @@ extension SQLiteRecordStore {
                 }
                 zoneIDs[zone.id] = query.database.zoneID(zoneName)
             } else {
-                for row in try Row.fetchAll(db, sql: "SELECT id, zone_name FROM zones WHERE database_id = ? AND deleted = 0", arguments: [databaseID])
+                for row in try Row.fetchAll(
+                    db.cachedStatement(sql: "SELECT id, zone_name FROM zones WHERE database_id = ? AND deleted = 0"), arguments: [databaseID])
                 {
                     zoneIDs[row["id"]] = query.database.zoneID(row["zone_name"])
                 }
@@ -88,11 +89,14 @@ extension SQLiteRecordStore {
             var indexed = Set<String>()
             guard let databaseID = try Self.databaseID(db, database) else { return indexed }
             var count =
-                try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name LIKE 'records\\_field\\_%' ESCAPE '\\'")
+                try Int.fetchOne(
+                    db.cachedStatement(sql: "SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name LIKE 'records\\_field\\_%' ESCAPE '\\'")
+                )
                 ?? 0
             for field in missing.sorted() {
                 let name = SQLiteQueryCompiler.indexName(field)
-                if try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?)", arguments: [name])
+                if try Bool.fetchOne(
+                    db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?)"), arguments: [name])
                     ?? false
                 {
                     indexed.insert(field)
@@ -101,8 +105,8 @@ extension SQLiteRecordStore {
                 guard count < maximum else { continue }
                 let held =
                     try Bool.fetchOne(
-                        db,
-                        sql: "SELECT EXISTS (SELECT 1 FROM records WHERE deleted = 0 AND json_type(fields, '$.\"' || ? || '\"') IS NOT NULL)",
+                        db.cachedStatement(
+                            sql: "SELECT EXISTS (SELECT 1 FROM records WHERE deleted = 0 AND json_type(fields, '$.\"' || ? || '\"') IS NOT NULL)"),
                         arguments: [field]
                     ) ?? false
                 guard held else { continue }

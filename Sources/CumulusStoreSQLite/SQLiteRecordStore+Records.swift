@@ -92,7 +92,7 @@ extension SQLiteRecordStore {
             if !plan.isEmpty {
                 saved = try Self.apply(plan, db: db, zoneRowID: zone.id, zoneID: zoneID, batch: batch, sequence: &sequence)
                 try Self.trackHierarchyMoves(db, zoneRowID: zone.id, existing: existing, writes: plan.writes, sequence: &sequence)
-                try db.execute(sql: "UPDATE zones SET change_seq = ? WHERE id = ?", arguments: [sequence, zone.id])
+                try db.cachedStatement(sql: "UPDATE zones SET change_seq = ? WHERE id = ?").execute(arguments: [sequence, zone.id])
                 try Self.applyShareChanges(shareWork, zoneRowID: zone.id, batch: batch, db)
                 try Self.touchZone(db, zoneID: zone.id, databaseID: databaseID)
                 try Self.touchSharedViews(db, zoneRowID: zone.id)
@@ -139,10 +139,9 @@ extension SQLiteRecordStore {
         }
 
         if !plan.writes.isEmpty {
-            try db.execute(
-                sql: "DELETE FROM record_references WHERE zone_id = ? AND source_name IN (SELECT value FROM json_each(?))",
-                arguments: [zoneRowID, plan.writes.map(\.recordName).jsonArray]
-            )
+            try db.cachedStatement(sql: "DELETE FROM record_references WHERE zone_id = ? AND source_name IN (SELECT value FROM json_each(?))")
+                .execute(arguments: [zoneRowID, plan.writes.map(\.recordName).jsonArray]
+                )
             let insertReference = try db.cachedStatement(
                 sql: "INSERT OR IGNORE INTO record_references (zone_id, target_name, source_name) VALUES (?, ?, ?)"
             )
@@ -181,8 +180,7 @@ extension SQLiteRecordStore {
             sequence += 1
             try tombstone.execute(arguments: [sequence, batch.timestamp, batch.author, batch.deviceID, zoneRowID, name])
         }
-        try db.execute(
-            sql: "DELETE FROM record_references WHERE zone_id = ? AND source_name IN (SELECT value FROM json_each(?))",
+        try db.cachedStatement(sql: "DELETE FROM record_references WHERE zone_id = ? AND source_name IN (SELECT value FROM json_each(?))").execute(
             arguments: [zoneRowID, ordered.jsonArray]
         )
         // Deleting a share's root, or its share record, ends the share, as in CloudKit.

@@ -27,12 +27,12 @@ extension SQLiteRecordStore {
         guard !batch.shareChanges.isEmpty else { return [] }
         var shares: [String: ExistingShare] = [:]
         let rows = try Row.fetchAll(
-            db,
-            sql: """
-                SELECT s.share_record_name, s.root_record_name, s.public_permission,
-                    (SELECT json_group_array(user_record_name) FROM share_participants WHERE share_id = s.id AND status <> 'REMOVED')
-                FROM shares s WHERE s.zone_id = ?
-                """,
+            db.cachedStatement(
+                sql: """
+                    SELECT s.share_record_name, s.root_record_name, s.public_permission,
+                        (SELECT json_group_array(user_record_name) FROM share_participants WHERE share_id = s.id AND status <> 'REMOVED')
+                    FROM shares s WHERE s.zone_id = ?
+                    """),
             arguments: [zoneRowID]
         )
         for row in rows {
@@ -55,7 +55,7 @@ extension SQLiteRecordStore {
                 for candidate in candidates {
                     let (tree, treeArguments) = treeCTE(zoneRowID: zoneRowID, roots: [candidate])
                     let below = try String.fetchOne(
-                        db, sql: "\(tree) SELECT name FROM tree WHERE name <> ? AND name IN (SELECT value FROM json_each(?)) LIMIT 1",
+                        db.cachedStatement(sql: "\(tree) SELECT name FROM tree WHERE name <> ? AND name IN (SELECT value FROM json_each(?)) LIMIT 1"),
                         arguments: StatementArguments(treeArguments + [candidate.databaseValue, Array(hierarchyRoots).jsonArray.databaseValue])
                     )
                     if let below { sharedDescendants[candidate] = below }
@@ -76,46 +76,51 @@ extension SQLiteRecordStore {
                 let shortGUID: String
                 if let rootName = change.rootRecordName {
                     let existingGUID = try String.fetchOne(
-                        db, sql: "SELECT short_guid FROM records WHERE zone_id = ? AND record_name = ?", arguments: [zoneRowID, rootName]
+                        db.cachedStatement(sql: "SELECT short_guid FROM records WHERE zone_id = ? AND record_name = ?"),
+                        arguments: [zoneRowID, rootName]
                     )
                     shortGUID = existingGUID ?? ShortGUID.make()
                     // The root points at its share, and takes a new change tag so every feed shows it.
                     let sequence = try Int64.fetchOne(
-                        db, sql: "UPDATE zones SET change_seq = change_seq + 1 WHERE id = ? RETURNING change_seq", arguments: [zoneRowID])!
-                    try db.execute(
-                        sql: "UPDATE records SET share_name = ?, short_guid = ?, change_seq = ? WHERE zone_id = ? AND record_name = ?",
-                        arguments: [change.recordName, shortGUID, sequence, zoneRowID, rootName]
+                        db.cachedStatement(sql: "UPDATE zones SET change_seq = change_seq + 1 WHERE id = ? RETURNING change_seq"),
+                        arguments: [zoneRowID])!
+                    try db.cachedStatement(
+                        sql: "UPDATE records SET share_name = ?, short_guid = ?, change_seq = ? WHERE zone_id = ? AND record_name = ?"
+                    ).execute(arguments: [change.recordName, shortGUID, sequence, zoneRowID, rootName]
                     )
                 } else {
-                    let existingGUID = try String.fetchOne(db, sql: "SELECT short_guid FROM zones WHERE id = ?", arguments: [zoneRowID])
+                    let existingGUID = try String.fetchOne(
+                        db.cachedStatement(sql: "SELECT short_guid FROM zones WHERE id = ?"), arguments: [zoneRowID])
                     shortGUID = existingGUID ?? ShortGUID.make()
-                    try db.execute(sql: "UPDATE zones SET short_guid = ? WHERE id = ?", arguments: [shortGUID, zoneRowID])
+                    try db.cachedStatement(sql: "UPDATE zones SET short_guid = ? WHERE id = ?").execute(arguments: [shortGUID, zoneRowID])
                 }
-                try db.execute(
-                    sql: "INSERT INTO shares (zone_id, share_record_name, root_record_name, short_guid, public_permission) VALUES (?, ?, ?, ?, ?)",
-                    arguments: [zoneRowID, change.recordName, change.rootRecordName, shortGUID, previousPublic.rawValue]
+                try db.cachedStatement(
+                    sql: "INSERT INTO shares (zone_id, share_record_name, root_record_name, short_guid, public_permission) VALUES (?, ?, ?, ?, ?)"
+                ).execute(arguments: [zoneRowID, change.recordName, change.rootRecordName, shortGUID, previousPublic.rawValue]
                 )
                 shareID = db.lastInsertedRowID
             } else {
                 let row = try Row.fetchOne(
-                    db, sql: "SELECT id, public_permission FROM shares WHERE zone_id = ? AND share_record_name = ?",
+                    db.cachedStatement(sql: "SELECT id, public_permission FROM shares WHERE zone_id = ? AND share_record_name = ?"),
                     arguments: [zoneRowID, change.recordName])!
                 shareID = row[0]
                 previousPublic = SharePermission(rawValue: row[1]) ?? .none
                 if let permission = change.publicPermission {
-                    try db.execute(sql: "UPDATE shares SET public_permission = ? WHERE id = ?", arguments: [permission.rawValue, shareID])
+                    try db.cachedStatement(sql: "UPDATE shares SET public_permission = ? WHERE id = ?").execute(arguments: [
+                        permission.rawValue, shareID,
+                    ])
                 }
             }
             let current = try Row.fetchAll(
-                db,
-                sql: "SELECT user_record_name, type, permission, status, email FROM share_participants WHERE share_id = ? ORDER BY position",
+                db.cachedStatement(
+                    sql: "SELECT user_record_name, type, permission, status, email FROM share_participants WHERE share_id = ? ORDER BY position"),
                 arguments: [shareID]
             ).map(Self.participant)
             let planned = SharePlanner.participants(
                 current: current, owner: batch.author, previousPublicPermission: previousPublic, publicPermission: change.publicPermission,
                 listed: change.participants)
             if planned.participants != current {
-                try db.execute(sql: "DELETE FROM share_participants WHERE share_id = ?", arguments: [shareID])
+                try db.cachedStatement(sql: "DELETE FROM share_participants WHERE share_id = ?").execute(arguments: [shareID])
                 let insert = try db.cachedStatement(
                     sql:
                         "INSERT INTO share_participants (share_id, user_record_name, type, permission, status, email, position) VALUES (?, ?, ?, ?, ?, ?, ?)"
@@ -136,11 +141,11 @@ extension SQLiteRecordStore {
     /// sequence.
     static func endShares(_ db: Database, zoneRowID: Int64, deletedNames: [String], sequence: inout Int64, batch: RecordBatch) throws {
         let rows = try Row.fetchAll(
-            db,
-            sql: """
-                SELECT id, share_record_name, root_record_name FROM shares WHERE zone_id = ?1
-                AND (share_record_name IN (SELECT value FROM json_each(?2)) OR root_record_name IN (SELECT value FROM json_each(?2)))
-                """,
+            db.cachedStatement(
+                sql: """
+                    SELECT id, share_record_name, root_record_name FROM shares WHERE zone_id = ?1
+                    AND (share_record_name IN (SELECT value FROM json_each(?2)) OR root_record_name IN (SELECT value FROM json_each(?2)))
+                    """),
             arguments: [zoneRowID, deletedNames.jsonArray]
         )
         var shareIDs: [String: Int64] = [:]
@@ -150,29 +155,30 @@ extension SQLiteRecordStore {
             guard let shareID = shareIDs[ending.shareRecordName] else { continue }
             let users = Set(
                 try String.fetchAll(
-                    db, sql: "SELECT user_record_name FROM share_participants WHERE share_id = ? AND type <> 'OWNER'", arguments: [shareID]))
-            try db.execute(sql: "DELETE FROM shares WHERE id = ?", arguments: [shareID])
+                    db.cachedStatement(sql: "SELECT user_record_name FROM share_participants WHERE share_id = ? AND type <> 'OWNER'"),
+                    arguments: [shareID]))
+            try db.cachedStatement(sql: "DELETE FROM shares WHERE id = ?").execute(arguments: [shareID])
             if let root = ending.rootToClear {
                 sequence += 1
-                try db.execute(
-                    sql: "UPDATE records SET share_name = NULL, change_seq = ? WHERE zone_id = ? AND record_name = ? AND deleted = 0",
-                    arguments: [sequence, zoneRowID, root]
+                try db.cachedStatement(
+                    sql: "UPDATE records SET share_name = NULL, change_seq = ? WHERE zone_id = ? AND record_name = ? AND deleted = 0"
+                ).execute(arguments: [sequence, zoneRowID, root]
                 )
             }
             if ending.deletesShareRecord {
                 sequence += 1
-                try db.execute(
+                try db.cachedStatement(
                     sql: """
                         UPDATE records SET deleted = 1, fields = NULL, change_seq = ?, modified_at = ?, modified_by = ?, modified_device = ?
                         WHERE zone_id = ? AND record_name = ? AND deleted = 0
-                        """,
-                    arguments: [sequence, batch.timestamp, batch.author, batch.deviceID, zoneRowID, ending.shareRecordName]
+                        """
+                ).execute(arguments: [sequence, batch.timestamp, batch.author, batch.deviceID, zoneRowID, ending.shareRecordName]
                 )
             }
             // The batch holds the zone's sequence until it ends; views take positions from the stored one.
-            try db.execute(sql: "UPDATE zones SET change_seq = ? WHERE id = ?", arguments: [sequence, zoneRowID])
+            try db.cachedStatement(sql: "UPDATE zones SET change_seq = ? WHERE id = ?").execute(arguments: [sequence, zoneRowID])
             try refreshViews(db, zoneRowID: zoneRowID, users: users)
-            sequence = try Int64.fetchOne(db, sql: "SELECT change_seq FROM zones WHERE id = ?", arguments: [zoneRowID]) ?? sequence
+            sequence = try Int64.fetchOne(db.cachedStatement(sql: "SELECT change_seq FROM zones WHERE id = ?"), arguments: [zoneRowID]) ?? sequence
         }
     }
 }
@@ -189,7 +195,8 @@ extension SQLiteRecordStore {
         guard !candidates.isEmpty else { return }
         let shareRoots = Set(
             try String.fetchAll(
-                db, sql: "SELECT root_record_name FROM shares WHERE zone_id = ? AND root_record_name IS NOT NULL", arguments: [zoneRowID])
+                db.cachedStatement(sql: "SELECT root_record_name FROM shares WHERE zone_id = ? AND root_record_name IS NOT NULL"),
+                arguments: [zoneRowID])
         )
         guard !shareRoots.isEmpty else { return }
         for write in SharePlanner.moves(candidates, existing: existing, shareRoots: shareRoots) {
@@ -198,18 +205,19 @@ extension SQLiteRecordStore {
             let newRoot = try write.parent.flatMap { try roots(of: [$0], zoneRowID: zoneRowID, among: shareRoots, db)[$0] }
             guard oldRoot != newRoot else { continue }
             let (tree, treeArguments) = treeCTE(zoneRowID: zoneRowID, roots: [write.recordName])
-            let subtree = try String.fetchAll(db, sql: "\(tree) SELECT name FROM tree", arguments: StatementArguments(treeArguments))
+            let subtree = try String.fetchAll(db.cachedStatement(sql: "\(tree) SELECT name FROM tree"), arguments: StatementArguments(treeArguments))
             for name in subtree {
                 sequence += 1
-                try db.execute(
-                    sql: "UPDATE records SET change_seq = ? WHERE zone_id = ? AND record_name = ?", arguments: [sequence, zoneRowID, name])
+                try db.cachedStatement(sql: "UPDATE records SET change_seq = ? WHERE zone_id = ? AND record_name = ?").execute(arguments: [
+                    sequence, zoneRowID, name,
+                ])
                 if let oldRoot {
-                    try db.execute(
+                    try db.cachedStatement(
                         sql: """
                             INSERT INTO share_exits (zone_id, root_record_name, record_name, change_seq) VALUES (?, ?, ?, ?)
                             ON CONFLICT (zone_id, root_record_name, record_name) DO UPDATE SET change_seq = excluded.change_seq
-                            """,
-                        arguments: [zoneRowID, oldRoot, name, sequence]
+                            """
+                    ).execute(arguments: [zoneRowID, oldRoot, name, sequence]
                     )
                 }
             }

@@ -12,18 +12,18 @@ extension SQLiteRecordStore {
     static func roots(of names: [String], zoneRowID: Int64, among roots: Set<String>, _ db: Database) throws -> [String: String] {
         guard !names.isEmpty, !roots.isEmpty else { return [:] }
         let rows = try Row.fetchAll(
-            db,
-            sql: """
-                WITH RECURSIVE up(start, name, parent, depth) AS (
-                    SELECT record_name, record_name, parent_name, 0 FROM records
-                    WHERE zone_id = ?1 AND record_name IN (SELECT value FROM json_each(?2))
-                    UNION ALL
-                    SELECT up.start, r.record_name, r.parent_name, up.depth + 1 FROM up
-                    JOIN records r ON r.zone_id = ?1 AND r.record_name = up.parent
-                    WHERE up.depth < 1000 AND up.name NOT IN (SELECT value FROM json_each(?3))
-                )
-                SELECT start, name FROM up WHERE name IN (SELECT value FROM json_each(?3))
-                """,
+            db.cachedStatement(
+                sql: """
+                    WITH RECURSIVE up(start, name, parent, depth) AS (
+                        SELECT record_name, record_name, parent_name, 0 FROM records
+                        WHERE zone_id = ?1 AND record_name IN (SELECT value FROM json_each(?2))
+                        UNION ALL
+                        SELECT up.start, r.record_name, r.parent_name, up.depth + 1 FROM up
+                        JOIN records r ON r.zone_id = ?1 AND r.record_name = up.parent
+                        WHERE up.depth < 1000 AND up.name NOT IN (SELECT value FROM json_each(?3))
+                    )
+                    SELECT start, name FROM up WHERE name IN (SELECT value FROM json_each(?3))
+                    """),
             arguments: [zoneRowID, names.jsonArray, Array(roots).jsonArray]
         )
         var result: [String: String] = [:]
@@ -73,11 +73,11 @@ extension SQLiteRecordStore {
     /// Loads shares selected by a condition on `s` (shares), `z` (zones) and `d` (databases).
     static func loadShares(_ db: Database, where condition: String, arguments: StatementArguments) throws -> [ShareState] {
         let rows = try Row.fetchAll(
-            db,
-            sql: """
-                SELECT \(shareColumns) FROM shares s JOIN zones z ON z.id = s.zone_id JOIN databases d ON d.id = z.database_id
-                WHERE z.deleted = 0 AND \(condition) ORDER BY s.id
-                """,
+            db.cachedStatement(
+                sql: """
+                    SELECT \(shareColumns) FROM shares s JOIN zones z ON z.id = s.zone_id JOIN databases d ON d.id = z.database_id
+                    WHERE z.deleted = 0 AND \(condition) ORDER BY s.id
+                    """),
             arguments: arguments
         )
         return try rows.map { row in
@@ -87,7 +87,8 @@ extension SQLiteRecordStore {
             let database = DatabaseRef(container: row[7], environment: environment, scope: .private, ownerRecordName: row[9])
             let zoneName: String = row[6]
             let participants = try Row.fetchAll(
-                db, sql: "SELECT user_record_name, type, permission, status, email FROM share_participants WHERE share_id = ? ORDER BY position",
+                db.cachedStatement(
+                    sql: "SELECT user_record_name, type, permission, status, email FROM share_participants WHERE share_id = ? ORDER BY position"),
                 arguments: [shareID]
             ).map(participant)
             let shareRecordName: String = row[1]
@@ -134,11 +135,11 @@ extension SQLiteRecordStore {
     /// Takes the next position of a user's shared database feed.
     static func bumpSharedDatabase(_ db: Database, user: String) throws -> Int64 {
         try Int64.fetchOne(
-            db,
-            sql: """
-                INSERT INTO shared_databases (user_record_name, change_seq) VALUES (?, 1)
-                ON CONFLICT (user_record_name) DO UPDATE SET change_seq = change_seq + 1 RETURNING change_seq
-                """,
+            db.cachedStatement(
+                sql: """
+                    INSERT INTO shared_databases (user_record_name, change_seq) VALUES (?, 1)
+                    ON CONFLICT (user_record_name) DO UPDATE SET change_seq = change_seq + 1 RETURNING change_seq
+                    """),
             arguments: [user]
         )!
     }
@@ -146,11 +147,11 @@ extension SQLiteRecordStore {
     /// A user's access to a zone through the shares they accepted, or `nil` when they see nothing of it.
     static func viewAccess(_ db: Database, zoneRowID: Int64, user: String) throws -> SharedViewAccess? {
         let rows = try Row.fetchAll(
-            db,
-            sql: """
-                SELECT s.root_record_name, s.share_record_name FROM share_participants p JOIN shares s ON s.id = p.share_id
-                WHERE s.zone_id = ? AND p.user_record_name = ? AND p.status = 'ACCEPTED' AND p.type <> 'OWNER'
-                """,
+            db.cachedStatement(
+                sql: """
+                    SELECT s.root_record_name, s.share_record_name FROM share_participants p JOIN shares s ON s.id = p.share_id
+                    WHERE s.zone_id = ? AND p.user_record_name = ? AND p.status = 'ACCEPTED' AND p.type <> 'OWNER'
+                    """),
             arguments: [zoneRowID, user]
         )
         return SharedViewAccess(acceptedShares: rows.map { (rootRecordName: $0[0], shareRecordName: $0[1]) })
@@ -163,7 +164,8 @@ extension SQLiteRecordStore {
         for user in users.sorted() {
             let access = try viewAccess(db, zoneRowID: zoneRowID, user: user)
             let view = try Row.fetchOne(
-                db, sql: "SELECT deleted, access FROM shared_zone_views WHERE user_record_name = ? AND zone_id = ?", arguments: [user, zoneRowID]
+                db.cachedStatement(sql: "SELECT deleted, access FROM shared_zone_views WHERE user_record_name = ? AND zone_id = ?"),
+                arguments: [user, zoneRowID]
             )
             let stored = view.map { row in
                 (ended: row[0] as Bool, access: (row[1] as String?).flatMap { try? JSONDecoder().decode(SharedViewAccess.self, from: Data($0.utf8)) })
@@ -172,32 +174,33 @@ extension SQLiteRecordStore {
             case .begin(let access):
                 let sequence = try bumpSharedDatabase(db, user: user)
                 // A new view starts from nothing: the device fetches the zone without a token.
-                try db.execute(
-                    sql: "DELETE FROM participant_changes WHERE user_record_name = ? AND zone_id = ?", arguments: [user, zoneRowID])
-                try db.execute(
+                try db.cachedStatement(sql: "DELETE FROM participant_changes WHERE user_record_name = ? AND zone_id = ?").execute(arguments: [
+                    user, zoneRowID,
+                ])
+                try db.cachedStatement(
                     sql: """
                         INSERT INTO shared_zone_views (user_record_name, zone_id, view_seq, deleted, access) VALUES (?, ?, ?, 0, ?)
                         ON CONFLICT (user_record_name, zone_id) DO UPDATE SET view_seq = excluded.view_seq, deleted = 0, access = excluded.access
-                        """,
-                    arguments: [user, zoneRowID, sequence, Self.json(access)]
+                        """
+                ).execute(arguments: [user, zoneRowID, sequence, Self.json(access)]
                 )
             case .end:
                 let sequence = try bumpSharedDatabase(db, user: user)
-                try db.execute(
-                    sql: "UPDATE shared_zone_views SET view_seq = ?, deleted = 1, access = NULL WHERE user_record_name = ? AND zone_id = ?",
-                    arguments: [sequence, user, zoneRowID]
+                try db.cachedStatement(
+                    sql: "UPDATE shared_zone_views SET view_seq = ?, deleted = 1, access = NULL WHERE user_record_name = ? AND zone_id = ?"
+                ).execute(arguments: [sequence, user, zoneRowID]
                 )
-                try db.execute(
-                    sql: "DELETE FROM participant_changes WHERE user_record_name = ? AND zone_id = ?", arguments: [user, zoneRowID])
+                try db.cachedStatement(sql: "DELETE FROM participant_changes WHERE user_record_name = ? AND zone_id = ?").execute(arguments: [
+                    user, zoneRowID,
+                ])
             case .change(let previous, let current):
                 if let previous {
                     try recordAccessChange(db, zoneRowID: zoneRowID, user: user, from: previous, to: current)
                 }
                 let sequence = try bumpSharedDatabase(db, user: user)
-                try db.execute(
-                    sql: "UPDATE shared_zone_views SET view_seq = ?, access = ? WHERE user_record_name = ? AND zone_id = ?",
-                    arguments: [sequence, Self.json(current), user, zoneRowID]
-                )
+                try db.cachedStatement(sql: "UPDATE shared_zone_views SET view_seq = ?, access = ? WHERE user_record_name = ? AND zone_id = ?")
+                    .execute(arguments: [sequence, Self.json(current), user, zoneRowID]
+                    )
             case .none:
                 continue
             }
@@ -214,8 +217,8 @@ extension SQLiteRecordStore {
     private static func recordAccessChange(_ db: Database, zoneRowID: Int64, user: String, from old: SharedViewAccess, to new: SharedViewAccess)
         throws
     {
-        let base = try Int64.fetchOne(db, sql: "SELECT change_seq FROM zones WHERE id = ?", arguments: [zoneRowID]) ?? 0
-        try db.execute(
+        let base = try Int64.fetchOne(db.cachedStatement(sql: "SELECT change_seq FROM zones WHERE id = ?"), arguments: [zoneRowID]) ?? 0
+        try db.cachedStatement(
             sql: """
                 WITH RECURSIVE
                 old_tree(name) AS (
@@ -243,16 +246,16 @@ extension SQLiteRecordStore {
                 INSERT INTO participant_changes (user_record_name, zone_id, record_name, change_seq)
                 SELECT :user, :zone, name, :base + ROW_NUMBER() OVER (ORDER BY name) FROM changed WHERE true
                 ON CONFLICT (user_record_name, zone_id, record_name) DO UPDATE SET change_seq = excluded.change_seq
-                """,
-            arguments: [
-                "zone": zoneRowID, "user": user, "base": base,
-                "oldRoots": old.roots.jsonArray, "oldZoneWide": old.zoneWide, "oldShares": old.shareRecordNames.jsonArray,
-                "newRoots": new.roots.jsonArray, "newZoneWide": new.zoneWide, "newShares": new.shareRecordNames.jsonArray,
-            ]
+                """
+        ).execute(arguments: [
+            "zone": zoneRowID, "user": user, "base": base,
+            "oldRoots": old.roots.jsonArray, "oldZoneWide": old.zoneWide, "oldShares": old.shareRecordNames.jsonArray,
+            "newRoots": new.roots.jsonArray, "newZoneWide": new.zoneWide, "newShares": new.shareRecordNames.jsonArray,
+        ]
         )
         let taken = db.changesCount
         guard taken > 0 else { return }
-        try db.execute(sql: "UPDATE zones SET change_seq = change_seq + ? WHERE id = ?", arguments: [taken, zoneRowID])
+        try db.cachedStatement(sql: "UPDATE zones SET change_seq = change_seq + ? WHERE id = ?").execute(arguments: [taken, zoneRowID])
     }
 
     /// Moves a zone to the head of every viewer's shared database feed, after a write in it.
@@ -267,11 +270,10 @@ extension SQLiteRecordStore {
 
     private static func advanceViews(_ db: Database, zoneRowID: Int64, ending: Bool) throws {
         let users = try String.fetchAll(
-            db, sql: "SELECT user_record_name FROM shared_zone_views WHERE zone_id = ? AND deleted = 0", arguments: [zoneRowID])
+            db.cachedStatement(sql: "SELECT user_record_name FROM shared_zone_views WHERE zone_id = ? AND deleted = 0"), arguments: [zoneRowID])
         for user in users {
             let sequence = try bumpSharedDatabase(db, user: user)
-            try db.execute(
-                sql: "UPDATE shared_zone_views SET view_seq = ?, deleted = ? WHERE user_record_name = ? AND zone_id = ?",
+            try db.cachedStatement(sql: "UPDATE shared_zone_views SET view_seq = ?, deleted = ? WHERE user_record_name = ? AND zone_id = ?").execute(
                 arguments: [sequence, ending, user, zoneRowID]
             )
         }
@@ -289,12 +291,12 @@ extension SQLiteRecordStore {
     {
         try await read { db in
             try Row.fetchAll(
-                db,
-                sql: """
-                    SELECT \(Self.sharedZoneColumns) FROM shared_zone_views v JOIN zones z ON z.id = v.zone_id JOIN databases d ON d.id = z.database_id
-                    WHERE v.user_record_name = ? AND v.deleted = 0 AND z.deleted = 0 AND d.container_id = ? AND d.environment = ?
-                    ORDER BY d.owner_record_name, z.zone_name
-                    """,
+                db.cachedStatement(
+                    sql: """
+                        SELECT \(Self.sharedZoneColumns) FROM shared_zone_views v JOIN zones z ON z.id = v.zone_id JOIN databases d ON d.id = z.database_id
+                        WHERE v.user_record_name = ? AND v.deleted = 0 AND z.deleted = 0 AND d.container_id = ? AND d.environment = ?
+                        ORDER BY d.owner_record_name, z.zone_name
+                        """),
                 arguments: [userRecordName, container, environment.rawValue]
             ).map(Self.sharedZone)
         }
@@ -305,12 +307,12 @@ extension SQLiteRecordStore {
     ) async throws -> SharedDatabasePage {
         try await read { db in
             let rows = try Row.fetchAll(
-                db,
-                sql: """
-                    SELECT \(Self.sharedZoneColumns) FROM shared_zone_views v JOIN zones z ON z.id = v.zone_id JOIN databases d ON d.id = z.database_id
-                    WHERE v.user_record_name = ? AND v.view_seq > ? AND d.container_id = ? AND d.environment = ?
-                    ORDER BY v.view_seq LIMIT ?
-                    """,
+                db.cachedStatement(
+                    sql: """
+                        SELECT \(Self.sharedZoneColumns) FROM shared_zone_views v JOIN zones z ON z.id = v.zone_id JOIN databases d ON d.id = z.database_id
+                        WHERE v.user_record_name = ? AND v.view_seq > ? AND d.container_id = ? AND d.environment = ?
+                        ORDER BY v.view_seq LIMIT ?
+                        """),
                 arguments: [userRecordName, sequence, container, environment.rawValue, limit + 1]
             )
             let moreComing = rows.count > limit
@@ -320,7 +322,8 @@ extension SQLiteRecordStore {
                 position = last[0]
             } else {
                 position =
-                    try Int64.fetchOne(db, sql: "SELECT change_seq FROM shared_databases WHERE user_record_name = ?", arguments: [userRecordName])
+                    try Int64.fetchOne(
+                        db.cachedStatement(sql: "SELECT change_seq FROM shared_databases WHERE user_record_name = ?"), arguments: [userRecordName])
                     ?? 0
             }
             return SharedDatabasePage(zones: page.map(Self.sharedZone), sequence: max(position, sequence), moreComing: moreComing)
@@ -337,24 +340,23 @@ extension SQLiteRecordStore {
                 throw StoreError(.notFound, "no share with this short GUID")
             }
             let zoneRowID = share.zoneIncarnation
-            let shareID = try Int64.fetchOne(db, sql: "SELECT id FROM shares WHERE short_guid = ?", arguments: [shortGUID])!
+            let shareID = try Int64.fetchOne(db.cachedStatement(sql: "SELECT id FROM shares WHERE short_guid = ?"), arguments: [shortGUID])!
             if let participant = share.participant(userRecordName) {
                 if participant.type == .owner { return share }
                 guard participant.status != .removed || share.publicPermission != .none else {
                     throw StoreError(.invalidState, "the owner removed this participant")
                 }
-                try db.execute(
-                    sql: "UPDATE share_participants SET status = 'ACCEPTED' WHERE share_id = ? AND user_record_name = ?",
+                try db.cachedStatement(sql: "UPDATE share_participants SET status = 'ACCEPTED' WHERE share_id = ? AND user_record_name = ?").execute(
                     arguments: [shareID, userRecordName]
                 )
             } else {
                 guard share.publicPermission != .none else { throw StoreError(.invalidState, "not a participant of this share") }
-                try db.execute(
+                try db.cachedStatement(
                     sql: """
                         INSERT INTO share_participants (share_id, user_record_name, type, permission, status, position)
                         VALUES (?, ?, 'PUBLIC_USER', ?, 'ACCEPTED', (SELECT COALESCE(MAX(position), 0) + 1 FROM share_participants WHERE share_id = ?))
-                        """,
-                    arguments: [shareID, userRecordName, share.publicPermission.rawValue, shareID]
+                        """
+                ).execute(arguments: [shareID, userRecordName, share.publicPermission.rawValue, shareID]
                 )
             }
             try Self.touchShareRecord(db, share: share, zoneRowID: zoneRowID)
@@ -371,12 +373,12 @@ extension SQLiteRecordStore {
             else {
                 throw StoreError(.notFound, "share \(shareRecordName) does not exist")
             }
-            try db.execute(
+            try db.cachedStatement(
                 sql: """
                     UPDATE share_participants SET status = 'REMOVED'
                     WHERE share_id = (SELECT id FROM shares WHERE zone_id = ? AND share_record_name = ?) AND user_record_name = ? AND type <> 'OWNER'
-                    """,
-                arguments: [zone.id, shareRecordName, userRecordName]
+                    """
+            ).execute(arguments: [zone.id, shareRecordName, userRecordName]
             )
             try Self.touchShareRecord(db, share: share, zoneRowID: zone.id)
             try Self.refreshViews(db, zoneRowID: zone.id, users: [userRecordName])
@@ -386,12 +388,12 @@ extension SQLiteRecordStore {
     /// A share's participants changed: its record takes a new change tag, so the owner's feed shows it.
     static func touchShareRecord(_ db: Database, share: ShareState, zoneRowID: Int64) throws {
         let sequence = try Int64.fetchOne(
-            db, sql: "UPDATE zones SET change_seq = change_seq + 1 WHERE id = ? RETURNING change_seq", arguments: [zoneRowID])!
-        try db.execute(
-            sql: "UPDATE records SET change_seq = ? WHERE zone_id = ? AND record_name = ? AND deleted = 0",
-            arguments: [sequence, zoneRowID, share.shareRecordName]
+            db.cachedStatement(sql: "UPDATE zones SET change_seq = change_seq + 1 WHERE id = ? RETURNING change_seq"), arguments: [zoneRowID])!
+        try db.cachedStatement(sql: "UPDATE records SET change_seq = ? WHERE zone_id = ? AND record_name = ? AND deleted = 0").execute(arguments: [
+            sequence, zoneRowID, share.shareRecordName,
+        ]
         )
-        let databaseID = try Int64.fetchOne(db, sql: "SELECT database_id FROM zones WHERE id = ?", arguments: [zoneRowID])!
+        let databaseID = try Int64.fetchOne(db.cachedStatement(sql: "SELECT database_id FROM zones WHERE id = ?"), arguments: [zoneRowID])!
         try touchZone(db, zoneID: zoneRowID, databaseID: databaseID)
     }
 }

@@ -17,7 +17,7 @@ extension SQLiteRecordStore {
                 _ = arguments.append(contentsOf: [ids.jsonArray])
             }
             sql += " ORDER BY created_at, subscription_id"
-            return try Row.fetchAll(db, sql: sql, arguments: arguments).map { row in
+            return try Row.fetchAll(db.cachedStatement(sql: sql), arguments: arguments).map { row in
                 StoredSubscription(subscriptionID: row[0], json: Array((row[1] as String).utf8), createdAt: row[2])
             }
         }
@@ -27,12 +27,12 @@ extension SQLiteRecordStore {
         try await write { db in
             let key: StatementArguments = [owner.container, owner.environment.rawValue, owner.scope.rawValue, owner.userRecordName]
             if !deleting.isEmpty {
-                try db.execute(
+                try db.cachedStatement(
                     sql: """
                         DELETE FROM subscriptions WHERE container_id = ? AND environment = ? AND database_scope = ? AND user_record_name = ?
                         AND subscription_id IN (SELECT value FROM json_each(?))
-                        """,
-                    arguments: key + [deleting.jsonArray])
+                        """
+                ).execute(arguments: key + [deleting.jsonArray])
             }
             let upsert = try db.cachedStatement(
                 sql: """
@@ -51,16 +51,16 @@ extension SQLiteRecordStore {
 extension SQLiteRecordStore {
     public func savePushToken(_ token: PushTokenRecord, logger: Logger) async throws {
         try await write { db in
-            try db.execute(
+            try db.cachedStatement(
                 sql: """
                     INSERT INTO push_tokens (token, container_id, environment, user_record_name, positions, created_at) VALUES (?, ?, ?, ?, ?, ?)
                     ON CONFLICT (token) DO UPDATE SET user_record_name = excluded.user_record_name, positions = excluded.positions,
                         created_at = excluded.created_at
-                    """,
-                arguments: [
-                    token.token, token.container, token.environment.rawValue, token.userRecordName, String(decoding: token.positions, as: UTF8.self),
-                    token.createdAt,
-                ])
+                    """
+            ).execute(arguments: [
+                token.token, token.container, token.environment.rawValue, token.userRecordName, String(decoding: token.positions, as: UTF8.self),
+                token.createdAt,
+            ])
         }
     }
 
@@ -68,7 +68,8 @@ extension SQLiteRecordStore {
         try await read { db in
             guard
                 let row = try Row.fetchOne(
-                    db, sql: "SELECT container_id, environment, user_record_name, positions, created_at FROM push_tokens WHERE token = ?",
+                    db.cachedStatement(
+                        sql: "SELECT container_id, environment, user_record_name, positions, created_at FROM push_tokens WHERE token = ?"),
                     arguments: [token])
             else { return nil }
             guard let environment = ContainerEnvironment(rawValue: row[1]) else { throw StoreError(.corrupt, "unknown environment") }
@@ -82,13 +83,13 @@ extension SQLiteRecordStore {
         async throws -> Int
     {
         try await write { db in
-            try db.execute(
+            try db.cachedStatement(
                 sql: """
                     DELETE FROM push_tokens WHERE token IN (
                         SELECT token FROM push_tokens WHERE container_id = ? AND environment = ? AND user_record_name = ?
                         ORDER BY created_at DESC, token LIMIT -1 OFFSET ?)
-                    """,
-                arguments: [container, environment.rawValue, userRecordName, keeping])
+                    """
+            ).execute(arguments: [container, environment.rawValue, userRecordName, keeping])
             return db.changesCount
         }
     }

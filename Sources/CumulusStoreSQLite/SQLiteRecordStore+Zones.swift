@@ -13,7 +13,7 @@ extension SQLiteRecordStore {
     /// The database row's ID, or `nil` if the database was never written.
     static func databaseID(_ db: Database, _ database: DatabaseRef) throws -> Int64? {
         try Int64.fetchOne(
-            db, sql: "SELECT id FROM databases WHERE container_id = ? AND environment = ? AND scope = ? AND owner_record_name = ?",
+            db.cachedStatement(sql: "SELECT id FROM databases WHERE container_id = ? AND environment = ? AND scope = ? AND owner_record_name = ?"),
             arguments: [database.container, database.environment.rawValue, database.scope.rawValue, database.ownerRecordName]
         )
     }
@@ -21,14 +21,13 @@ extension SQLiteRecordStore {
     /// The database row's ID, creating the database and its default zone on first write.
     static func ensureDatabase(_ db: Database, _ database: DatabaseRef, timestamp: Int64) throws -> Int64 {
         if let id = try databaseID(db, database) { return id }
-        try db.execute(
-            sql: "INSERT INTO databases (container_id, environment, scope, owner_record_name) VALUES (?, ?, ?, ?)",
+        try db.cachedStatement(sql: "INSERT INTO databases (container_id, environment, scope, owner_record_name) VALUES (?, ?, ?, ?)").execute(
             arguments: [database.container, database.environment.rawValue, database.scope.rawValue, database.ownerRecordName]
         )
         let id = db.lastInsertedRowID
-        try db.execute(
-            sql: "INSERT INTO zones (database_id, zone_name, created_at) VALUES (?, ?, ?)",
-            arguments: [id, ZoneID.defaultZoneName, timestamp]
+        try db.cachedStatement(sql: "INSERT INTO zones (database_id, zone_name, created_at) VALUES (?, ?, ?)").execute(arguments: [
+            id, ZoneID.defaultZoneName, timestamp,
+        ]
         )
         return id
     }
@@ -36,7 +35,7 @@ extension SQLiteRecordStore {
     /// The live zone with this name.
     static func zoneRow(_ db: Database, databaseID: Int64, zoneName: String) throws -> ZoneRow? {
         try Row.fetchOne(
-            db, sql: "SELECT id, change_seq FROM zones WHERE database_id = ? AND zone_name = ? AND deleted = 0",
+            db.cachedStatement(sql: "SELECT id, change_seq FROM zones WHERE database_id = ? AND zone_name = ? AND deleted = 0"),
             arguments: [databaseID, zoneName]
         ).map { ZoneRow(id: $0["id"], changeSequence: $0["change_seq"]) }
     }
@@ -44,9 +43,9 @@ extension SQLiteRecordStore {
     /// Moves a zone to the head of its database's change feed.
     static func touchZone(_ db: Database, zoneID: Int64, databaseID: Int64) throws {
         let sequence = try Int64.fetchOne(
-            db, sql: "UPDATE databases SET change_seq = change_seq + 1 WHERE id = ? RETURNING change_seq", arguments: [databaseID]
+            db.cachedStatement(sql: "UPDATE databases SET change_seq = change_seq + 1 WHERE id = ? RETURNING change_seq"), arguments: [databaseID]
         )!
-        try db.execute(sql: "UPDATE zones SET database_change_seq = ? WHERE id = ?", arguments: [sequence, zoneID])
+        try db.cachedStatement(sql: "UPDATE zones SET database_change_seq = ? WHERE id = ?").execute(arguments: [sequence, zoneID])
     }
 
     private static func defaultZone(_ database: DatabaseRef) -> ZoneState {
@@ -57,11 +56,11 @@ extension SQLiteRecordStore {
         try await read { db in
             guard let databaseID = try Self.databaseID(db, database) else { return [Self.defaultZone(database)] }
             let rows = try Row.fetchAll(
-                db,
-                sql: """
-                    SELECT id, zone_name, change_seq FROM zones WHERE database_id = ? AND deleted = 0
-                    ORDER BY zone_name <> '_defaultZone', zone_name
-                    """,
+                db.cachedStatement(
+                    sql: """
+                        SELECT id, zone_name, change_seq FROM zones WHERE database_id = ? AND deleted = 0
+                        ORDER BY zone_name <> '_defaultZone', zone_name
+                        """),
                 arguments: [databaseID]
             )
             return rows.map { ZoneState(zoneID: database.zoneID($0["zone_name"]), changeSequence: $0["change_seq"], incarnation: $0["id"]) }
@@ -74,11 +73,11 @@ extension SQLiteRecordStore {
                 return names.contains(ZoneID.defaultZoneName) ? [ZoneID.defaultZoneName: Self.defaultZone(database)] : [:]
             }
             let rows = try Row.fetchAll(
-                db,
-                sql: """
-                    SELECT id, zone_name, change_seq FROM zones
-                    WHERE database_id = ? AND deleted = 0 AND zone_name IN (SELECT value FROM json_each(?))
-                    """,
+                db.cachedStatement(
+                    sql: """
+                        SELECT id, zone_name, change_seq FROM zones
+                        WHERE database_id = ? AND deleted = 0 AND zone_name IN (SELECT value FROM json_each(?))
+                        """),
                 arguments: [databaseID, names.jsonArray]
             )
             var zones: [String: ZoneState] = [:]
@@ -105,9 +104,9 @@ extension SQLiteRecordStore {
                         results.append(.saved(ZoneState(zoneID: zoneID, changeSequence: existing.changeSequence, incarnation: existing.id)))
                         continue
                     }
-                    try db.execute(
-                        sql: "INSERT INTO zones (database_id, zone_name, created_at) VALUES (?, ?, ?)",
-                        arguments: [databaseID, name, timestamp]
+                    try db.cachedStatement(sql: "INSERT INTO zones (database_id, zone_name, created_at) VALUES (?, ?, ?)").execute(arguments: [
+                        databaseID, name, timestamp,
+                    ]
                     )
                     let id = db.lastInsertedRowID
                     try Self.touchZone(db, zoneID: id, databaseID: databaseID)
@@ -118,10 +117,10 @@ extension SQLiteRecordStore {
                         continue
                     }
                     try Self.endViews(db, zoneRowID: existing.id)
-                    try db.execute(sql: "DELETE FROM shares WHERE zone_id = ?", arguments: [existing.id])
-                    try db.execute(sql: "DELETE FROM record_references WHERE zone_id = ?", arguments: [existing.id])
-                    try db.execute(sql: "DELETE FROM records WHERE zone_id = ?", arguments: [existing.id])
-                    try db.execute(sql: "UPDATE zones SET deleted = 1 WHERE id = ?", arguments: [existing.id])
+                    try db.cachedStatement(sql: "DELETE FROM shares WHERE zone_id = ?").execute(arguments: [existing.id])
+                    try db.cachedStatement(sql: "DELETE FROM record_references WHERE zone_id = ?").execute(arguments: [existing.id])
+                    try db.cachedStatement(sql: "DELETE FROM records WHERE zone_id = ?").execute(arguments: [existing.id])
+                    try db.cachedStatement(sql: "UPDATE zones SET deleted = 1 WHERE id = ?").execute(arguments: [existing.id])
                     try Self.touchZone(db, zoneID: existing.id, databaseID: databaseID)
                     results.append(.deleted(zoneID))
                 }

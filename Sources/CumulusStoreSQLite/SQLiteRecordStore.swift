@@ -23,11 +23,22 @@ public final class SQLiteRecordStore: RecordStore {
         /// At most this many queried fields get an expression index; queries on further fields still work, unindexed.
         /// Every index slows every write, so one holder of the app's token must not be able to add them without end.
         public var maximumFieldIndexes: Int
+        /// While a server runs, how often the write-ahead log is checkpointed in the background
+        /// (``SQLiteRecordStore/maintainInBackground(logger:)``).
+        public var checkpointInterval: Duration
+        /// The write-ahead log's bound: its file is cut back to this size once checkpointed, and a log this large that
+        /// readers keep from being checkpointed is restarted.
+        public var maximumWriteAheadLogBytes: Int64
 
-        public init(busyTimeout: TimeInterval = 10, maximumReaderCount: Int = 8, maximumFieldIndexes: Int = 64) {
+        public init(
+            busyTimeout: TimeInterval = 10, maximumReaderCount: Int = 8, maximumFieldIndexes: Int = 64,
+            checkpointInterval: Duration = .milliseconds(100), maximumWriteAheadLogBytes: Int64 = 64 << 20
+        ) {
             self.busyTimeout = busyTimeout
             self.maximumReaderCount = maximumReaderCount
             self.maximumFieldIndexes = maximumFieldIndexes
+            self.checkpointInterval = checkpointInterval
+            self.maximumWriteAheadLogBytes = maximumWriteAheadLogBytes
         }
     }
 
@@ -36,6 +47,15 @@ public final class SQLiteRecordStore: RecordStore {
     /// Field expression indexes known to exist, so queries issue their `CREATE INDEX IF NOT EXISTS` once per process.
     let knownFieldIndexes = Mutex<Set<String>>([])
     let maximumFieldIndexes: Int
+    /// The database file, for the background checkpoint connection; `nil` in memory.
+    let path: String?
+    let busyTimeout: TimeInterval
+    let checkpointInterval: Duration
+    let maximumWriteAheadLogBytes: Int64
+    let checkpointsRun = Atomic(0)
+
+    /// How many background checkpoints have run since the store was opened.
+    public var backgroundCheckpointCount: Int { checkpointsRun.load(ordering: .relaxed) }
 
     /// Opens (creating if needed) a store at a file path and migrates it.
     public convenience init(path: String, configuration: Configuration = .init()) throws {
@@ -44,7 +64,8 @@ public final class SQLiteRecordStore: RecordStore {
         config.maximumReaderCount = configuration.maximumReaderCount
         config.prepareDatabase { db in
             // NORMAL is durable across process crashes in WAL mode; only a power loss can drop the last commits.
-            try db.execute(sql: "PRAGMA synchronous = NORMAL")
+            try db.cachedStatement(sql: "PRAGMA synchronous = NORMAL").execute()
+            try db.execute(sql: "PRAGMA journal_size_limit = \(configuration.maximumWriteAheadLogBytes)")
             db.add(function: SQLiteRecordStore.distanceFunction)
         }
         let pool: DatabasePool
@@ -53,7 +74,7 @@ public final class SQLiteRecordStore: RecordStore {
         } catch {
             throw Self.storeError(error, "could not open \(path)")
         }
-        try self.init(writer: pool, maximumFieldIndexes: configuration.maximumFieldIndexes)
+        try self.init(writer: pool, configuration: configuration, path: path)
     }
 
     /// Opens a private in-memory store, for tests.
@@ -64,9 +85,19 @@ public final class SQLiteRecordStore: RecordStore {
     }
 
     /// Wraps an open GRDB database and migrates it.
-    public init(writer: any DatabaseWriter, maximumFieldIndexes: Int = Configuration().maximumFieldIndexes) throws {
+    public convenience init(writer: any DatabaseWriter, maximumFieldIndexes: Int = Configuration().maximumFieldIndexes) throws {
+        var configuration = Configuration()
+        configuration.maximumFieldIndexes = maximumFieldIndexes
+        try self.init(writer: writer, configuration: configuration, path: nil)
+    }
+
+    private init(writer: any DatabaseWriter, configuration: Configuration, path: String?) throws {
         self.writer = writer
-        self.maximumFieldIndexes = maximumFieldIndexes
+        self.maximumFieldIndexes = configuration.maximumFieldIndexes
+        self.path = path
+        self.busyTimeout = configuration.busyTimeout
+        self.checkpointInterval = configuration.checkpointInterval
+        self.maximumWriteAheadLogBytes = configuration.maximumWriteAheadLogBytes
         self.planner = RecordBatchPlanner(makeShortGUID: ShortGUID.make)
         do {
             try Self.migrator.migrate(writer)

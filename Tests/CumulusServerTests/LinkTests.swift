@@ -339,17 +339,29 @@ struct LinkPageBrowserTests {
         ["/usr/bin/chromium", "/usr/bin/chromium-browser"].first { FileManager.default.isExecutableFile(atPath: $0) }
     }
 
-    static func runChromium(_ arguments: [String]) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: try #require(chromium, "chromium is needed: apt-get install -y chromium"))
-        process.arguments = ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=390,844"] + arguments
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return String(decoding: data, as: UTF8.self)
+    /// Runs the browser to its end on a thread of its own: waiting on a cooperative thread would starve the server the
+    /// browser is talking to (two browser tests at once take both of a two-core machine's, and nothing moves).
+    static func runChromium(_ arguments: [String]) async throws -> String {
+        let executable = URL(fileURLWithPath: try #require(chromium, "chromium is needed: apt-get install -y chromium"))
+        return try await withCheckedThrowingContinuation { continuation in
+            Thread.detachNewThread {
+                let process = Process()
+                process.executableURL = executable
+                process.arguments = ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=390,844"] + arguments
+                let output = Pipe()
+                process.standardOutput = output
+                process.standardError = FileHandle.nullDevice
+                do {
+                    try process.run()
+                } catch {
+                    continuation.resume(throwing: error)
+                    return
+                }
+                let data = output.fileHandleForReading.readDataToEndOfFile()
+                process.waitUntilExit()
+                continuation.resume(returning: String(decoding: data, as: UTF8.self))
+            }
+        }
     }
 
     @Test(arguments: TestStore.all) func theDrivePageRendersTheRouteAndTheNumbers(_ store: TestStore) async throws {
@@ -370,14 +382,14 @@ struct LinkPageBrowserTests {
             let url = "\(base)/s/\(link.id)"
 
             // The DOM after the browser rendered it: the route is drawn, the numbers are shown.
-            let dom = try Self.runChromium(["--dump-dom", url])
+            let dom = try await Self.runChromium(["--dump-dom", url])
             #expect(dom.contains("<path id=\"route\" d=\"M"))
             #expect(dom.components(separatedBy: " L").count > 100, "one segment per point")
             for text in ["Morning commute", "12.40 km", "30:34", "24.3 km/h", "69.8 km/h"] { #expect(dom.contains(text), "\(text)") }
 
             // And a picture of it.
             let png = FileManager.default.temporaryDirectory.appendingPathComponent("cumulus-drive-\(UUID().uuidString).png")
-            _ = try Self.runChromium(["--screenshot=\(png.path)", url])
+            _ = try await Self.runChromium(["--screenshot=\(png.path)", url])
             let image = try Data(contentsOf: png)
             #expect(image.starts(with: [0x89, 0x50, 0x4E, 0x47]), "a PNG")
             #expect(image.count > 10_000, "more than a blank page")

@@ -285,12 +285,12 @@ struct WireFidelityTests {
             let created = try await client.modify([shareOperation(publicPermission: "READ_ONLY")], zone: "Lists", as: .user(alice))
             let guid = try #require(created.records.first?["shortGUID"]?.stringValue, "\(created.json)")
             let url = "http://127.0.0.1:\(try #require(client.client.port))/share/\(guid)"
-            let dom = try LinkPageBrowserTests.runChromium(["--dump-dom", url])
+            let dom = try await LinkPageBrowserTests.runChromium(["--dump-dom", url])
             #expect(dom.contains(#"<h1 id="title">Groceries</h1>"#), "\(dom)")
             #expect(dom.contains("alice shared this with you."))
             #expect(dom.contains("Anyone with this link can view it."))
             let png = FileManager.default.temporaryDirectory.appendingPathComponent("cumulus-share-\(UUID().uuidString).png")
-            _ = try LinkPageBrowserTests.runChromium(["--screenshot=\(png.path)", url])
+            _ = try await LinkPageBrowserTests.runChromium(["--screenshot=\(png.path)", url])
             let image = try Data(contentsOf: png)
             #expect(image.starts(with: [0x89, 0x50, 0x4E, 0x47]), "a PNG")
             if let keep = ProcessInfo.processInfo.environment["CUMULUS_SHARE_SCREENSHOT"] { try image.write(to: URL(fileURLWithPath: keep)) }

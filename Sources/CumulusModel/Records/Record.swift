@@ -103,6 +103,10 @@ extension JSONWriter {
         switch fields {
         case .canonical(let json) where desiredKeys == nil && !options.numbersAsStrings:
             raw(json)
+        case .canonical where desiredKeys?.isEmpty == true:
+            // No field asked for (clients that need none back ask so): nothing to parse.
+            beginObject()
+            endObject()
         case .canonical(let json):
             var values = (try? RecordFieldsCoding.parseCanonical(json)) ?? [:]
             if let desiredKeys { values = values.filter { desiredKeys.contains($0.key) } }

@@ -1,0 +1,215 @@
+import AsyncHTTPClient
+import CumulusCore
+import CumulusModel
+import CumulusStore
+import Foundation
+import Logging
+import NIOCore
+import NIOHTTP1
+
+/// The request path, measured as users meet it: the server in a process of its own (the benchmark executable started
+/// again with `--serve`), driven over loopback by this process, with the server's CPU time read from `/proc` around each
+/// phase, so a figure is what the server spent, not what the client and the server spent together on two cores.
+extension Benchmarks {
+    static func requestPath(records: Int, on kind: BenchStore) async throws {
+        let (store, cleanUp, location) = try await kind.makeLocated()
+        defer { cleanUp() }
+        let logger = Logger(label: "bench")
+        let container = "iCloud.com.example.bench"
+        let accounts = AccountService(store: store)
+        try await accounts.createContainer(container, logger: logger)
+        let apiToken = try await accounts.createAPIToken(container: container, environment: .development, logger: logger)
+        let user = try await accounts.createUser(container: container, name: "bench", password: nil, email: nil, logger: logger)
+        let webToken = try await accounts.issueWebAuthToken(for: user, logger: logger)
+
+        // The ceiling first, while nothing else runs: the same rows inserted straight into SQLite.
+        let ceiling = try directSQLiteInserts(records: records)
+
+        let launched = ContinuousClock.now
+        let server = try ServerProcess.start(store: location)
+        defer { server.stop() }
+        let http = HTTPClient.shared
+        let base = "\(server.url)/database/1/\(container)/development/private"
+        let credentials = "ckAPIToken=\(apiToken)&ckWebAuthToken=\(webToken)"
+        @Sendable func post(_ path: String, _ body: String) async throws -> ByteBuffer {
+            var request = HTTPClientRequest(url: "\(base)/\(path)?\(credentials)")
+            request.method = .POST
+            request.body = .bytes(ByteBuffer(string: body))
+            let response = try await http.execute(request, timeout: .seconds(120))
+            let bytes = try await response.body.collect(upTo: 64 << 20)
+            guard response.status == .ok else { throw BenchmarkError("\(path): \(response.status) \(String(buffer: bytes))") }
+            return bytes
+        }
+        _ = try await post("zones/lookup", #"{"zones":[{"zoneName":"_defaultZone"}]}"#)
+        let coldStart = (ContinuousClock.now - launched).seconds * 1000
+        print(
+            "| request path \(kind.name): cold start | | \(format(coldStart / 1000)) | | process launched to its first database answer; "
+                + "resident \(String(format: "%.0f", server.residentMiB)) MiB then |")
+        _ = try await post(
+            "zones/modify", #"{"operations":[{"operationType":"create","zone":{"zoneID":{"zoneName":"Drives"}}}]}"#)
+
+        // The floor: Hummingbird answering `GET /health` (no authentication, no store), one connection.
+        let probes = 3_000
+        let floorCPU = server.cpuSeconds
+        let floorStart = ContinuousClock.now
+        for _ in 0..<probes {
+            let response = try await http.execute(HTTPClientRequest(url: "\(server.url)/health"), timeout: .seconds(10))
+            _ = try await response.body.collect(upTo: 1024)
+        }
+        let floorSeconds = (ContinuousClock.now - floorStart).seconds
+        print(
+            "| request path \(kind.name): the floor, `GET /health`, 1 connection | \(probes) | \(format(floorSeconds)) | "
+                + "\(Int(Double(probes) / floorSeconds)) requests/s | server CPU "
+                + "\(String(format: "%.3f", (server.cpuSeconds - floorCPU) * 1000 / Double(probes))) ms a request |")
+
+        // One record a request, one connection, as an app saving one edit: the client asks for no fields back.
+        let singles = 3_000
+        for warmUp in 0..<200 { _ = try await post("records/modify", singleWrite("warm-\(warmUp)")) }
+        var latencies: [Double] = []
+        latencies.reserveCapacity(singles)
+        let singleCPU = server.cpuSeconds
+        let singleStart = ContinuousClock.now
+        for index in 0..<singles {
+            let start = ContinuousClock.now
+            _ = try await post("records/modify", singleWrite("single-\(index)"))
+            latencies.append((ContinuousClock.now - start).seconds * 1000)
+        }
+        let singleSeconds = (ContinuousClock.now - singleStart).seconds
+        let singleCPUms = (server.cpuSeconds - singleCPU) * 1000 / Double(singles)
+        latencies.sort()
+        print(
+            "| request path \(kind.name): single-record writes, 1 connection | \(singles) | \(format(singleSeconds)) | "
+                + "\(Int(Double(singles) / singleSeconds)) requests/s | server CPU \(String(format: "%.3f", singleCPUms)) ms a request; "
+                + "latency p50 \(percentile(latencies, 0.5)) ms, p99 \(percentile(latencies, 0.99)) ms |")
+
+        // Batches of 200 creates of the 1 KB drive, one connection; the bodies are made before the clock starts.
+        let bodies = stride(from: 0, to: records, by: batchSize).map { batch in
+            let operations = (batch..<min(batch + batchSize, records)).map { index in
+                #"{"operationType":"create","record":{"recordName":"drive-\#(index)","recordType":"Drive","fields":\#(fields(index))}}"#
+            }
+            return #"{"zoneID":{"zoneName":"Drives"},"desiredKeys":[],"operations":[\#(operations.joined(separator: ","))]}"#
+        }
+        let batchCPU = server.cpuSeconds
+        let batchStart = ContinuousClock.now
+        for body in bodies { _ = try await post("records/modify", body) }
+        let batchSeconds = (ContinuousClock.now - batchStart).seconds
+        let batchCPUus = (server.cpuSeconds - batchCPU) * 1_000_000 / Double(records)
+        print(
+            "| request path \(kind.name): batched writes, 200 a request, 1 connection | \(records) | \(format(batchSeconds)) | "
+                + "\(Int(Double(records) / batchSeconds)) | server CPU \(Int(batchCPUus)) µs a record; `desiredKeys: []`; "
+                + "\(String(format: "%.2f", Double(records) / batchSeconds / ceiling)) of the ceiling below |")
+
+        // The change feed from a zero token, pages of 200, the client only scanning the bytes for the next token.
+        let feedCPU = server.cpuSeconds
+        let feedStart = ContinuousClock.now
+        var token: String?
+        var delivered = 0
+        var bytes = 0
+        while true {
+            let tokenJSON = token.map { #","syncToken":"\#($0)""# } ?? ""
+            let page = try await post("changes/zone", #"{"zones":[{"zoneID":{"zoneName":"Drives"},"resultsLimit":200\#(tokenJSON)}]}"#)
+            bytes += page.readableBytes
+            let scanned = scanFeedPage(page)
+            delivered += scanned.records
+            token = scanned.syncToken
+            if !scanned.moreComing { break }
+        }
+        let feedSeconds = (ContinuousClock.now - feedStart).seconds
+        let feedCPUus = (server.cpuSeconds - feedCPU) * 1_000_000 / Double(delivered)
+        print(
+            "| request path \(kind.name): change feed from a zero token, pages of 200 | \(delivered) | \(format(feedSeconds)) | "
+                + "\(Int(Double(delivered) / feedSeconds)) | server CPU \(String(format: "%.1f", feedCPUus)) µs a record; "
+                + "\(bytes / max(delivered, 1)) bytes a record; the client scans bytes |")
+
+        // Query pages: a filter on one field, a sort on another, following the continuation marker.
+        let queryCPU = server.cpuSeconds
+        let queryStart = ContinuousClock.now
+        var marker: String?
+        var pages = 0
+        repeat {
+            let markerJSON = marker.map { #","continuationMarker":"\#($0)""# } ?? ""
+            let page = try await post(
+                "records/query",
+                #"{"zoneID":{"zoneName":"Drives"},"resultsLimit":200\#(markerJSON),"query":{"recordType":"Drive","#
+                    + #""filterBy":[{"fieldName":"duration","comparator":"GREATER_THAN","fieldValue":{"value":650,"type":"DOUBLE"}}],"#
+                    + #""sortBy":[{"fieldName":"startTime","ascending":false}]}}"#)
+            marker = scanString(page, key: "continuationMarker")
+            pages += 1
+        } while marker != nil && pages < 50
+        let querySeconds = (ContinuousClock.now - queryStart).seconds
+        print(
+            "| request path \(kind.name): query pages, filter and sort, 200 a page | \(pages) pages | \(format(querySeconds)) | | "
+                + "\(String(format: "%.1f", querySeconds * 1000 / Double(pages))) ms a page, server CPU "
+                + "\(String(format: "%.1f", (server.cpuSeconds - queryCPU) * 1000 / Double(pages))) ms a page |")
+        print(
+            "| request path \(kind.name): server memory after the run | | | | resident \(String(format: "%.0f", server.residentMiB)) MiB, "
+                + "peak \(String(format: "%.0f", server.peakResidentMiB)) MiB |")
+    }
+
+    /// One small record, created, with no fields asked back.
+    static func singleWrite(_ name: String) -> String {
+        #"{"zoneID":{"zoneName":"Drives"},"desiredKeys":[],"operations":[{"operationType":"create","record":{"recordName":"\#(name)","#
+            + #""recordType":"Note","fields":{"title":{"value":"Groceries","type":"STRING"},"done":{"value":0,"type":"INT64"}}}}]}"#
+    }
+
+    static func percentile(_ sorted: [Double], _ p: Double) -> String {
+        String(format: "%.2f", sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))])
+    }
+
+    /// What a client that does not parse the page needs from it: how many records, the next token, and whether more
+    /// come. Counting `"recordName"` keys counts the records (a page has no other).
+    static func scanFeedPage(_ page: ByteBuffer) -> (records: Int, syncToken: String?, moreComing: Bool) {
+        page.withUnsafeReadableBytes { bytes in
+            (
+                occurrences(of: #""recordName""#, in: bytes).count, lastString(after: #""syncToken":""#, in: bytes),
+                !occurrences(of: #""moreComing":true"#, in: bytes).isEmpty
+            )
+        }
+    }
+
+    /// The string value of the last `"key":"…"` in a page (tokens and markers hold no escapes).
+    static func scanString(_ page: ByteBuffer, key: String) -> String? {
+        page.withUnsafeReadableBytes { lastString(after: #""\#(key)":""#, in: $0) }
+    }
+
+    static func lastString(after needle: String, in bytes: UnsafeRawBufferPointer) -> String? {
+        guard let start = occurrences(of: needle, in: bytes).last else { return nil }
+        let end = bytes[start...].firstIndex(of: UInt8(ascii: "\"")) ?? bytes.endIndex
+        return String(decoding: bytes[start..<end], as: UTF8.self)
+    }
+
+    /// The offsets just past each occurrence of `needle` (found with `memchr` and `memcmp`).
+    static func occurrences(of needle: String, in bytes: UnsafeRawBufferPointer) -> [Int] {
+        var found: [Int] = []
+        var needle = needle
+        needle.withUTF8 { needle in
+            guard let base = bytes.baseAddress, let needleBase = needle.baseAddress, let first = needle.first else { return }
+            var offset = 0
+            while offset + needle.count <= bytes.count,
+                let hit = memchr(base + offset, Int32(first), bytes.count - offset - needle.count + 1)
+            {
+                let at = base.distance(to: UnsafeRawPointer(hit))
+                if memcmp(hit, needleBase, needle.count) == 0 {
+                    found.append(at + needle.count)
+                    offset = at + needle.count
+                } else {
+                    offset = at + 1
+                }
+            }
+        }
+        return found
+    }
+}
+
+extension Benchmarks.ServerProcess {
+    /// User and system CPU time the server has used, in seconds (from `/proc/PID/stat`, in clock ticks).
+    var cpuSeconds: Double {
+        guard let stat = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/stat", encoding: .utf8),
+            let afterName = stat.range(of: ") ")
+        else { return 0 }
+        // Fields after the name: state is field 3; utime and stime are fields 14 and 15.
+        let fields = stat[afterName.upperBound...].split(separator: " ")
+        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
+        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+}
