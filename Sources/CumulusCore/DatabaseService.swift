@@ -265,18 +265,20 @@ public struct DatabaseService: Sendable {
             try NameRules.checkRecordName(parent, path: "\(path).parent.recordName", limits: limits)
         }
         var sentFields: [String: FieldValue] = [:]
+        sentFields.reserveCapacity(draft.fields.count)
         for (name, value) in draft.fields {
-            let fieldPath = "\(path).fields.\(name)"
+            // Built only for an error: this loop runs for every field of every record written.
+            func fieldPath() -> String { "\(path).fields.\(name)" }
             // Share records carry CloudKit's system keys, such as `cloudkit.title`.
             if !(isShare && name.hasPrefix("cloudkit.")) {
-                try NameRules.checkIdentifier(name, kind: "field name", path: fieldPath, limits: limits)
+                try NameRules.checkIdentifier(name, kind: "field name", path: fieldPath(), limits: limits)
             }
             guard let value else { continue }
             sentFields[name] = value
             for reference in value.references {
-                try NameRules.checkRecordName(reference.recordName, path: "\(fieldPath).value.recordName", limits: limits)
+                try NameRules.checkRecordName(reference.recordName, path: "\(fieldPath()).value.recordName", limits: limits)
                 if let zoneID = reference.zoneID, zoneID.zoneName != zoneName {
-                    throw CumulusError(.badRequest, "\(fieldPath).value.zoneID: references must point into the record's own zone (\(zoneName))")
+                    throw CumulusError(.badRequest, "\(fieldPath()).value.zoneID: references must point into the record's own zone (\(zoneName))")
                 }
             }
         }

@@ -76,6 +76,11 @@ struct FieldValueTests {
             try FieldValue.read(field: JSONValue(parsing: json), path: "fields.n")
         }
         #expect(error?.path == path)
+        // The change feed's scanning reader places errors the same way.
+        let scanned = #expect(throws: WireFormatError.self) {
+            try JSONScanner.scan(Array(json.utf8)) { try FieldValue.read(scanning: &$0, path: "fields.n") }
+        }
+        #expect(scanned?.path == path)
     }
 
     @Test func canonicalEncodingIsStable() throws {

@@ -10,6 +10,9 @@ struct JSONParser {
     var index = 0
     var depth = 0
     var values = 0
+    /// Members of the objects being read, innermost last: an object's dictionary is made once its members are known,
+    /// at its exact size, instead of growing (and rehashing) member by member.
+    var pendingMembers: [(key: String, value: JSONValue)] = []
 
     init(buffer: UnsafeBufferPointer<UInt8>, maximumDepth: Int, maximumValues: Int = .max) {
         self.buffer = buffer
@@ -73,12 +76,12 @@ struct JSONParser {
         try enter()
         defer { depth -= 1 }
         index += 1
-        var members: [String: JSONValue] = [:]
         skipWhitespace()
         if index < buffer.count, buffer[index] == UInt8(ascii: "}") {
             index += 1
-            return .object(members)
+            return .object([:])
         }
+        let base = pendingMembers.count
         while true {
             skipWhitespace()
             guard index < buffer.count, buffer[index] == UInt8(ascii: "\"") else { throw error("expected a key string") }
@@ -87,13 +90,17 @@ struct JSONParser {
             guard index < buffer.count, buffer[index] == UInt8(ascii: ":") else { throw error("expected ':'") }
             index += 1
             skipWhitespace()
-            members[key] = try parseValue()
+            pendingMembers.append((key, try parseValue()))
             skipWhitespace()
             guard index < buffer.count else { throw error("unexpected end of input") }
             if buffer[index] == UInt8(ascii: ",") {
                 index += 1
             } else if buffer[index] == UInt8(ascii: "}") {
                 index += 1
+                var members = [String: JSONValue](minimumCapacity: pendingMembers.count - base)
+                // A repeated key keeps its last value, as before.
+                for member in pendingMembers[base...] { members[member.key] = member.value }
+                pendingMembers.removeSubrange(base...)
                 return .object(members)
             } else {
                 throw error("expected ',' or '}'")

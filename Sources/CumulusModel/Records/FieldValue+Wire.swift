@@ -11,8 +11,20 @@ extension FieldValue {
     /// clients send `type` for them.
     ///
     /// - Returns: The value, or `nil` when the field is null (which clears the field).
-    public static func read(field json: JSONValue, path: String) throws(WireFormatError) -> FieldValue? {
-        let object = try WireObject(json, path: path)
+    public static func read(field json: JSONValue, path: @autoclosure () -> String) throws(WireFormatError) -> FieldValue? {
+        // The common case, `{"value": scalar, "type": "TAG"}` as CloudKit writes it, reads without building a path
+        // (this runs for every field of every record written); an error is placed after the fact.
+        if case .object(let members) = json, case .string(let tag)? = members["type"], let type = FieldType(rawValue: tag),
+            type.throwsAtItsOwnPath, let value = members["value"], !value.isNull
+        {
+            do {
+                return try read(value, as: type, path: "")
+            } catch {
+                let object = try WireObject(json, path: path())
+                throw WireFormatError(path: object.path("value"), message: error.message)
+            }
+        }
+        let object = try WireObject(json, path: path())
         guard let value = object["value"] else { return nil }
         let valuePath = object.path("value")
         guard let tag = try object.string("type") else {
@@ -83,13 +95,12 @@ extension FieldValue {
         case .other(let other)?:
             json = other
         }
-        // A scalar tag as CloudKit writes it, the common case; the rest (lists, inferred types) as a tree.
-        if let tag, let type = FieldType(rawValue: tag), json.arrayValue == nil {
+        // A scalar tag as CloudKit writes it, the common case; the rest (lists, references, inferred types) as a tree.
+        if let tag, let type = FieldType(rawValue: tag), type.throwsAtItsOwnPath {
             do {
                 return try read(json, as: type, path: "")
             } catch {
-                let valuePath = path() + ".value"
-                throw WireFormatError(path: error.path.isEmpty ? valuePath : "\(valuePath).\(error.path)", message: error.message)
+                throw WireFormatError(path: path() + ".value", message: error.message)
             }
         }
         return try read(field: .object(["value": json, "type": tag.map(JSONValue.string) ?? .null]), path: path())
@@ -443,5 +454,16 @@ extension JSONWriter {
             field(fields[name]!, options: options)
         }
         endObject()
+    }
+}
+
+extension FieldType {
+    /// Whether ``FieldValue/read(_:as:path:)`` throws for a value of this type only at the path it is given (never at
+    /// a member's), so a read with an empty path can be placed afterwards: the scalar types.
+    fileprivate var throwsAtItsOwnPath: Bool {
+        switch self {
+        case .string, .int64, .double, .timestamp, .bytes: true
+        case .reference, .location, .asset: false
+        }
     }
 }
