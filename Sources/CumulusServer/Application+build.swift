@@ -66,6 +66,7 @@ public func buildRouter(
 
     let address = PublicAddress(configured: configuration.publicBaseURL)
     let router = Router(context: CumulusRequestContext.self)
+    router.add(middleware: AccessLogMiddleware())
     router.add(middleware: CloudKitErrorMiddleware(address: address))
     if configuration.trustsForwardedFor { router.add(middleware: ClientAddressMiddleware()) }
     router.get("health") { _, _ in "ok" }

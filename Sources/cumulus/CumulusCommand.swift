@@ -10,22 +10,20 @@ import Hummingbird
 import Logging
 import PostgresNIO
 import ServiceLifecycle
+import Synchronization
 
 @main
 struct CumulusCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "cumulus",
         abstract: "A self-hostable server with CloudKit's data model and the CloudKit Web Services wire format.",
+        version: CumulusVersion.current,
         subcommands: [Serve.self, Containers.self, Tokens.self, Users.self, Keys.self, SchemaCommand.self]
     )
 
     static func main() async {
         // Logs go to stderr: stdout carries only each command's result, so `TOKEN=$(cumulus tokens create …)` works.
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = ProcessInfo.processInfo.environment["LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .info
-            return handler
-        }
+        LoggingSystem.bootstrap { label in LogSettings.handler(label: label) }
         do {
             var command = try parseAsRoot()
             if var asyncCommand = command as? any AsyncParsableCommand {
@@ -112,6 +110,40 @@ enum StoreLocation {
 
 extension ContainerEnvironment: ExpressibleByArgument {}
 
+/// How log lines look and which are written: `$CUMULUS_LOG_FORMAT` and `$CUMULUS_LOG_LEVEL` (`$LOG_LEVEL` too), or
+/// `cumulus serve --log-format --log-level`, which set them before the server makes its loggers.
+enum LogSettings {
+    enum Format: String, CaseIterable, ExpressibleByArgument {
+        /// Lines for people: time, level, label, fields and message.
+        case text
+        case logfmt
+        case json
+    }
+
+    static let current: Mutex<(format: Format, level: Logger.Level)> = {
+        let environment = ProcessInfo.processInfo.environment
+        return Mutex(
+            (
+                environment["CUMULUS_LOG_FORMAT"].flatMap(Format.init(rawValue:)) ?? .text,
+                (environment["CUMULUS_LOG_LEVEL"] ?? environment["LOG_LEVEL"]).flatMap(Logger.Level.init(rawValue:)) ?? .info
+            ))
+    }()
+
+    static func handler(label: String) -> any LogHandler {
+        let (format, level) = current.withLock { $0 }
+        var handler: any LogHandler =
+            switch format {
+            case .text: StreamLogHandler.standardError(label: label)
+            case .logfmt: StructuredLogHandler(label: label, format: .logfmt)
+            case .json: StructuredLogHandler(label: label, format: .json)
+            }
+        handler.logLevel = level
+        return handler
+    }
+}
+
+extension Logger.Level: @retroactive ExpressibleByArgument {}
+
 /// Writes a command's result to stdout, unbuffered, so a parent process reads it at once.
 func printResult(_ line: String) {
     FileHandle.standardOutput.write(Data((line + "\n").utf8))
@@ -150,9 +182,19 @@ struct Serve: AsyncParsableCommand {
         name: .customLong("requests-per-second"),
         help: "Database API requests per second per user, key or anonymous address; 0 turns it off (default: $CUMULUS_REQUESTS_PER_SECOND or 100).")
     var requestsPerSecond: Double?
+    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical (default: $CUMULUS_LOG_LEVEL or info).")
+    var logLevel: Logger.Level?
+    @Option(
+        name: .customLong("log-format"),
+        help: "text (for people), logfmt or json: one line per request and per event (default: $CUMULUS_LOG_FORMAT or text).")
+    var logFormat: LogSettings.Format?
     @OptionGroup var options: DataOptions
 
     func run() async throws {
+        LogSettings.current.withLock { settings in
+            settings.format = logFormat ?? settings.format
+            settings.level = logLevel ?? settings.level
+        }
         let environment = ProcessInfo.processInfo.environment
         let host = host ?? environment["CUMULUS_HOST"] ?? "127.0.0.1"
         guard let port = port ?? Int(environment["CUMULUS_PORT"] ?? "8080") else {

@@ -78,9 +78,9 @@ struct LinkTests {
             #expect(String(buffer: expiredPage.body).contains("This link has expired"))
             // The hourly cleanup deletes them for good.
             let service = LinkService(store: world.store, clock: WallClock { time.now })
-            let deleted = try await service.deleteExpired(logger: Logger(label: "t"))
+            let deleted = try await service.deleteExpired(logger: .testServer)
             #expect(deleted == 3)
-            let again = try await service.deleteExpired(logger: Logger(label: "t"))
+            let again = try await service.deleteExpired(logger: .testServer)
             #expect(again == 0)
         }
     }
@@ -112,7 +112,8 @@ struct LinkTests {
         let apiToken = try await accounts.createAPIToken(container: TestWorld.container, environment: .development, logger: logger)
         func server(_ body: @Sendable (CloudKitTestClient) async throws -> Void) async throws {
             let app = buildApplication(
-                configuration: ServerConfiguration(port: 0), store: try SQLiteRecordStore(path: path), logger: logger, clock: WallClock { time.now })
+                configuration: ServerConfiguration(port: 0), store: try SQLiteRecordStore(path: path), logger: .testServer,
+                clock: WallClock { time.now })
             try await app.test(.live) { client in try await body(CloudKitTestClient(client: client, apiToken: apiToken)) }
         }
         try await server { client in
@@ -228,7 +229,7 @@ struct LinkTests {
         var configuration = world.configuration
         configuration.appleAppSiteAssociation = association
         configuration.appStoreID = "123456789"
-        let app = buildApplication(configuration: configuration, store: world.store, logger: Logger(label: "t"))
+        let app = buildApplication(configuration: configuration, store: world.store, logger: .testServer)
         try await app.test(.router) { client in
             let response = try await client.execute(uri: "/.well-known/apple-app-site-association", method: .get)
             #expect(response.status == .ok)
@@ -242,7 +243,7 @@ struct LinkTests {
             let page = String(buffer: try await client.execute(uri: "/s/\(id)", method: .get).body)
             #expect(page.contains(#"<meta name="apple-itunes-app" content="app-id=123456789, app-argument=http://"#))
         }
-        let unconfigured = buildApplication(configuration: world.configuration, store: world.store, logger: Logger(label: "t"))
+        let unconfigured = buildApplication(configuration: world.configuration, store: world.store, logger: .testServer)
         try await unconfigured.test(.router) { client in
             let response = try await client.execute(uri: "/.well-known/apple-app-site-association", method: .get)
             #expect(response.status == .notFound)

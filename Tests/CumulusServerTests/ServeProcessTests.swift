@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import CumulusModel
+import CumulusServer
 import Foundation
 import NIOCore
 import NIOHTTP1
@@ -70,17 +71,22 @@ struct ServeProcessTests {
         }
 
         /// Starts `cumulus serve --port 0` with more arguments (where the data is), once it listens.
-        static func start(arguments: [String]) async throws -> Server {
-            try await ServeProcessTests.onThread { try Server(arguments: arguments) }
+        static func start(arguments: [String], standardError: URL? = nil) async throws -> Server {
+            try await ServeProcessTests.onThread { try Server(arguments: arguments, standardError: standardError) }
         }
 
-        private init(arguments: [String]) throws {
+        private init(arguments: [String], standardError: URL?) throws {
             let process = Process()
             process.executableURL = ServeProcessTests.binary
             process.arguments = ["serve", "--port", "0"] + arguments
             let out = Pipe()
             process.standardOutput = out
-            process.standardError = FileHandle.nullDevice
+            if let standardError {
+                FileManager.default.createFile(atPath: standardError.path, contents: nil)
+                process.standardError = try FileHandle(forWritingTo: standardError)
+            } else {
+                process.standardError = FileHandle.nullDevice
+            }
             try process.run()
             // The first line on stdout is the URL, printed once the server accepts connections.
             var line = Data()
@@ -140,6 +146,41 @@ struct ServeProcessTests {
         #expect(duplicate.stderr.contains("already exists"))
         let badKey = try await Self.run(["keys", "add", "--container", "iCloud.com.example.cli", "--public-key", "/nonexistent.pem"], data: data)
         #expect(badKey.status != 0)
+    }
+
+    @Test func versionIsPrinted() async throws {
+        let version = try await Self.run(["--version"])
+        #expect(version.status == 0)
+        #expect(version.stdout == CumulusVersion.current + "\n")
+    }
+
+    @Test func serveWritesOneJSONLinePerRequestAtTheLevelAsked() async throws {
+        let data = try temporaryDirectory()
+        let container = "iCloud.com.example.logs"
+        _ = try await Self.run(["containers", "create", container], data: data)
+        let apiToken = try await Self.run(["tokens", "create", "--container", container], data: data).stdout.trimmingCharacters(
+            in: .whitespacesAndNewlines)
+        let log = data.appendingPathComponent("stderr.log")
+        let server = try await Server.start(arguments: ["--data", data.path, "--log-format", "json", "--log-level", "info"], standardError: log)
+        let (status, _) = try await Self.post(
+            "\(server.url)/database/1/\(container)/development/public/records/query?ckAPIToken=\(apiToken)", #"{"query":{"recordType":"Note"}}"#)
+        #expect(status == 200)
+        #expect(server.stop() == 0)
+        let lines = try String(contentsOf: log, encoding: .utf8).split(separator: "\n").map { try JSONValue(parsing: String($0)) }
+        let access = lines.filter { $0["message"]?.stringValue == "request" }
+        #expect(access.count == 1)
+        #expect(access.first?["route"]?.stringValue == "/database/1/{container}/{environment}/{database}/records/query")
+        #expect(access.first?["database"]?.stringValue == "public")
+        #expect(!(try String(contentsOf: log, encoding: .utf8)).contains(apiToken))
+
+        // At warning, the access lines (info) are not written.
+        let quiet = data.appendingPathComponent("quiet.log")
+        let quietServer = try await Server.start(
+            arguments: ["--data", data.path, "--log-format", "json", "--log-level", "warning"], standardError: quiet)
+        _ = try await Self.post(
+            "\(quietServer.url)/database/1/\(container)/development/public/records/query?ckAPIToken=\(apiToken)", #"{"query":{"recordType":"Note"}}"#)
+        #expect(quietServer.stop() == 0)
+        #expect(!(try String(contentsOf: quiet, encoding: .utf8)).contains(#""message":"request""#))
     }
 
     @Test func serveAcceptsRequestsAndShutsDownWithoutLosingAcknowledgedWrites() async throws {

@@ -22,8 +22,10 @@ struct CloudKitErrorResponse: HTTPResponseError {
     func response(from request: Request, context: some RequestContext) throws -> Response {
         var writer = JSONWriter()
         writer.beginObject()
+        // The request's ID, also in the `X-Request-ID` header and the access log.
+        let requestID = RequestIdentity.uuid(context)
         writer.key("uuid")
-        writer.string(UUID().uuidString.lowercased())
+        writer.string(requestID)
         writer.key("serverErrorCode")
         writer.string(code.rawValue)
         writer.key("reason")
@@ -37,7 +39,7 @@ struct CloudKitErrorResponse: HTTPResponseError {
             writer.string(redirectURL)
         }
         writer.endObject()
-        var headers: HTTPFields = [.contentType: "application/json; charset=utf-8"]
+        var headers: HTTPFields = [.contentType: "application/json; charset=utf-8", RequestIdentity.header: requestID]
         if let retryAfter { headers[.retryAfter] = String(retryAfter) }
         if closesConnection { headers[.connection] = "close" }
         return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: writer.bytes)))

@@ -62,7 +62,7 @@ struct TestWorld: Sendable {
     }
 
     func application() -> some ApplicationProtocol {
-        buildApplication(configuration: configuration, store: store, logger: Logger(label: "test-server"), clock: clock)
+        buildApplication(configuration: configuration, store: store, logger: .testServer, clock: clock)
     }
 
     /// Runs a test against the application over real HTTP on a loopback port, as clients reach it.
@@ -70,6 +70,16 @@ struct TestWorld: Sendable {
         try await application().test(.live) { client in
             try await body(CloudKitTestClient(client: client, apiToken: apiToken))
         }
+    }
+}
+
+extension Logger {
+    /// A test server's logger: warnings and errors only, so the access log (a line per request, at `info`) does not fill
+    /// the test output; ``AccessLogTests`` reads those lines.
+    static var testServer: Logger {
+        var logger = Logger(label: "test-server")
+        logger.logLevel = .warning
+        return logger
     }
 }
 

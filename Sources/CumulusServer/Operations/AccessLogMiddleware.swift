@@ -1,0 +1,65 @@
+import HTTPTypes
+import Hummingbird
+import Logging
+
+/// One structured line per request: the route (its template, so no record name, share GUID or push token from the
+/// path), the container, environment and database, the status, the duration, the bytes, and the request ID.
+///
+/// Never the query string, which carries `ckAPIToken` and `ckWebAuthToken`, nor a header or a body.
+struct AccessLogMiddleware<Context: RequestContext>: RouterMiddleware {
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        let start = ContinuousClock.now
+        let requestID = RequestIdentity.uuid(context)
+        do {
+            var response = try await next(request, context)
+            response.headers[RequestIdentity.header] = requestID
+            log(request, context: context, requestID: requestID, status: response.status.code, bytesOut: response.body.contentLength, start: start)
+            return response
+        } catch let error as any HTTPResponseError {
+            log(request, context: context, requestID: requestID, status: error.status.code, bytesOut: nil, start: start)
+            throw error
+        } catch {
+            log(request, context: context, requestID: requestID, status: 500, bytesOut: nil, start: start)
+            throw error
+        }
+    }
+
+    private func log(_ request: Request, context: Context, requestID: String, status: Int, bytesOut: Int?, start: ContinuousClock.Instant) {
+        let logger = context.logger
+        guard logger.logLevel <= .info else { return }
+        let elapsed = ContinuousClock.now - start
+        let milliseconds = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
+        var metadata: Logger.Metadata = [
+            "request_id": "\(requestID)",
+            "method": "\(request.method.rawValue)",
+            "route": "\(context.endpointPath ?? "NotFound")",
+            "status": "\(status)",
+            "duration_ms": "\((milliseconds * 1000).rounded() / 1000)",
+        ]
+        for name in ["container", "environment", "database"] {
+            if let value = context.parameters.get(name) { metadata[name] = "\(value)" }
+        }
+        if let length = request.headers[.contentLength] { metadata["bytes_in"] = "\(length)" }
+        if let bytesOut { metadata["bytes_out"] = "\(bytesOut)" }
+        logger.info("request", metadata: metadata)
+    }
+}
+
+/// The request ID: Hummingbird's per-request ID (random per process, then counted) shaped as a UUID, as CloudKit's
+/// error envelopes carry one. The same ID is in the `X-Request-ID` header, in every error envelope's `uuid`, and in
+/// the access log, so a user's report can be found in the logs.
+enum RequestIdentity {
+    static let header = HTTPField.Name("X-Request-ID")!
+
+    static func uuid(_ context: some RequestContext) -> String {
+        var hex = Array(context.id.lowercased().utf8.filter { $0 != UInt8(ascii: "-") }.suffix(32))
+        if hex.count < 32 { hex = Array(repeating: UInt8(ascii: "0"), count: 32 - hex.count) + hex }
+        var shaped: [UInt8] = []
+        shaped.reserveCapacity(36)
+        for (index, byte) in hex.enumerated() {
+            if index == 8 || index == 12 || index == 16 || index == 20 { shaped.append(UInt8(ascii: "-")) }
+            shaped.append(byte)
+        }
+        return String(decoding: shaped, as: UTF8.self)
+    }
+}

@@ -1,0 +1,101 @@
+import CumulusModel
+import CumulusServer
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import Logging
+import Synchronization
+import Testing
+
+/// Lines a logger wrote, kept for a test to read.
+final class CapturedLines: Sendable {
+    private let lines = Mutex([String]())
+    var all: [String] { lines.withLock { $0 } }
+    func append(_ line: String) { lines.withLock { $0.append(line) } }
+}
+
+/// One structured access-log line per request, with the request ID the answer carries; never a credential.
+@Suite("Access log and request IDs")
+struct AccessLogTests {
+    func withServer(
+        format: StructuredLogHandler.Format = .json, _ body: @Sendable (CloudKitTestClient, TestWorld, CapturedLines) async throws -> Void
+    ) async throws {
+        let world = try await TestWorld.make()
+        let captured = CapturedLines()
+        let logger = Logger(label: "cumulus") { StructuredLogHandler(label: $0, format: format, write: { captured.append($0) }) }
+        let app = buildApplication(configuration: world.configuration, store: world.store, logger: logger, clock: world.clock)
+        try await app.test(.live) { client in
+            try await body(CloudKitTestClient(client: client, apiToken: world.apiToken), world, captured)
+        }
+    }
+
+    /// The access lines, parsed.
+    func requests(_ captured: CapturedLines) throws -> [JSONValue] {
+        try captured.all.map { try JSONValue(parsing: $0) }.filter { $0["message"]?.stringValue == "request" }
+    }
+
+    @Test func everyRequestIsOneLineWithItsRouteStatusAndIDButNoCredential() async throws {
+        try await withServer { client, world, captured in
+            let zone = try await client.send(
+                "zones/modify", as: .user(world.alice),
+                body: #"{"operations":[{"operationType":"create","zone":{"zoneID":{"zoneName":"Secret Plans"}}}]}"#)
+            #expect(zone.status == 200)
+            let missing = try await client.send(
+                "records/lookup", as: .user(world.alice), body: #"{"zoneID":{"zoneName":"Nope"},"records":[{"recordName":"diary-entry"}]}"#)
+            #expect(missing.status == 404)
+
+            let lines = try requests(captured)
+            #expect(lines.count == 2)
+            let created = try #require(lines.first)
+            #expect(created["route"]?.stringValue == "/database/1/{container}/{environment}/{database}/zones/modify")
+            #expect(created["status"]?.stringValue == "200")
+            #expect(created["container"]?.stringValue == TestWorld.container)
+            #expect(created["environment"]?.stringValue == "development")
+            #expect(created["database"]?.stringValue == "private")
+            #expect(created["method"]?.stringValue == "POST")
+            #expect(created["level"]?.stringValue == "info")
+            #expect(Double(created["duration_ms"]?.stringValue ?? "") != nil)
+            #expect(Int(created["bytes_in"]?.stringValue ?? "") ?? 0 > 0)
+            #expect(lines.last?["status"]?.stringValue == "404")
+
+            // The answer names the request; the log line says the same ID; an error envelope's uuid is it too.
+            #expect(zone.headers[HTTPField.Name("X-Request-ID")!] == created["request_id"]?.stringValue)
+            #expect(missing.json["uuid"]?.stringValue == missing.headers[HTTPField.Name("X-Request-ID")!])
+            #expect(missing.json["uuid"]?.stringValue == lines.last?["request_id"]?.stringValue)
+            let id = try #require(created["request_id"]?.stringValue)
+            #expect(UUID(uuidString: id) != nil, "shaped as CloudKit's uuid")
+            #expect(created["request_id"]?.stringValue != lines.last?["request_id"]?.stringValue)
+
+            // Nothing the client sent in its query, path or body reaches the log.
+            let everything = captured.all.joined()
+            for secret in [world.apiToken, world.alice.webAuthToken, "Secret Plans", "diary-entry"] {
+                #expect(!everything.contains(secret), "the log holds \(secret)")
+            }
+        }
+    }
+
+    @Test func aRouteNoneMatchesIsLoggedAsNotFound() async throws {
+        try await withServer { client, _, captured in
+            let response = try await client.send("no/such/thing", as: .anonymous)
+            #expect(response.status == 404)
+            let line = try #require(try requests(captured).last)
+            #expect(line["route"]?.stringValue == "NotFound")
+            #expect(line["status"]?.stringValue == "404")
+        }
+    }
+
+    @Test func logfmtQuotesWhatWouldBreakALine() throws {
+        let captured = CapturedLines()
+        let logger = Logger(label: "cumulus") { StructuredLogHandler(label: $0, format: .logfmt, write: { captured.append($0) }) }
+        logger.warning("a \"quoted\"\nmessage", metadata: ["route": "/health", "empty": ""])
+        let line = try #require(captured.all.first)
+        #expect(line.hasPrefix("time=20"))
+        #expect(line.contains(" level=warning label=cumulus "))
+        #expect(line.contains(#"message="a \"quoted\"\nmessage""#))
+        #expect(line.contains(#" empty="" "#))
+        #expect(line.contains(" route=/health"))
+        #expect(line.hasSuffix("\n"))
+        #expect(line.dropLast().contains("\n") == false, "one line, whatever the message holds")
+    }
+}
