@@ -18,19 +18,29 @@ import ServiceLifecycle
 ///   - store: The record store.
 ///   - logger: The application logger.
 ///   - clock: The wall clock (tests inject their own).
+///   - metrics: What the server counts, rendered at `/metrics`.
 ///   - onServerRunning: Called with the URL the server listens on, once it accepts connections.
+///   - onMetricsServerRunning: Called with the URL of the metrics port, when ``ServerConfiguration/metricsPort`` is set.
 public func buildApplication(
     configuration: ServerConfiguration, store: any RecordStore, logger: Logger, clock: WallClock = .system,
-    onServerRunning: @escaping @Sendable (String) async -> Void = { _ in }
+    metrics: ServerMetrics = ServerMetrics(),
+    onServerRunning: @escaping @Sendable (String) async -> Void = { _ in },
+    onMetricsServerRunning: @escaping @Sendable (String) async -> Void = { _ in }
 ) -> Application<RouterResponder<CumulusRequestContext>> {
     let changes = changeSignal(for: store)
-    let router = buildRouter(configuration: configuration, store: store, clock: clock, changes: changes)
+    let router = buildRouter(configuration: configuration, store: store, clock: clock, changes: changes, metrics: metrics)
     let host = configuration.host
     let cleanup = LinkCleanupService(
         links: LinkService(store: store, clock: clock, limits: configuration.linkLimits), interval: configuration.linkCleanupInterval, logger: logger
     )
     let linger = TimeAmount(configuration.refusedBodyLinger)
     let connections = ConnectionCounts(limits: configuration.connectionLimits, countsAddresses: !configuration.trustsForwardedFor)
+    var services: [any Service] = [cleanup]
+    if let broadcaster = store as? any ChangeBroadcasting { services.append(ChangeListener(store: broadcaster, changes: changes)) }
+    if let maintained = store as? any BackgroundMaintenance { services.append(StoreMaintenance(store: maintained, logger: logger)) }
+    if let metricsPort = configuration.metricsPort {
+        services.append(metricsApplication(metrics: metrics, host: host, port: metricsPort, logger: logger, onServerRunning: onMetricsServerRunning))
+    }
     return Application(
         router: router,
         server: .http1(
@@ -38,8 +48,7 @@ public func buildApplication(
                 additionalChannelHandlers: [ConnectionGuardHandler(counts: connections), LingeringCloseHandler(linger: linger)],
                 idleTimeout: TimeAmount(configuration.connectionLimits.idleTimeout))),
         configuration: .init(address: .hostname(host, port: configuration.port), serverName: "Cumulus"),
-        services: [cleanup] + ((store as? any ChangeBroadcasting).map { [ChangeListener(store: $0, changes: changes)] } ?? [])
-            + ((store as? any BackgroundMaintenance).map { [StoreMaintenance(store: $0, logger: logger)] } ?? []),
+        services: services,
         onServerRunning: { channel in
             let port = channel.localAddress?.port ?? configuration.port
             let urlHost = host.contains(":") ? "[\(host)]" : host
@@ -51,7 +60,8 @@ public func buildApplication(
 
 /// Builds the router: the CloudKit Web Services routes, the sign-in routes, and error mapping.
 public func buildRouter(
-    configuration: ServerConfiguration, store: any RecordStore, clock: WallClock = .system, changes: ChangeSignal? = nil
+    configuration: ServerConfiguration, store: any RecordStore, clock: WallClock = .system, changes: ChangeSignal? = nil,
+    metrics: ServerMetrics = ServerMetrics()
 ) -> Router<CumulusRequestContext> {
     let changes = changes ?? changeSignal(for: store)
     let limits = configuration.limits
@@ -66,18 +76,19 @@ public func buildRouter(
 
     let address = PublicAddress(configured: configuration.publicBaseURL)
     let router = Router(context: CumulusRequestContext.self)
-    router.add(middleware: AccessLogMiddleware())
+    router.add(middleware: AccessLogMiddleware(metrics: metrics))
     router.add(middleware: CloudKitErrorMiddleware(address: address))
     if configuration.trustsForwardedFor { router.add(middleware: ClientAddressMiddleware()) }
     router.get("health") { _, _ in "ok" }
+    if configuration.metricsPort == nil { router.get("metrics") { _, _ in metricsResponse(metrics) } }
 
     let authentication = AuthenticationMiddleware(
         accounts: accounts, limits: limits, clock: clock, signatureDateTolerance: configuration.signatureDateTolerance,
         acceptsUnhashedLargeServerToServerBodies: configuration.acceptsUnhashedLargeServerToServerBodies)
-    let throttle = RequestThrottleMiddleware(throttle: RequestThrottle(limits: configuration.requestLimits))
+    let throttle = RequestThrottleMiddleware(throttle: RequestThrottle(limits: configuration.requestLimits), metrics: metrics)
     let databaseGroup = router.group("database/1/:container/:environment/:database").add(middleware: throttle).add(middleware: authentication)
-    DatabaseRoutes(database: database, accounts: accounts, limits: limits, address: address).register(on: databaseGroup)
-    let pushRoutes = PushRoutes(push: push, limits: limits, address: address, heartbeat: configuration.pushHeartbeatInterval)
+    DatabaseRoutes(database: database, accounts: accounts, limits: limits, address: address, metrics: metrics).register(on: databaseGroup)
+    let pushRoutes = PushRoutes(push: push, limits: limits, address: address, heartbeat: configuration.pushHeartbeatInterval, metrics: metrics)
     pushRoutes.registerTokens(on: databaseGroup)
     pushRoutes.registerTokens(on: router.group("device/1/:container/:environment").add(middleware: throttle).add(middleware: authentication))
     pushRoutes.registerCourier(on: router)
@@ -89,9 +100,30 @@ public func buildRouter(
     LinkRoutes(
         links: LinkService(store: store, clock: clock, limits: configuration.linkLimits), accounts: accounts,
         address: address,
-        appStoreID: configuration.appStoreID, appleAppSiteAssociation: configuration.appleAppSiteAssociation
+        appStoreID: configuration.appStoreID, appleAppSiteAssociation: configuration.appleAppSiteAssociation, metrics: metrics
     ).register(on: router)
     return router
+}
+
+/// `/metrics` alone, on a port of its own.
+func metricsApplication(
+    metrics: ServerMetrics, host: String, port: Int, logger: Logger, onServerRunning: @escaping @Sendable (String) async -> Void
+) -> some Service {
+    let router = Router()
+    router.get("metrics") { _, _ in metricsResponse(metrics) }
+    return Application(
+        router: router, configuration: .init(address: .hostname(host, port: port), serverName: "Cumulus"),
+        onServerRunning: { channel in
+            let urlHost = host.contains(":") ? "[\(host)]" : host
+            await onServerRunning("http://\(urlHost):\(channel.localAddress?.port ?? port)")
+        },
+        logger: logger)
+}
+
+func metricsResponse(_ metrics: ServerMetrics) -> Response {
+    Response(
+        status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+        body: .init(byteBuffer: ByteBuffer(bytes: metrics.exposition())))
 }
 
 /// The signal that wakes waiting push polls; over a store shared by instances it also tells the others.

@@ -56,6 +56,9 @@ public struct ServerConfiguration: Sendable {
     /// out through this instance takes effect at once; through another instance, or `cumulus tokens revoke`, within
     /// this time.
     public var credentialCacheLifetime: Duration = .seconds(5)
+    /// Where `/metrics` is served: `nil` on the main port; a port number serves it there instead (on ``host``), so a
+    /// firewall can keep it from the clients. 0 picks a free port.
+    public var metricsPort: Int?
 
     public init(
         host: String = "127.0.0.1", port: Int = 8080, publicBaseURL: String? = nil, limits: Limits = .init(),

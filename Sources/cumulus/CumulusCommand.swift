@@ -1,4 +1,5 @@
 public import ArgumentParser
+import CoreMetrics
 import CumulusCore
 public import CumulusModel
 import CumulusServer
@@ -9,6 +10,7 @@ import Foundation
 import Hummingbird
 import Logging
 import PostgresNIO
+import Prometheus
 import ServiceLifecycle
 import Synchronization
 
@@ -182,6 +184,10 @@ struct Serve: AsyncParsableCommand {
         name: .customLong("requests-per-second"),
         help: "Database API requests per second per user, key or anonymous address; 0 turns it off (default: $CUMULUS_REQUESTS_PER_SECOND or 100).")
     var requestsPerSecond: Double?
+    @Option(
+        name: .customLong("metrics-port"),
+        help: "Serve /metrics (Prometheus) on this port instead of the main one, so a firewall can keep it private (default: $CUMULUS_METRICS_PORT).")
+    var metricsPort: Int?
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical (default: $CUMULUS_LOG_LEVEL or info).")
     var logLevel: Logger.Level?
     @Option(
@@ -233,10 +239,15 @@ struct Serve: AsyncParsableCommand {
         // Connections stay below the open-file limit (raised to its hard limit), with room for the store's files.
         let openFiles = OpenFileLimit.raiseToHardLimit()
         configuration.connectionLimits.maximumConnections = max(64, min(configuration.connectionLimits.maximumConnections, openFiles - 256))
+        configuration.metricsPort = metricsPort ?? environment["CUMULUS_METRICS_PORT"].flatMap { Int($0) }
+        // The libraries' own metrics (through swift-metrics' global system) land in the same registry as the server's.
+        let metrics = ServerMetrics()
+        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: metrics.registry))
         var app = buildApplication(
             configuration: configuration,
-            store: opened.store, logger: logger,
-            onServerRunning: { url in printResult(url) }
+            store: opened.store, logger: logger, metrics: metrics,
+            onServerRunning: { url in printResult(url) },
+            onMetricsServerRunning: { url in logger.info("metrics", metadata: ["cumulus.metrics.url": "\(url)/metrics"]) }
         )
         // PostgreSQL's connection pool runs beside the server and shuts down after it.
         if let service = opened.service { app.addServices(service) }

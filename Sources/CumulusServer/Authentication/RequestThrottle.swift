@@ -113,11 +113,13 @@ struct RequestThrottleMiddleware: RouterMiddleware {
     typealias Context = CumulusRequestContext
 
     let throttle: RequestThrottle
+    let metrics: ServerMetrics
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let key = Self.key(request, context)
         switch throttle.admit(key) {
         case .refused(let retryAfter, let reason):
+            metrics.refused(limit: "requests")
             if throttle.limits.refusalDelay > .zero { try await Task.sleep(for: throttle.limits.refusalDelay) }
             throw CumulusError(.throttled, reason, retryAfter: retryAfter)
         case .admitted:

@@ -13,6 +13,7 @@ struct LinkRoutes {
     let address: PublicAddress
     let appStoreID: String?
     let appleAppSiteAssociation: String?
+    let metrics: ServerMetrics
 
     func register(on router: Router<CumulusRequestContext>) {
         let uploads = router.group("links/1/:container/:environment")
@@ -55,8 +56,15 @@ struct LinkRoutes {
             throw CumulusError(.badRequest, "X-Cumulus-Device: header with the app's device identifier is required")
         }
         let body = try await RequestBody.object(request, limits: Limits(maximumRequestBodySize: links.limits.maximumBodySize))
-        let created = try await store(
-            container, environment, LinkUploader(container: container, deviceID: device, ipAddress: context.remoteAddress), body)
+        let created: [CreatedLink]
+        do {
+            created = try await store(
+                container, environment, LinkUploader(container: container, deviceID: device, ipAddress: context.remoteAddress), body)
+        } catch let error as CumulusError where error.code == .throttled || error.code == .quotaExceeded {
+            metrics.refused(limit: "link_uploads")
+            throw error
+        }
+        metrics.linksCreated(created.count)
         var writer = JSONWriter()
         writer.beginObject()
         writer.key("links")

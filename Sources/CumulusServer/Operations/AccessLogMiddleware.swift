@@ -3,10 +3,13 @@ import Hummingbird
 import Logging
 
 /// One structured line per request: the route (its template, so no record name, share GUID or push token from the
-/// path), the container, environment and database, the status, the duration, the bytes, and the request ID.
+/// path), the container, environment and database, the status, the duration, the bytes, and the request ID; and the
+/// same request counted in ``ServerMetrics``.
 ///
 /// Never the query string, which carries `ckAPIToken` and `ckWebAuthToken`, nor a header or a body.
 struct AccessLogMiddleware<Context: RequestContext>: RouterMiddleware {
+    let metrics: ServerMetrics
+
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let start = ContinuousClock.now
         let requestID = RequestIdentity.uuid(context)
@@ -25,14 +28,16 @@ struct AccessLogMiddleware<Context: RequestContext>: RouterMiddleware {
     }
 
     private func log(_ request: Request, context: Context, requestID: String, status: Int, bytesOut: Int?, start: ContinuousClock.Instant) {
+        let elapsed = ContinuousClock.now - start
+        let route = context.endpointPath ?? "NotFound"
+        metrics.request(route: route, method: request.method.rawValue, status: status, duration: elapsed)
         let logger = context.logger
         guard logger.logLevel <= .info else { return }
-        let elapsed = ContinuousClock.now - start
         let milliseconds = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
         var metadata: Logger.Metadata = [
             "request_id": "\(requestID)",
             "method": "\(request.method.rawValue)",
-            "route": "\(context.endpointPath ?? "NotFound")",
+            "route": "\(route)",
             "status": "\(status)",
             "duration_ms": "\((milliseconds * 1000).rounded() / 1000)",
         ]

@@ -16,6 +16,7 @@ struct PushRoutes {
     let address: PublicAddress
     /// How often an idle stream sends a comment line, so that proxies and clients see it alive.
     let heartbeat: Duration
+    let metrics: ServerMetrics
 
     static let lastEventID = HTTPField.Name("Last-Event-ID")!
 
@@ -78,6 +79,8 @@ struct PushRoutes {
         let logger = context.logger
         let wait = Duration.seconds(seconds)
         let notification: PushNotification?
+        metrics.pushConnection(opened: true)
+        defer { metrics.pushConnection(opened: false) }
         do {
             notification = try await cancelWhenGracefulShutdown {
                 try await push.nextNotification(token: token, container: container, environment: environment, timeout: wait, logger: logger)
@@ -89,6 +92,7 @@ struct PushRoutes {
             // No notification before the timeout: an empty answer, and the client polls again.
             return Response(status: .ok, headers: [.contentType: "application/json; charset=utf-8", .contentLength: "0"], body: .init())
         }
+        metrics.pushNotificationSent()
         return Response(
             status: .ok, headers: [.contentType: "application/json; charset=utf-8"],
             body: .init(byteBuffer: ByteBuffer(bytes: notification.payload)))
@@ -120,6 +124,7 @@ struct PushRoutes {
         let heartbeat = self.heartbeat
         let push = self.push
         let logger = context.logger
+        let metrics = self.metrics
         let headers: HTTPFields = [
             .contentType: "text/event-stream; charset=utf-8", .cacheControl: "no-cache",
             // nginx buffers answers unless told not to; a buffered stream delivers nothing until the buffer fills.
@@ -130,7 +135,11 @@ struct PushRoutes {
             body: ResponseBody { writer in
                 let opened = connection
                 var connection = connection
-                defer { connection.close() }
+                metrics.pushConnection(opened: true)
+                defer {
+                    connection.close()
+                    metrics.pushConnection(opened: false)
+                }
                 try await withGracefulShutdownHandler {
                     var opening = "retry: 2000\n: connected\n\n"
                     if case .reset(let id) = resumption { opening += "id: \(id)\nevent: reset\ndata: {}\n\n" }
@@ -141,6 +150,7 @@ struct PushRoutes {
                             event.writeBytes(notification.payload)
                             event.writeString("\n\n")
                             try await writer.write(event)
+                            metrics.pushNotificationSent()
                         } else if connection.isSuperseded || Task.isCancelled {
                             break
                         } else {

@@ -16,6 +16,7 @@ struct DatabaseRoutes {
     let limits: Limits
     /// The configured public URL; `nil` uses the request's host.
     let address: PublicAddress
+    let metrics: ServerMetrics
 
     /// The stable link of a share: `{public URL}/share/{shortGUID}`.
     func shareURL(_ shortGUID: String, request: Request) -> String {
@@ -189,6 +190,7 @@ struct DatabaseRoutes {
         let lookup = try RecordsLookupRequest(wire: body)
         let caller = try context.requireCaller()
         let response = try await database.lookupRecords(caller: caller, scope: try scope(context), request: lookup, logger: context.logger)
+        metrics.read(response.results.count { if case .found = $0 { true } else { false } }, operation: "lookup")
         let options = FieldWriteOptions(numbersAsStrings: lookup.numbersAsStrings)
         let presentation = sharePresentation(response.shares, caller: caller, request: request)
         var writer = JSONWriter(reservingCapacity: 1024 * response.results.count)
@@ -216,6 +218,7 @@ struct DatabaseRoutes {
         let response = try await database.modifyRecords(
             caller: try context.requireCaller(), scope: try scope(context), request: try RecordsModifyRequest(wire: body), logger: context.logger
         )
+        metrics.wrote(response.results.count { if case .failed = $0.0 { false } else { true } })
         let options = FieldWriteOptions(numbersAsStrings: response.numbersAsStrings)
         var writer = JSONWriter(reservingCapacity: 1024 * response.results.count)
         writer.beginObject()
@@ -236,6 +239,7 @@ struct DatabaseRoutes {
         let response = try await database.query(
             caller: caller, scope: try scope(context), request: try RecordsQueryRequest(wire: body), logger: context.logger
         )
+        metrics.read(response.records.count, operation: "query")
         let options = FieldWriteOptions(numbersAsStrings: response.numbersAsStrings)
         let presentation = sharePresentation(response.shares, caller: caller, request: request)
         var writer = JSONWriter(reservingCapacity: 1024 * response.records.count)
@@ -314,6 +318,7 @@ struct DatabaseRoutes {
         let changes = try ZoneChangesRequest(wire: body)
         let caller = try context.requireCaller()
         let results = try await database.zoneChanges(caller: caller, scope: try scope(context), request: changes, logger: context.logger)
+        countFeedPages(results)
         let options = FieldWriteOptions(numbersAsStrings: changes.numbersAsStrings)
         var writer = JSONWriter(reservingCapacity: 64 * 1024)
         writer.beginObject()
@@ -347,12 +352,20 @@ struct DatabaseRoutes {
         return .json(writer)
     }
 
+    /// Pages and the records they carry, for ``ServerMetrics``.
+    func countFeedPages(_ results: [ZoneChangesResult]) {
+        for case .page(let page, _, _, _) in results {
+            metrics.feedPage(records: page.changes.count)
+        }
+    }
+
     /// `records/changes`: the older single-zone form, answering at the top level.
     @Sendable func legacyRecordChanges(_ request: Request, context: CumulusRequestContext) async throws -> Response {
         let body = try await RequestBody.object(request, limits: limits)
         let changes = try ZoneChangesRequest(legacyWire: body)
         let caller = try context.requireCaller()
         let results = try await database.zoneChanges(caller: caller, scope: try scope(context), request: changes, logger: context.logger)
+        countFeedPages(results)
         guard case .page(let page, let syncToken, let desiredKeys, let shares) = results.first else {
             throw CumulusError(.internalError, "no result for records/changes")
         }

@@ -1,0 +1,120 @@
+import CoreMetrics
+public import Prometheus
+import Synchronization
+
+/// What a server counts, in Prometheus's text format at `/metrics`: requests by route, method and status with their
+/// latency, records written and read, change-feed pages, push connections and notifications, link uploads, and
+/// requests refused by a limit.
+///
+/// Metrics are made through swift-metrics with an explicit factory over this server's own registry, so two
+/// applications in one process (tests) never share counts; `cumulus serve` also routes the libraries' own metrics
+/// (through `MetricsSystem`) into the same registry.
+///
+/// Labels never carry a container, a user or a record: their number must stay bounded (one series per route and
+/// status), and `/metrics` must not reveal who uses the server.
+public final class ServerMetrics: Sendable {
+    /// The registry `/metrics` renders.
+    public let registry: PrometheusCollectorRegistry
+    let factory: PrometheusMetricsFactory
+
+    private struct RequestKey: Hashable {
+        var route: String
+        var method: String
+        var status: Int
+    }
+
+    private let requestCounters = Mutex([RequestKey: CoreMetrics.Counter]())
+    private let requestTimers = Mutex([String: CoreMetrics.Timer]())
+    private let recordsRead = Mutex([String: CoreMetrics.Counter]())
+    private let refusals = Mutex([String: CoreMetrics.Counter]())
+    private let recordsWritten: CoreMetrics.Counter
+    private let feedPages: CoreMetrics.Counter
+    private let pushConnections: CoreMetrics.Meter
+    private let pushNotifications: CoreMetrics.Counter
+    private let linkUploads: CoreMetrics.Counter
+
+    /// - Parameter registry: Where the metrics are kept; a new one by default.
+    public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
+        self.registry = registry
+        var factory = PrometheusMetricsFactory(registry: registry)
+        // Requests take milliseconds: finer buckets at the low end than the factory's default (5 ms and up).
+        factory.defaultDurationHistogramBuckets = [
+            .microseconds(500), .milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(25),
+            .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(5),
+        ]
+        self.factory = factory
+        recordsWritten = Counter(label: "cumulus_records_written_total", factory: factory)
+        feedPages = Counter(label: "cumulus_change_feed_pages_total", factory: factory)
+        pushConnections = Meter(label: "cumulus_push_connections", factory: factory)
+        pushNotifications = Counter(label: "cumulus_push_notifications_total", factory: factory)
+        linkUploads = Counter(label: "cumulus_link_uploads_total", factory: factory)
+    }
+
+    /// The text exposition format, version 0.0.4.
+    public func exposition() -> [UInt8] { registry.emitToBuffer() }
+
+    func request(route: String, method: String, status: Int, duration: Duration) {
+        let key = RequestKey(route: route, method: method, status: status)
+        let counter = requestCounters.withLock { counters in
+            if let counter = counters[key] { return counter }
+            let counter = Counter(
+                label: "cumulus_requests_total", dimensions: [("route", route), ("method", method), ("status", String(status))],
+                factory: factory)
+            counters[key] = counter
+            return counter
+        }
+        counter.increment()
+        let timer = requestTimers.withLock { timers in
+            if let timer = timers[route] { return timer }
+            let timer = Timer(label: "cumulus_request_duration_seconds", dimensions: [("route", route)], factory: factory)
+            timers[route] = timer
+            return timer
+        }
+        timer.recordNanoseconds(duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000)
+    }
+
+    /// Records saved or deleted by `records/modify`.
+    func wrote(_ count: Int) {
+        if count > 0 { recordsWritten.increment(by: count) }
+    }
+
+    /// A change-feed page and the records it carries.
+    func feedPage(records: Int) {
+        feedPages.increment()
+        read(records, operation: "changes")
+    }
+
+    /// A courier poll or stream opened (`true`) or closed.
+    func pushConnection(opened: Bool) {
+        if opened { pushConnections.increment() } else { pushConnections.decrement() }
+    }
+
+    func pushNotificationSent() { pushNotifications.increment() }
+
+    func linksCreated(_ count: Int) {
+        if count > 0 { linkUploads.increment(by: count) }
+    }
+
+    /// Records sent back by a read: `operation` is `lookup`, `query` or `changes`.
+    func read(_ count: Int, operation: String) {
+        guard count > 0 else { return }
+        let counter = recordsRead.withLock { counters in
+            if let counter = counters[operation] { return counter }
+            let counter = Counter(label: "cumulus_records_read_total", dimensions: [("operation", operation)], factory: factory)
+            counters[operation] = counter
+            return counter
+        }
+        counter.increment(by: count)
+    }
+
+    /// A request refused by a limit: `limit` is `requests` (the per-caller rate), `connections` or `sign_in`.
+    func refused(limit: String) {
+        let counter = refusals.withLock { counters in
+            if let counter = counters[limit] { return counter }
+            let counter = Counter(label: "cumulus_limit_refusals_total", dimensions: [("limit", limit)], factory: factory)
+            counters[limit] = counter
+            return counter
+        }
+        counter.increment()
+    }
+}

@@ -1,0 +1,118 @@
+import AsyncHTTPClient
+import CumulusModel
+import CumulusServer
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import NIOCore
+import NIOHTTP1
+import Synchronization
+import Testing
+
+/// `/metrics` in Prometheus's text format: requests, records, feed pages and refusals, without naming who.
+@Suite("Metrics")
+struct MetricsTests {
+    func metricsText(_ client: CloudKitTestClient) async throws -> String {
+        let response = try await client.client.execute(uri: "/metrics", method: .get)
+        #expect(response.status == .ok)
+        #expect(response.headers[.contentType]?.hasPrefix("text/plain; version=0.0.4") == true)
+        return String(buffer: response.body)
+    }
+
+    /// The value of the sample whose line starts with `series` (name and labels), if any.
+    func sample(_ series: String, in text: String) -> Double? {
+        text.split(separator: "\n").first { $0.hasPrefix(series + " ") }.flatMap { Double($0.split(separator: " ").last ?? "") }
+    }
+
+    @Test func requestsRecordsAndFeedPagesAreCountedWithoutNamingTheCaller() async throws {
+        let world = try await TestWorld.make()
+        try await world.test { client in
+            let zone = try await client.send(
+                "zones/modify", as: .user(world.alice),
+                body: #"{"operations":[{"operationType":"create","zone":{"zoneID":{"zoneName":"Groceries"}}}]}"#)
+            #expect(zone.status == 200)
+            let saved = try await client.send(
+                "records/modify", as: .user(world.alice),
+                body: #"""
+                    {"zoneID":{"zoneName":"Groceries"},"operations":[
+                    {"operationType":"create","record":{"recordName":"milk","recordType":"Item","fields":{"n":{"value":1}}}},
+                    {"operationType":"create","record":{"recordName":"eggs","recordType":"Item","fields":{"n":{"value":2}}}}]}
+                    """#)
+            #expect(saved.status == 200)
+            let feed = try await client.send("changes/zone", as: .user(world.alice), body: #"{"zones":[{"zoneID":{"zoneName":"Groceries"}}]}"#)
+            #expect(feed.status == 200)
+            let lookup = try await client.send(
+                "records/lookup", as: .user(world.alice), body: #"{"zoneID":{"zoneName":"Groceries"},"records":[{"recordName":"milk"}]}"#)
+            #expect(lookup.status == 200)
+            _ = try await client.send("records/lookup", as: .none, body: "{}")
+
+            let text = try await metricsText(client)
+            let modify =
+                #"cumulus_requests_total{route="/database/1/{container}/{environment}/{database}/records/modify",method="POST",status="200"}"#
+            #expect(sample(modify, in: text) == 1)
+            #expect(
+                sample(
+                    #"cumulus_requests_total{route="/database/1/{container}/{environment}/{database}/records/lookup",method="POST",status="401"}"#,
+                    in: text)
+                    ?? sample(
+                        #"cumulus_requests_total{route="/database/1/{container}/{environment}/{database}/records/lookup",method="POST",status="421"}"#,
+                        in: text)
+                    == 1)
+            #expect(sample("cumulus_records_written_total", in: text) == 2)
+            #expect(sample(#"cumulus_records_read_total{operation="changes"}"#, in: text) == 2)
+            #expect(sample(#"cumulus_records_read_total{operation="lookup"}"#, in: text) == 1)
+            #expect(sample("cumulus_change_feed_pages_total", in: text) == 1)
+            #expect(
+                text.contains(#"cumulus_request_duration_seconds_bucket{route="/database/1/{container}/{environment}/{database}/records/modify",le="#)
+            )
+            #expect(
+                sample(#"cumulus_request_duration_seconds_count{route="/database/1/{container}/{environment}/{database}/records/modify"}"#, in: text)
+                    == 1)
+
+            // No container, user, token or record in any label.
+            for secret in [TestWorld.container, world.alice.userRecordName, world.apiToken, world.alice.webAuthToken, "Groceries", "milk"] {
+                #expect(!text.contains(secret), "/metrics shows \(secret)")
+            }
+        }
+    }
+
+    @Test func refusalsByTheRequestLimitAreCounted() async throws {
+        var configured = try await TestWorld.make()
+        configured.configuration.requestLimits = RequestLimits(requestsPerSecond: 0.01, burst: 1, refusalDelay: .zero)
+        let world = configured
+        try await world.test { client in
+            var statuses: [Int] = []
+            for _ in 0..<4 {
+                statuses.append(try await client.send("zones/list", as: .user(world.alice), method: .get).status)
+            }
+            // One request a hundred seconds, a burst of one: the first passes, the others are refused.
+            #expect(statuses.first == 200)
+            let refused = statuses.filter { $0 != 200 }.count
+            #expect(refused == 3)
+            #expect(sample(#"cumulus_limit_refusals_total{limit="requests"}"#, in: try await metricsText(client)) == Double(refused))
+        }
+    }
+
+    @Test func aMetricsPortServesThemThereAndNotOnTheMainPort() async throws {
+        var world = try await TestWorld.make()
+        world.configuration.metricsPort = 0
+        let metricsURL = Mutex<String?>(nil)
+        let app = buildApplication(
+            configuration: world.configuration, store: world.store, logger: .testServer, clock: world.clock,
+            onMetricsServerRunning: { url in metricsURL.withLock { $0 = url } })
+        try await app.test(.live) { client in
+            #expect(try await client.execute(uri: "/health", method: .get).status == .ok)
+            #expect(try await client.execute(uri: "/metrics", method: .get).status == .notFound)
+            var url: String?
+            for _ in 0..<500 where url == nil {
+                url = metricsURL.withLock { $0 }
+                if url == nil { try await Task.sleep(for: .milliseconds(10)) }
+            }
+            let base = try #require(url)
+            let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: "\(base)/metrics"), timeout: .seconds(10))
+            #expect(response.status == .ok)
+            let text = String(buffer: try await response.body.collect(upTo: 1 << 20))
+            #expect(text.contains(#"cumulus_requests_total{route="/health",method="GET",status="200"} 1"#))
+        }
+    }
+}
