@@ -268,7 +268,7 @@ public struct AccountService: Sendable {
 
     // MARK: - Helpers
 
-    private func requireContainer(_ container: String, logger: Logger) async throws {
+    func requireContainer(_ container: String, logger: Logger) async throws {
         guard try await store.containerExists(container, logger: logger) else {
             throw CumulusError(.notFound, "container \(container) does not exist; create it with `cumulus containers create \(container)`")
         }

@@ -1,5 +1,17 @@
 public import CumulusModel
 
+/// A container, as the command line lists it.
+public struct ContainerRecord: Sendable, Hashable {
+    public var id: String
+    /// Milliseconds since the epoch.
+    public var createdAt: Int64
+
+    public init(id: String, createdAt: Int64) {
+        self.id = id
+        self.createdAt = createdAt
+    }
+}
+
 /// An API token: identifies a container and environment (`ckAPIToken`). Only its hash is stored.
 public struct APITokenRecord: Sendable, Hashable {
     public var tokenHash: [UInt8]

@@ -62,6 +62,23 @@ public protocol RecordStore: Sendable {
     /// Sets whether a user can be found by `users/discover`.
     func setDiscoverable(userRecordName: String, _ discoverable: Bool, logger: Logger) async throws
 
+    // Administration: what the `cumulus` command line lists and changes.
+
+    /// Every container, by identifier.
+    func listContainers(logger: Logger) async throws -> [ContainerRecord]
+    /// A container's API tokens, revoked ones included, oldest first.
+    func listAPITokens(container: String, logger: Logger) async throws -> [APITokenRecord]
+    /// A container's users, by sign-in name.
+    func listUsers(container: String, logger: Logger) async throws -> [UserAccount]
+    /// A container's server-to-server keys, revoked ones included, oldest first.
+    func listServerKeys(container: String, logger: Logger) async throws -> [ServerKeyRecord]
+    /// Revokes a server-to-server key. Throws ``StoreError/Code/notFound`` if there is none.
+    func revokeServerKey(id: String, logger: Logger) async throws
+    /// Sets a user's email and password hash; with `signOut`, deletes the user's web auth tokens in the same
+    /// transaction. Throws ``StoreError/Code/notFound`` for no such user, ``StoreError/Code/duplicate`` for an email
+    /// another user of the container has.
+    func updateUser(userRecordName: String, email: String?, passwordHash: String?, signOut: Bool, logger: Logger) async throws
+
     // MARK: Schemas
 
     /// The schema of a container environment: empty until something is written (development) or deployed.

@@ -260,7 +260,7 @@ struct Serve: AsyncParsableCommand {
 }
 
 struct Containers: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Manage containers.", subcommands: [Create.self])
+    static let configuration = CommandConfiguration(abstract: "Manage containers.", subcommands: [Create.self, List.self])
 
     struct Create: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Create a container, such as iCloud.com.example.app.")
@@ -275,7 +275,7 @@ struct Containers: AsyncParsableCommand {
 }
 
 struct Tokens: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Manage API tokens.", subcommands: [Create.self])
+    static let configuration = CommandConfiguration(abstract: "Manage API tokens.", subcommands: [Create.self, List.self, Revoke.self])
 
     struct Create: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Create an API token (ckAPIToken); prints it.")
@@ -294,7 +294,8 @@ struct Tokens: AsyncParsableCommand {
 }
 
 struct Users: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Manage users.", subcommands: [Create.self, Token.self])
+    static let configuration = CommandConfiguration(
+        abstract: "Manage users.", subcommands: [Create.self, Token.self, List.self, SetPassword.self, SetEmail.self, Discoverable.self])
 
     struct Create: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Create a user; prints the userRecordName.")
@@ -333,7 +334,7 @@ struct Users: AsyncParsableCommand {
 }
 
 struct Keys: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Manage server-to-server keys.", subcommands: [Add.self])
+    static let configuration = CommandConfiguration(abstract: "Manage server-to-server keys.", subcommands: [Add.self, List.self, Revoke.self])
 
     struct Add: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Register an ECDSA P-256 public key; prints its key ID.")

@@ -1,4 +1,5 @@
 import AsyncHTTPClient
+import Crypto
 import CumulusModel
 import CumulusServer
 import Foundation
@@ -39,12 +40,12 @@ struct ServeProcessTests {
         try await run(arguments + ["--data", data.path])
     }
 
-    /// Runs a command to completion.
-    static func run(_ arguments: [String]) async throws -> CommandResult {
-        try await onThread { try runBlocking(arguments) }
+    /// Runs a command to completion, with `input` on its standard input.
+    static func run(_ arguments: [String], input: String? = nil) async throws -> CommandResult {
+        try await onThread { try runBlocking(arguments, input: input) }
     }
 
-    private static func runBlocking(_ arguments: [String]) throws -> CommandResult {
+    private static func runBlocking(_ arguments: [String], input: String?) throws -> CommandResult {
         let process = Process()
         process.executableURL = binary
         process.arguments = arguments
@@ -52,7 +53,11 @@ struct ServeProcessTests {
         let err = Pipe()
         process.standardOutput = out
         process.standardError = err
+        let stdin = Pipe()
+        process.standardInput = stdin
         try process.run()
+        stdin.fileHandleForWriting.write(Data((input ?? "").utf8))
+        try stdin.fileHandleForWriting.close()
         let stdout = out.fileHandleForReading.readDataToEndOfFile()
         let stderr = err.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
@@ -146,6 +151,58 @@ struct ServeProcessTests {
         #expect(duplicate.stderr.contains("already exists"))
         let badKey = try await Self.run(["keys", "add", "--container", "iCloud.com.example.cli", "--public-key", "/nonexistent.pem"], data: data)
         #expect(badKey.status != 0)
+    }
+
+    @Test func credentialsAreListedRevokedAndChanged() async throws {
+        let data = try temporaryDirectory()
+        let container = "iCloud.com.example.admin"
+        func run(_ arguments: [String], input: String? = nil) async throws -> CommandResult {
+            try await Self.run(arguments + ["--container", container, "--data", data.path], input: input)
+        }
+        _ = try await Self.run(["containers", "create", container], data: data)
+        _ = try await Self.run(["containers", "create", "iCloud.com.example.second"], data: data)
+        let containers = try await Self.run(["containers", "list"], data: data).stdout.split(separator: "\n")
+        #expect(containers.map { $0.split(separator: "\t").first } == ["iCloud.com.example.admin", "iCloud.com.example.second"])
+
+        // Tokens: listed by fingerprint (only hashes are kept), revoked by value or by fingerprint.
+        let first = try await run(["tokens", "create"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let second = try await run(["tokens", "create", "--environment", "production"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let listed = try await run(["tokens", "list", "--json"])
+        let tokens = try #require(try JSONValue(parsing: listed.stdout).arrayValue)
+        #expect(tokens.count == 2)
+        #expect(tokens.allSatisfy { $0["status"]?.stringValue == "active" && $0["fingerprint"]?.stringValue?.count == 12 })
+        #expect(!listed.stdout.contains(first) && !listed.stdout.contains(second))
+        #expect(try await run(["tokens", "revoke", first]).status == 0)
+        let secondFingerprint = try #require(tokens.first { $0["environment"]?.stringValue == "production" }?["fingerprint"]?.stringValue)
+        #expect(try await run(["tokens", "revoke", secondFingerprint]).status == 0)
+        let lines = try await run(["tokens", "list"]).stdout.split(separator: "\n")
+        #expect(lines.count == 2 && lines.allSatisfy { $0.hasSuffix("\trevoked") })
+        let unknown = try await run(["tokens", "revoke", "0123456789ab"])
+        #expect(unknown.status != 0 && unknown.stderr.contains("no API token"))
+
+        // Users: listed, an email set and removed, discoverable, a password set from standard input.
+        _ = try await run(["users", "create", "alice", "--email", "a@example.com"])
+        _ = try await run(["users", "create", "bob"])
+        #expect(try await run(["users", "set-email", "bob", "bob@example.com"]).status == 0)
+        let clash = try await run(["users", "set-email", "bob", "a@example.com"])
+        #expect(clash.status != 0 && clash.stderr.contains("a@example.com"))
+        #expect(try await run(["users", "discoverable", "alice"]).status == 0)
+        #expect(try await run(["users", "set-email", "alice", "--remove"]).status == 0)
+        #expect(try await run(["users", "set-password", "bob"], input: "correct horse battery\n").status == 0)
+        #expect(try await run(["users", "set-password", "bob"], input: "short\n").status != 0)
+        let users = try #require(try JSONValue(parsing: try await run(["users", "list", "--json"]).stdout).arrayValue)
+        #expect(users.map { $0["name"]?.stringValue } == ["alice", "bob"])
+        #expect(users[0]["email"] == .null && users[0]["discoverable"]?.stringValue == "true")
+        #expect(users[1]["email"]?.stringValue == "bob@example.com" && users[1]["password"]?.stringValue == "true")
+
+        // Keys: listed and revoked.
+        let pem = data.appendingPathComponent("key.pem")
+        try P256.Signing.PrivateKey().publicKey.pemRepresentation.write(to: pem, atomically: true, encoding: .utf8)
+        let keyID = try await run(["keys", "add", "--public-key", pem.path]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(try await run(["keys", "list"]).stdout.hasPrefix("\(keyID)\tdevelopment\t"))
+        #expect(try await run(["keys", "revoke", keyID]).status == 0)
+        #expect(try await run(["keys", "list"]).stdout.hasSuffix("\trevoked\n"))
+        #expect(try await Self.run(["keys", "revoke", keyID, "--container", "iCloud.com.example.second", "--data", data.path]).status != 0)
     }
 
     @Test func versionIsPrinted() async throws {

@@ -80,6 +80,63 @@ struct RecordStoreConformanceTests {
     }
 
     @Test(arguments: StoreFactory.all)
+    func administrationListsAndChangesCredentialsOfOneContainer(_ factory: StoreFactory) async throws {
+        let store = try await prepared(factory)
+        try await store.createContainer("iCloud.com.example.another", createdAt: 7, logger: logger)
+        #expect(
+            try await store.listContainers(logger: logger) == [
+                ContainerRecord(id: "iCloud.com.example.another", createdAt: 7), ContainerRecord(id: Self.container, createdAt: 0),
+            ])
+
+        let tokens = [
+            APITokenRecord(tokenHash: [2], container: Self.container, environment: .production, createdAt: 20),
+            APITokenRecord(tokenHash: [1], container: Self.container, environment: .development, createdAt: 10),
+            APITokenRecord(tokenHash: [3], container: "iCloud.com.example.another", environment: .development, createdAt: 5),
+        ]
+        for token in tokens { try await store.saveAPIToken(token, logger: logger) }
+        try await store.revokeAPIToken(hash: [2], logger: logger)
+        var revoked = tokens[0]
+        revoked.revoked = true
+        #expect(try await store.listAPITokens(container: Self.container, logger: logger) == [tokens[1], revoked])
+
+        let bob = UserAccount(userRecordName: "_b", container: Self.container, name: "bob", email: "b@example.com", passwordHash: "old", createdAt: 2)
+        let alice = UserAccount(userRecordName: "_a", container: Self.container, name: "Alice", email: "a@example.com", createdAt: 1)
+        let elsewhere = UserAccount(userRecordName: "_c", container: "iCloud.com.example.another", name: "carol", createdAt: 1)
+        for user in [bob, alice, elsewhere] { try await store.createUser(user, logger: logger) }
+        #expect(try await store.listUsers(container: Self.container, logger: logger).map(\.userRecordName) == ["_a", "_b"])
+
+        // A new password signs the user out; a new email alone does not.
+        try await store.saveWebAuthToken(WebAuthTokenRecord(tokenHash: [8], userRecordName: "_b", createdAt: 1, expiresAt: 99), logger: logger)
+        try await store.updateUser(userRecordName: "_b", email: "bob@example.com", passwordHash: "old", signOut: false, logger: logger)
+        #expect(try await store.webAuthToken(hash: [8], logger: logger) != nil)
+        try await store.updateUser(userRecordName: "_b", email: "bob@example.com", passwordHash: "new", signOut: true, logger: logger)
+        #expect(try await store.webAuthToken(hash: [8], logger: logger) == nil)
+        let updated = try await store.user(userRecordName: "_b", logger: logger)
+        #expect(updated?.email == "bob@example.com" && updated?.passwordHash == "new")
+        let taken = await #expect(throws: StoreError.self) {
+            try await store.updateUser(userRecordName: "_b", email: "A@example.com", passwordHash: "new", signOut: false, logger: logger)
+        }
+        #expect(taken?.code == .duplicate)
+        #expect(try await store.user(userRecordName: "_b", logger: logger)?.email == "bob@example.com", "nothing half-written")
+        let missing = await #expect(throws: StoreError.self) {
+            try await store.updateUser(userRecordName: "_nobody", email: nil, passwordHash: nil, signOut: true, logger: logger)
+        }
+        #expect(missing?.code == .notFound)
+
+        let keys = [
+            ServerKeyRecord(keyID: "k1", container: Self.container, environment: .development, publicKeyPEM: "pem1", createdAt: 1),
+            ServerKeyRecord(keyID: "k2", container: Self.container, environment: .production, publicKeyPEM: "pem2", createdAt: 2),
+            ServerKeyRecord(keyID: "k3", container: "iCloud.com.example.another", environment: .development, publicKeyPEM: "pem3", createdAt: 1),
+        ]
+        for key in keys { try await store.saveServerKey(key, logger: logger) }
+        try await store.revokeServerKey(id: "k1", logger: logger)
+        #expect(
+            try await store.listServerKeys(container: Self.container, logger: logger).map { "\($0.keyID) \($0.revoked)" } == ["k1 true", "k2 false"])
+        let noKey = await #expect(throws: StoreError.self) { try await store.revokeServerKey(id: "k9", logger: logger) }
+        #expect(noKey?.code == .notFound)
+    }
+
+    @Test(arguments: StoreFactory.all)
     func containersAndCredentials(_ factory: StoreFactory) async throws {
         let store = try await prepared(factory)
         await #expect(throws: StoreError.self) { try await store.createContainer(Self.container, createdAt: 0, logger: logger) }

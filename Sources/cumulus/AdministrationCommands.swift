@@ -1,0 +1,203 @@
+import ArgumentParser
+import CumulusCore
+import CumulusModel
+import CumulusStore
+import Foundation
+import Logging
+
+/// How a listing is printed: one line per item, fields separated by tabs (for `cut` and `awk`), or with `--json` one
+/// JSON array of objects.
+struct ListingOptions: ParsableArguments {
+    @Flag(help: "Print a JSON array instead of tab-separated lines.") var json = false
+
+    /// Prints rows of (key, value) pairs; a `nil` value is empty in a line and `null` in JSON.
+    func print(_ rows: [[(String, String?)]]) {
+        if json {
+            var writer = JSONWriter()
+            writer.beginArray()
+            for row in rows {
+                writer.beginObject()
+                for (key, value) in row {
+                    writer.key(key)
+                    if let value { writer.string(value) } else { writer.null() }
+                }
+                writer.endObject()
+            }
+            writer.endArray()
+            printResult(String(decoding: writer.bytes, as: UTF8.self))
+        } else {
+            for row in rows { printResult(row.map { $0.1 ?? "" }.joined(separator: "\t")) }
+        }
+    }
+}
+
+/// A timestamp of the store (milliseconds since the epoch) as ISO 8601.
+func iso8601(_ milliseconds: Int64) -> String {
+    Date(timeIntervalSince1970: Double(milliseconds) / 1000).formatted(.iso8601)
+}
+
+extension Containers {
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List containers: identifier, created.")
+        @OptionGroup var listing: ListingOptions
+        @OptionGroup var options: DataOptions
+
+        func run() async throws {
+            let containers = try await options.withStore { try await AccountService(store: $0).listContainers(logger: Logger(label: "cumulus")) }
+            listing.print(containers.map { [("id", $0.id), ("createdAt", iso8601($0.createdAt))] })
+        }
+    }
+}
+
+extension Tokens {
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "List a container's API tokens: fingerprint, environment, created, active or revoked. Only hashes are kept.")
+        @Option(help: "Container identifier.") var container: String
+        @OptionGroup var listing: ListingOptions
+        @OptionGroup var options: DataOptions
+
+        func run() async throws {
+            let tokens = try await options.withStore {
+                try await AccountService(store: $0).listAPITokens(container: container, logger: Logger(label: "cumulus"))
+            }
+            listing.print(
+                tokens.map { token in
+                    [
+                        ("fingerprint", AccountService.tokenFingerprint(token)), ("environment", token.environment.rawValue),
+                        ("createdAt", iso8601(token.createdAt)), ("status", token.revoked ? "revoked" : "active"),
+                    ]
+                })
+        }
+    }
+
+    struct Revoke: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Revoke an API token, named by its value or by the fingerprint `tokens list` shows; prints the argument.")
+        @Argument(help: "The token (ckAPIToken), or its fingerprint.") var token: String
+        @Option(help: "Container identifier.") var container: String
+        @OptionGroup var options: DataOptions
+
+        func run() async throws {
+            try await options.withStore {
+                try await AccountService(store: $0).revokeAPIToken(container: container, tokenOrFingerprint: token, logger: Logger(label: "cumulus"))
+            }
+            printResult(token)
+        }
+    }
+}
+
+extension Users {
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "List a container's users: userRecordName, name, email, discoverable, has a password, created.")
+        @Option(help: "Container identifier.") var container: String
+        @OptionGroup var listing: ListingOptions
+        @OptionGroup var options: DataOptions
+
+        func run() async throws {
+            let users = try await options.withStore {
+                try await AccountService(store: $0).listUsers(container: container, logger: Logger(label: "cumulus"))
+            }
+            listing.print(
+                users.map { user in
+                    [
+                        ("userRecordName", user.userRecordName), ("name", user.name), ("email", user.email),
+                        ("discoverable", user.discoverable ? "true" : "false"), ("password", user.passwordHash == nil ? "false" : "true"),
+                        ("createdAt", iso8601(user.createdAt)),
+                    ]
+                })
+        }
+    }
+
+    struct SetPassword: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "set-password", abstract: "Set a user's password (read from standard input) and sign the user out everywhere.")
+        @Argument(help: "Sign-in name.") var name: String
+        @Option(help: "Container identifier.") var container: String
+        @OptionGroup var options: DataOptions
+
+        func run() async throws {
+            // From standard input, not an argument: arguments show in `ps` and in shell history.
+            guard let password = readLine(strippingNewline: true), !password.isEmpty else {
+                throw ValidationError("the new password is read from standard input: echo \"$PASSWORD\" | cumulus users set-password NAME …")
+            }
+            try await options.withStore {
+                try await AccountService(store: $0).setPassword(
+                    container: container, name: name, password: password, logger: Logger(label: "cumulus"))
+            }
+            printResult(name)
+        }
+    }
+
+    struct SetEmail: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "set-email", abstract: "Set or remove a user's email.")
+        @Argument(help: "Sign-in name.") var name: String
+        @Argument(help: "The email; omit it with --remove.") var email: String?
+        @Option(help: "Container identifier.") var container: String
+        @Flag(help: "Remove the user's email.") var remove = false
+        @OptionGroup var options: DataOptions
+
+        func validate() throws {
+            if remove == (email != nil) { throw ValidationError("give an email, or --remove") }
+        }
+
+        func run() async throws {
+            try await options.withStore {
+                try await AccountService(store: $0).setEmail(container: container, name: name, email: email, logger: Logger(label: "cumulus"))
+            }
+            printResult(name)
+        }
+    }
+
+    struct Discoverable: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Let other users find a user with users/discover, or with --off stop it.")
+        @Argument(help: "Sign-in name.") var name: String
+        @Option(help: "Container identifier.") var container: String
+        @Flag(help: "Make the user not discoverable.") var off = false
+        @OptionGroup var options: DataOptions
+
+        func run() async throws {
+            try await options.withStore {
+                try await AccountService(store: $0).setDiscoverable(container: container, name: name, !off, logger: Logger(label: "cumulus"))
+            }
+            printResult(name)
+        }
+    }
+}
+
+extension Keys {
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List a container's server-to-server keys: key ID, environment, created, status.")
+        @Option(help: "Container identifier.") var container: String
+        @OptionGroup var listing: ListingOptions
+        @OptionGroup var options: DataOptions
+
+        func run() async throws {
+            let keys = try await options.withStore {
+                try await AccountService(store: $0).listServerKeys(container: container, logger: Logger(label: "cumulus"))
+            }
+            listing.print(
+                keys.map { key in
+                    [
+                        ("keyID", key.keyID), ("environment", key.environment.rawValue), ("createdAt", iso8601(key.createdAt)),
+                        ("status", key.revoked ? "revoked" : "active"),
+                    ]
+                })
+        }
+    }
+
+    struct Revoke: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Revoke a server-to-server key: requests it signs are refused; prints the key ID.")
+        @Argument(help: "The key ID.") var keyID: String
+        @Option(help: "Container identifier.") var container: String
+        @OptionGroup var options: DataOptions
+
+        func run() async throws {
+            try await options.withStore {
+                try await AccountService(store: $0).revokeServerKey(container: container, keyID: keyID, logger: Logger(label: "cumulus"))
+            }
+            printResult(keyID)
+        }
+    }
+}
