@@ -2,6 +2,7 @@ import ArgumentParser
 import CumulusCore
 import CumulusModel
 import CumulusStore
+import CumulusStoreSQLite
 import Foundation
 import Logging
 
@@ -198,6 +199,47 @@ extension Keys {
                 try await AccountService(store: $0).revokeServerKey(container: container, keyID: keyID, logger: Logger(label: "cumulus"))
             }
             printResult(keyID)
+        }
+    }
+}
+
+/// `cumulus backup FILE`: a consistent copy of an SQLite store while the server runs.
+struct Backup: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Copy the SQLite store to FILE while the server runs (one consistent snapshot); prints FILE. PostgreSQL: use pg_dump.")
+    @Argument(help: "The backup file to write; it must not exist.") var file: String
+    @OptionGroup var options: DataOptions
+
+    func run() async throws {
+        try SQLiteRecordStore.backup(databaseAt: try options.sqliteFile(for: "backup"), to: file)
+        printResult(file)
+    }
+}
+
+/// `cumulus restore FILE`: the SQLite store replaced by a backup.
+struct Restore: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Replace the SQLite store with a backup made by `cumulus backup` (stop the server first); devices then fetch from scratch.")
+    @Argument(help: "The backup file.") var file: String
+    @OptionGroup var options: DataOptions
+
+    func run() async throws {
+        let target = try options.sqliteFile(for: "restore")
+        try FileManager.default.createDirectory(atPath: (target as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+        try SQLiteRecordStore.restore(backupAt: file, to: target)
+        printResult(target)
+    }
+}
+
+extension DataOptions {
+    /// The SQLite database file, or a clear error pointing PostgreSQL users to its own tools.
+    func sqliteFile(for command: String) throws -> String {
+        switch try location() {
+        case .sqlite(let directory):
+            return (directory as NSString).appendingPathComponent("cumulus.sqlite")
+        case .postgres:
+            throw ValidationError(
+                "cumulus \(command) copies the SQLite store; for PostgreSQL use pg_dump and pg_restore (docs/DEPLOY.md, Backups)")
         }
     }
 }

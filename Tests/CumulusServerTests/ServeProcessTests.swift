@@ -205,6 +205,69 @@ struct ServeProcessTests {
         #expect(try await Self.run(["keys", "revoke", keyID, "--container", "iCloud.com.example.second", "--data", data.path]).status != 0)
     }
 
+    @Test func aBackupMadeWhileServingRestoresThatMomentAndDevicesStartOver() async throws {
+        let data = try temporaryDirectory()
+        let container = "iCloud.com.example.backup"
+        _ = try await Self.run(["containers", "create", container], data: data)
+        let apiToken = try await Self.run(["tokens", "create", "--container", container], data: data).stdout.trimmingCharacters(
+            in: .whitespacesAndNewlines)
+        _ = try await Self.run(["users", "create", "alice", "--container", container], data: data)
+        let webToken = try await Self.run(["users", "token", "alice", "--container", container], data: data).stdout.trimmingCharacters(
+            in: .whitespacesAndNewlines)
+        func database(_ server: Server) -> String {
+            "\(server.url)/database/1/\(container)/development/private"
+        }
+        let query = "ckAPIToken=\(apiToken)&ckWebAuthToken=\(webToken)"
+        func save(_ name: String, on server: Server) async throws {
+            let (status, _) = try await Self.post(
+                "\(database(server))/records/modify?\(query)",
+                #"{"zoneID":{"zoneName":"Notes"},"operations":[{"operationType":"create","record":{"recordName":"\#(name)","recordType":"Note","fields":{"n":{"value":1}}}}]}"#
+            )
+            #expect(status == 200)
+        }
+
+        let server = try await Server.start(data: data)
+        _ = try await Self.post(
+            "\(database(server))/zones/modify?\(query)", #"{"operations":[{"operationType":"create","zone":{"zoneID":{"zoneName":"Notes"}}}]}"#)
+        try await save("before", on: server)
+        // A device syncs before the backup: the store's token secret exists by then, and is in the backup.
+        let (_, early) = try await Self.post("\(database(server))/changes/zone?\(query)", #"{"zones":[{"zoneID":{"zoneName":"Notes"}}]}"#)
+        #expect(early["zones"]?[0]?["syncToken"]?.stringValue != nil)
+        let backup = data.appendingPathComponent("backup.sqlite").path
+        let made = try await Self.run(["backup", backup], data: data)
+        #expect(made.status == 0 && made.stdout == backup + "\n")
+        #expect(try await Self.run(["backup", backup], data: data).status != 0, "never overwrites")
+        try await save("after", on: server)
+        let (_, feed) = try await Self.post("\(database(server))/changes/zone?\(query)", #"{"zones":[{"zoneID":{"zoneName":"Notes"}}]}"#)
+        let syncToken = try #require(feed["zones"]?[0]?["syncToken"]?.stringValue)
+        #expect(server.stop() == 0)
+
+        let restored = try await Self.run(["restore", backup], data: data)
+        #expect(restored.status == 0, "\(restored.stderr)")
+        let again = try await Server.start(data: data)
+        defer { _ = again.stop() }
+        let (status, lookup) = try await Self.post(
+            "\(database(again))/records/lookup?\(query)",
+            #"{"zoneID":{"zoneName":"Notes"},"records":[{"recordName":"before"},{"recordName":"after"}]}"#)
+        #expect(status == 200, "the API token and the user's web token still work")
+        #expect(lookup["records"]?[0]?["recordName"]?.stringValue == "before" && lookup["records"]?[0]?["serverErrorCode"] == nil)
+        #expect(lookup["records"]?[1]?["serverErrorCode"]?.stringValue == "NOT_FOUND")
+        // A device's token from after the backup would skip changes made again since (the zone's sequence passes its
+        // position once more is written): it is refused, and the device starts over.
+        try await save("again-1", on: again)
+        try await save("again-2", on: again)
+        let (_, stale) = try await Self.post(
+            "\(database(again))/changes/zone?\(query)", #"{"zones":[{"zoneID":{"zoneName":"Notes"},"syncToken":"\#(syncToken)"}]}"#)
+        #expect(stale["zones"]?[0]?["serverErrorCode"] != nil, "\(stale)")
+
+        let notCumulus = data.appendingPathComponent("other.sqlite").path
+        FileManager.default.createFile(atPath: notCumulus, contents: nil)
+        let refused = try await Self.run(["restore", notCumulus], data: data)
+        #expect(refused.status != 0 && refused.stderr.contains("not a Cumulus database"))
+        let postgres = try await Self.run(["backup", backup + "2", "--database", "postgres://u:p@127.0.0.1:1/db"])
+        #expect(postgres.status != 0 && postgres.stderr.contains("pg_dump"))
+    }
+
     @Test func versionIsPrinted() async throws {
         let version = try await Self.run(["--version"])
         #expect(version.status == 0)
