@@ -11,8 +11,8 @@ import Logging
 struct ListingOptions: ParsableArguments {
     @Flag(help: "Print a JSON array instead of tab-separated lines.") var json = false
 
-    /// Prints rows of (key, value) pairs; a `nil` value is empty in a line and `null` in JSON.
-    func print(_ rows: [[(String, String?)]]) {
+    /// Prints rows of (key, value) pairs.
+    func print(_ rows: [[(String, ListingValue)]]) {
         if json {
             var writer = JSONWriter()
             writer.beginArray()
@@ -20,14 +20,34 @@ struct ListingOptions: ParsableArguments {
                 writer.beginObject()
                 for (key, value) in row {
                     writer.key(key)
-                    if let value { writer.string(value) } else { writer.null() }
+                    switch value {
+                    case .text(let text?): writer.string(text)
+                    case .text(nil): writer.null()
+                    case .flag(let flag): writer.bool(flag)
+                    }
                 }
                 writer.endObject()
             }
             writer.endArray()
             printResult(String(decoding: writer.bytes, as: UTF8.self))
         } else {
-            for row in rows { printResult(row.map { $0.1 ?? "" }.joined(separator: "\t")) }
+            for row in rows { printResult(row.map(\.1.line).joined(separator: "\t")) }
+        }
+    }
+}
+
+/// One value of a listing: text (`null` in JSON and empty in a line when absent), or a yes/no that JSON prints as a
+/// boolean, so scripts reading `--json` need not compare strings.
+enum ListingValue: ExpressibleByStringLiteral {
+    case text(String?)
+    case flag(Bool)
+
+    init(stringLiteral value: String) { self = .text(value) }
+
+    var line: String {
+        switch self {
+        case .text(let text): text ?? ""
+        case .flag(let flag): flag ? "true" : "false"
         }
     }
 }
@@ -45,7 +65,7 @@ extension Containers {
 
         func run() async throws {
             let containers = try await options.withStore { try await AccountService(store: $0).listContainers(logger: Logger(label: "cumulus")) }
-            listing.print(containers.map { [("id", $0.id), ("createdAt", iso8601($0.createdAt))] })
+            listing.print(containers.map { [("id", .text($0.id)), ("createdAt", .text(iso8601($0.createdAt)))] })
         }
     }
 }
@@ -65,8 +85,8 @@ extension Tokens {
             listing.print(
                 tokens.map { token in
                     [
-                        ("fingerprint", AccountService.tokenFingerprint(token)), ("environment", token.environment.rawValue),
-                        ("createdAt", iso8601(token.createdAt)), ("status", token.revoked ? "revoked" : "active"),
+                        ("fingerprint", .text(AccountService.tokenFingerprint(token))), ("environment", .text(token.environment.rawValue)),
+                        ("createdAt", .text(iso8601(token.createdAt))), ("status", token.revoked ? "revoked" : "active"),
                     ]
                 })
         }
@@ -103,9 +123,9 @@ extension Users {
             listing.print(
                 users.map { user in
                     [
-                        ("userRecordName", user.userRecordName), ("name", user.name), ("email", user.email),
-                        ("discoverable", user.discoverable ? "true" : "false"), ("password", user.passwordHash == nil ? "false" : "true"),
-                        ("createdAt", iso8601(user.createdAt)),
+                        ("userRecordName", .text(user.userRecordName)), ("name", .text(user.name)), ("email", .text(user.email)),
+                        ("discoverable", .flag(user.discoverable)), ("hasPassword", .flag(user.passwordHash != nil)),
+                        ("createdAt", .text(iso8601(user.createdAt))),
                     ]
                 })
         }
@@ -181,7 +201,7 @@ extension Keys {
             listing.print(
                 keys.map { key in
                     [
-                        ("keyID", key.keyID), ("environment", key.environment.rawValue), ("createdAt", iso8601(key.createdAt)),
+                        ("keyID", .text(key.keyID)), ("environment", .text(key.environment.rawValue)), ("createdAt", .text(iso8601(key.createdAt))),
                         ("status", key.revoked ? "revoked" : "active"),
                     ]
                 })

@@ -256,6 +256,7 @@ struct Serve: AsyncParsableCommand {
         }
         // SIGINT and SIGTERM start a graceful shutdown: in-flight requests finish before the process exits.
         try await app.runService()
+        logger.info("stopped; every request in flight was answered")
     }
 }
 

@@ -87,7 +87,7 @@ struct ServeProcessTests {
             let out = Pipe()
             process.standardOutput = out
             if let standardError {
-                FileManager.default.createFile(atPath: standardError.path, contents: nil)
+                _ = FileManager.default.createFile(atPath: standardError.path, contents: nil)
                 process.standardError = try FileHandle(forWritingTo: standardError)
             } else {
                 process.standardError = FileHandle.nullDevice
@@ -192,8 +192,8 @@ struct ServeProcessTests {
         #expect(try await run(["users", "set-password", "bob"], input: "short\n").status != 0)
         let users = try #require(try JSONValue(parsing: try await run(["users", "list", "--json"]).stdout).arrayValue)
         #expect(users.map { $0["name"]?.stringValue } == ["alice", "bob"])
-        #expect(users[0]["email"] == .null && users[0]["discoverable"]?.stringValue == "true")
-        #expect(users[1]["email"]?.stringValue == "bob@example.com" && users[1]["password"]?.stringValue == "true")
+        #expect(users[0]["email"] == .null && users[0]["discoverable"] == .bool(true))
+        #expect(users[1]["email"]?.stringValue == "bob@example.com" && users[1]["hasPassword"] == .bool(true))
 
         // Keys: listed and revoked.
         let pem = data.appendingPathComponent("key.pem")
@@ -261,7 +261,7 @@ struct ServeProcessTests {
         #expect(stale["zones"]?[0]?["serverErrorCode"] != nil, "\(stale)")
 
         let notCumulus = data.appendingPathComponent("other.sqlite").path
-        FileManager.default.createFile(atPath: notCumulus, contents: nil)
+        _ = FileManager.default.createFile(atPath: notCumulus, contents: nil)
         let refused = try await Self.run(["restore", notCumulus], data: data)
         #expect(refused.status != 0 && refused.stderr.contains("not a Cumulus database"))
         let postgres = try await Self.run(["backup", backup + "2", "--database", "postgres://u:p@127.0.0.1:1/db"])
