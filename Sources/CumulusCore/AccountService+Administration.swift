@@ -78,6 +78,24 @@ extension AccountService {
         try await store.revokeServerKey(id: keyID, logger: logger)
     }
 
+    /// Deletes a container and everything in it. Servers that cached one of its credentials stop accepting it within
+    /// ``ServerConfiguration`` `credentialCacheLifetime`.
+    public func deleteContainer(_ container: String, logger: Logger) async throws {
+        do {
+            try await store.deleteContainer(container, logger: logger)
+        } catch let error as StoreError where error.code == .notFound {
+            throw CumulusError(.notFound, "container \(container) does not exist")
+        }
+    }
+
+    /// Deletes a user: their private zones (participants' devices drop them), their place in other users' shares,
+    /// their credentials, subscriptions and push tokens. Records they wrote in the public database or in other users'
+    /// zones stay, as CloudKit keeps them.
+    public func deleteUser(container: String, name: String, logger: Logger) async throws {
+        let user = try await requireUser(container: container, name: name, logger: logger)
+        try await store.deleteUser(userRecordName: user.userRecordName, logger: logger)
+    }
+
     private func requireUser(container: String, name: String, logger: Logger) async throws -> UserAccount {
         guard let user = try await store.user(container: container, name: name, logger: logger) else {
             throw CumulusError(.notFound, "no user named \(name) in \(container)")

@@ -78,6 +78,15 @@ public protocol RecordStore: Sendable {
     /// transaction. Throws ``StoreError/Code/notFound`` for no such user, ``StoreError/Code/duplicate`` for an email
     /// another user of the container has.
     func updateUser(userRecordName: String, email: String?, passwordHash: String?, signOut: Bool, logger: Logger) async throws
+    /// Deletes a container and everything in it (users, credentials, databases, zones, records, shares, subscriptions,
+    /// links, schemas), in one transaction. Throws ``StoreError/Code/notFound`` if there is none.
+    func deleteContainer(_ container: String, logger: Logger) async throws
+    /// Deletes a user and what is theirs, in one transaction: their private zones go as a zone deletion goes (the
+    /// participants' feeds report them deleted), they leave every share they were invited to (each share record takes
+    /// a new change tag), and their credentials, subscriptions, push tokens and shared database go. Records they wrote
+    /// in the public database or in other users' shared zones stay. Throws ``StoreError/Code/notFound`` for no such
+    /// user.
+    func deleteUser(userRecordName: String, logger: Logger) async throws
 
     // MARK: Schemas
 

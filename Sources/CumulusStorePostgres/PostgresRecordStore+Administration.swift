@@ -79,4 +79,79 @@ extension PostgresRecordStore {
             throw StoreError(.duplicate, "another user of the container has the email \(email ?? "")")
         }
     }
+
+    public func deleteContainer(_ container: String, logger: Logger) async throws {
+        try await transaction(logger: logger) { connection in
+            // Views and counters of the container's users have no foreign key to cascade from; everything else goes
+            // with the container's row.
+            let users = "SELECT user_record_name FROM users WHERE container_id = $1"
+            for statement in [
+                "DELETE FROM shared_zone_views WHERE zone_id IN (SELECT z.id FROM zones z JOIN databases d ON d.id = z.database_id WHERE d.container_id = $1)",
+                "DELETE FROM shared_zone_views WHERE user_record_name IN (\(users))",
+                "DELETE FROM shared_databases WHERE user_record_name IN (\(users))",
+                "DELETE FROM participant_changes WHERE user_record_name IN (\(users))",
+                "DELETE FROM link_uploads WHERE container_id = $1",
+            ] {
+                try await connection.query(PostgresQuery(unsafeSQL: statement, binds: try Self.binds(container)), logger: logger)
+            }
+            let deleted = try await connection.query("DELETE FROM containers WHERE id = \(container) RETURNING 1", logger: logger).collect()
+            if deleted.isEmpty { throw StoreError(.notFound, "no such container \(container)") }
+        }
+    }
+
+    public func deleteUser(userRecordName: String, logger: Logger) async throws {
+        try await transaction(logger: logger) { connection in
+            let exists = try await connection.query("SELECT 1 FROM users WHERE user_record_name = \(userRecordName) FOR UPDATE", logger: logger)
+                .collect()
+            if exists.isEmpty { throw StoreError(.notFound, "no such user") }
+            // The user's zones go as a zone deletion goes: participants' devices drop them through their feeds.
+            var zones: [(Int64, Int64)] = []
+            for try await zone in try await connection.query(
+                """
+                SELECT z.id, z.database_id FROM zones z JOIN databases d ON d.id = z.database_id
+                WHERE d.scope = 'private' AND d.owner_record_name = \(userRecordName) AND NOT z.deleted ORDER BY z.id FOR UPDATE OF z
+                """, logger: logger
+            ).decode((Int64, Int64).self) {
+                zones.append(zone)
+            }
+            for (zoneRowID, databaseID) in zones {
+                try await Self.deleteZone(connection, zoneRowID: zoneRowID, databaseID: databaseID, logger: logger)
+            }
+            // Shares of other users list the user no more: each share takes a new change tag, and the user's views end.
+            var shares: [(Int64, String)] = []
+            for try await share in try await connection.query(
+                """
+                SELECT s.zone_id, s.share_record_name FROM share_participants p JOIN shares s ON s.id = p.share_id
+                WHERE p.user_record_name = \(userRecordName) AND p.type <> 'OWNER' ORDER BY s.zone_id, s.id
+                """, logger: logger
+            ).decode((Int64, String).self) {
+                shares.append(share)
+            }
+            try await connection.query("DELETE FROM share_participants WHERE user_record_name = \(userRecordName)", logger: logger)
+            for (zoneRowID, shareRecordName) in shares {
+                if let share = try await Self.loadShares(
+                    connection, where: "s.zone_id = \(zoneRowID) AND s.share_record_name = \(shareRecordName)", logger: logger
+                ).first {
+                    try await Self.touchShareRecord(connection, share: share, zoneRowID: zoneRowID, logger: logger)
+                }
+            }
+            let databases = "SELECT id FROM databases WHERE scope = 'private' AND owner_record_name = $1"
+            for statement in [
+                "DELETE FROM shared_zone_views WHERE user_record_name = $1",
+                "DELETE FROM shared_databases WHERE user_record_name = $1",
+                "DELETE FROM participant_changes WHERE user_record_name = $1",
+                "DELETE FROM subscriptions WHERE user_record_name = $1",
+                "DELETE FROM push_tokens WHERE user_record_name = $1",
+                // Zone rows other users' ended views still point at stay as tombstones; the rest go.
+                "DELETE FROM zones WHERE database_id IN (\(databases)) AND id NOT IN (SELECT zone_id FROM shared_zone_views)",
+                """
+                DELETE FROM databases WHERE scope = 'private' AND owner_record_name = $1
+                AND NOT EXISTS (SELECT 1 FROM zones WHERE zones.database_id = databases.id)
+                """,
+                "DELETE FROM users WHERE user_record_name = $1",
+            ] {
+                try await connection.query(PostgresQuery(unsafeSQL: statement, binds: try Self.binds(userRecordName)), logger: logger)
+            }
+        }
+    }
 }

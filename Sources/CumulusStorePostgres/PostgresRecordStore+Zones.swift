@@ -145,6 +145,19 @@ extension PostgresRecordStore {
             """, logger: logger)
     }
 
+    /// Deletes a zone's records and shares and keeps its row as a tombstone for the database feed; participants'
+    /// views of it end, so their devices drop it.
+    static func deleteZone(_ connection: PostgresConnection, zoneRowID: Int64, databaseID: Int64, logger: Logger) async throws {
+        // Rows are locked in one order everywhere: zone, database, then shared databases.
+        try await connection.query("UPDATE zones SET deleted = true WHERE id = \(zoneRowID)", logger: logger)
+        try await touchZone(connection, zoneID: zoneRowID, databaseID: databaseID, logger: logger)
+        try await endViews(connection, zoneRowID: zoneRowID, logger: logger)
+        for table in ["shares", "record_references", "records"] {
+            try await connection.query(
+                PostgresQuery(unsafeSQL: "DELETE FROM \(table) WHERE zone_id = $1", binds: try binds(zoneRowID)), logger: logger)
+        }
+    }
+
     /// Moves a zone to the head of its database's change feed.
     static func touchZone(_ connection: PostgresConnection, zoneID: Int64, databaseID: Int64, logger: Logger) async throws {
         try await connection.query(
@@ -239,14 +252,7 @@ extension PostgresRecordStore {
                         results.append(.failed(zoneID, .zoneNotFound, "zone \(name) does not exist"))
                         continue
                     }
-                    // Rows are locked in one order everywhere: zone, database, then shared databases.
-                    try await connection.query("UPDATE zones SET deleted = true WHERE id = \(existing.id)", logger: logger)
-                    try await Self.touchZone(connection, zoneID: existing.id, databaseID: databaseID, logger: logger)
-                    try await Self.endViews(connection, zoneRowID: existing.id, logger: logger)
-                    for table in ["shares", "record_references", "records"] {
-                        try await connection.query(
-                            PostgresQuery(unsafeSQL: "DELETE FROM \(table) WHERE zone_id = $1", binds: try Self.binds(existing.id)), logger: logger)
-                    }
+                    try await Self.deleteZone(connection, zoneRowID: existing.id, databaseID: databaseID, logger: logger)
                     results.append(.deleted(zoneID))
                 }
             }

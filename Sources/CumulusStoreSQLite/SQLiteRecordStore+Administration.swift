@@ -70,4 +70,70 @@ extension SQLiteRecordStore {
             throw StoreError(.duplicate, "another user of the container has the email \(email ?? "")")
         }
     }
+
+    public func deleteContainer(_ container: String, logger: Logger) async throws {
+        try await write { db in
+            // Views and counters of the container's users have no foreign key to cascade from; everything else goes
+            // with the container's row.
+            let users = "SELECT user_record_name FROM users WHERE container_id = ?"
+            for statement in [
+                "DELETE FROM shared_zone_views WHERE zone_id IN (SELECT z.id FROM zones z JOIN databases d ON d.id = z.database_id WHERE d.container_id = ?)",
+                "DELETE FROM shared_zone_views WHERE user_record_name IN (\(users))",
+                "DELETE FROM shared_databases WHERE user_record_name IN (\(users))",
+                "DELETE FROM participant_changes WHERE user_record_name IN (\(users))",
+                "DELETE FROM link_uploads WHERE container_id = ?",
+            ] {
+                try db.execute(sql: statement, arguments: [container])
+            }
+            try db.execute(sql: "DELETE FROM containers WHERE id = ?", arguments: [container])
+            if db.changesCount == 0 { throw StoreError(.notFound, "no such container \(container)") }
+        }
+    }
+
+    public func deleteUser(userRecordName: String, logger: Logger) async throws {
+        try await write { db in
+            guard try Bool.fetchOne(db, sql: "SELECT 1 FROM users WHERE user_record_name = ?", arguments: [userRecordName]) != nil else {
+                throw StoreError(.notFound, "no such user")
+            }
+            // The user's zones go as a zone deletion goes: participants' devices drop them through their feeds.
+            let zones = try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT z.id, z.database_id FROM zones z JOIN databases d ON d.id = z.database_id
+                    WHERE d.scope = 'private' AND d.owner_record_name = ? AND z.deleted = 0 ORDER BY z.id
+                    """, arguments: [userRecordName])
+            for zone in zones { try Self.deleteZone(db, zoneRowID: zone[0], databaseID: zone[1]) }
+            // Shares of other users list the user no more: each share takes a new change tag, and the user's views end.
+            let shares = try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT s.zone_id, s.share_record_name FROM share_participants p JOIN shares s ON s.id = p.share_id
+                    WHERE p.user_record_name = ? AND p.type <> 'OWNER' ORDER BY s.zone_id, s.id
+                    """, arguments: [userRecordName])
+            try db.execute(sql: "DELETE FROM share_participants WHERE user_record_name = ?", arguments: [userRecordName])
+            for row in shares {
+                let zoneRowID: Int64 = row[0]
+                if let share = try Self.loadShares(db, where: "s.zone_id = ? AND s.share_record_name = ?", arguments: [zoneRowID, row[1]]).first {
+                    try Self.touchShareRecord(db, share: share, zoneRowID: zoneRowID)
+                }
+            }
+            let databases = "SELECT id FROM databases WHERE scope = 'private' AND owner_record_name = ?"
+            for statement in [
+                "DELETE FROM shared_zone_views WHERE user_record_name = ?",
+                "DELETE FROM shared_databases WHERE user_record_name = ?",
+                "DELETE FROM participant_changes WHERE user_record_name = ?",
+                "DELETE FROM subscriptions WHERE user_record_name = ?",
+                "DELETE FROM push_tokens WHERE user_record_name = ?",
+                // Zone rows other users' ended views still point at stay as tombstones; the rest go.
+                "DELETE FROM zones WHERE database_id IN (\(databases)) AND id NOT IN (SELECT zone_id FROM shared_zone_views)",
+                """
+                DELETE FROM databases WHERE scope = 'private' AND owner_record_name = ?
+                AND NOT EXISTS (SELECT 1 FROM zones WHERE zones.database_id = databases.id)
+                """,
+                "DELETE FROM users WHERE user_record_name = ?",
+            ] {
+                try db.execute(sql: statement, arguments: [userRecordName])
+            }
+        }
+    }
 }

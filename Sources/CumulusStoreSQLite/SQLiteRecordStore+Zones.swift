@@ -41,6 +41,17 @@ extension SQLiteRecordStore {
     }
 
     /// Moves a zone to the head of its database's change feed.
+    /// Deletes a zone's records and shares and keeps its row as a tombstone for the database feed; participants'
+    /// views of it end, so their devices drop it.
+    static func deleteZone(_ db: Database, zoneRowID: Int64, databaseID: Int64) throws {
+        try endViews(db, zoneRowID: zoneRowID)
+        try db.cachedStatement(sql: "DELETE FROM shares WHERE zone_id = ?").execute(arguments: [zoneRowID])
+        try db.cachedStatement(sql: "DELETE FROM record_references WHERE zone_id = ?").execute(arguments: [zoneRowID])
+        try db.cachedStatement(sql: "DELETE FROM records WHERE zone_id = ?").execute(arguments: [zoneRowID])
+        try db.cachedStatement(sql: "UPDATE zones SET deleted = 1 WHERE id = ?").execute(arguments: [zoneRowID])
+        try touchZone(db, zoneID: zoneRowID, databaseID: databaseID)
+    }
+
     static func touchZone(_ db: Database, zoneID: Int64, databaseID: Int64) throws {
         let sequence = try Int64.fetchOne(
             db.cachedStatement(sql: "UPDATE databases SET change_seq = change_seq + 1 WHERE id = ? RETURNING change_seq"), arguments: [databaseID]
@@ -116,12 +127,7 @@ extension SQLiteRecordStore {
                         results.append(.failed(zoneID, .zoneNotFound, "zone \(name) does not exist"))
                         continue
                     }
-                    try Self.endViews(db, zoneRowID: existing.id)
-                    try db.cachedStatement(sql: "DELETE FROM shares WHERE zone_id = ?").execute(arguments: [existing.id])
-                    try db.cachedStatement(sql: "DELETE FROM record_references WHERE zone_id = ?").execute(arguments: [existing.id])
-                    try db.cachedStatement(sql: "DELETE FROM records WHERE zone_id = ?").execute(arguments: [existing.id])
-                    try db.cachedStatement(sql: "UPDATE zones SET deleted = 1 WHERE id = ?").execute(arguments: [existing.id])
-                    try Self.touchZone(db, zoneID: existing.id, databaseID: databaseID)
+                    try Self.deleteZone(db, zoneRowID: existing.id, databaseID: databaseID)
                     results.append(.deleted(zoneID))
                 }
             }

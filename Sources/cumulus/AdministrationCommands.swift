@@ -70,6 +70,25 @@ extension Containers {
     }
 }
 
+extension Containers {
+    struct Delete: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Delete a container and everything in it: users, tokens, keys, records, shares, links. Cannot be undone.")
+        @Argument(help: "Container identifier.") var id: String
+        @Flag(help: "Confirm: without it, nothing is deleted.") var yes = false
+        @OptionGroup var options: DataOptions
+
+        func validate() throws {
+            if !yes { throw ValidationError("this deletes \(id) and every record, user and credential in it; add --yes to do it") }
+        }
+
+        func run() async throws {
+            try await options.withStore { try await AccountService(store: $0).deleteContainer(id, logger: Logger(label: "cumulus")) }
+            printResult(id)
+        }
+    }
+}
+
 extension Tokens {
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
@@ -146,6 +165,29 @@ extension Users {
             try await options.withStore {
                 try await AccountService(store: $0).setPassword(
                     container: container, name: name, password: password, logger: Logger(label: "cumulus"))
+            }
+            printResult(name)
+        }
+    }
+
+    struct Delete: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: """
+                Delete a user: their private zones and records, their place in other users' shares, their credentials, \
+                subscriptions and push tokens. Cannot be undone.
+                """)
+        @Argument(help: "Sign-in name.") var name: String
+        @Option(help: "Container identifier.") var container: String
+        @Flag(help: "Confirm: without it, nothing is deleted.") var yes = false
+        @OptionGroup var options: DataOptions
+
+        func validate() throws {
+            if !yes { throw ValidationError("this deletes \(name) and every record in their private database; add --yes to do it") }
+        }
+
+        func run() async throws {
+            try await options.withStore {
+                try await AccountService(store: $0).deleteUser(container: container, name: name, logger: Logger(label: "cumulus"))
             }
             printResult(name)
         }

@@ -261,7 +261,7 @@ struct Serve: AsyncParsableCommand {
 }
 
 struct Containers: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Manage containers.", subcommands: [Create.self, List.self])
+    static let configuration = CommandConfiguration(abstract: "Manage containers.", subcommands: [Create.self, List.self, Delete.self])
 
     struct Create: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Create a container, such as iCloud.com.example.app.")
@@ -296,7 +296,7 @@ struct Tokens: AsyncParsableCommand {
 
 struct Users: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Manage users.", subcommands: [Create.self, Token.self, List.self, SetPassword.self, SetEmail.self, Discoverable.self])
+        abstract: "Manage users.", subcommands: [Create.self, Token.self, List.self, Delete.self, SetPassword.self, SetEmail.self, Discoverable.self])
 
     struct Create: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Create a user; prints the userRecordName.")

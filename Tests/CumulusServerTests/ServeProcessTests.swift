@@ -203,6 +203,17 @@ struct ServeProcessTests {
         #expect(try await run(["keys", "revoke", keyID]).status == 0)
         #expect(try await run(["keys", "list"]).stdout.hasSuffix("\trevoked\n"))
         #expect(try await Self.run(["keys", "revoke", keyID, "--container", "iCloud.com.example.second", "--data", data.path]).status != 0)
+
+        // Deleting asks for --yes, and then a user, and a container with everything in it, are gone.
+        let unconfirmed = try await run(["users", "delete", "bob"])
+        #expect(unconfirmed.status != 0 && unconfirmed.stderr.contains("--yes"))
+        #expect(try await run(["users", "delete", "bob", "--yes"]).status == 0)
+        #expect(try await run(["users", "list"]).stdout.split(separator: "\n").map { $0.split(separator: "\t")[1] } == ["alice"])
+        #expect(try await Self.run(["containers", "delete", container], data: data).status != 0)
+        #expect(try await Self.run(["containers", "delete", container, "--yes"], data: data).status == 0)
+        #expect(try await Self.run(["containers", "list"], data: data).stdout.hasPrefix("iCloud.com.example.second\t"))
+        let gone = try await run(["users", "list"])
+        #expect(gone.status != 0 && gone.stderr.contains("does not exist"))
     }
 
     @Test func aBackupMadeWhileServingRestoresThatMomentAndDevicesStartOver() async throws {
