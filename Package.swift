@@ -54,6 +54,7 @@ let package = Package(
             dependencies: [
                 "CumulusModel",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -34,7 +34,8 @@ public func buildApplication(
         links: LinkService(store: store, clock: clock, limits: configuration.linkLimits), interval: configuration.linkCleanupInterval, logger: logger
     )
     let linger = TimeAmount(configuration.refusedBodyLinger)
-    let connections = ConnectionCounts(limits: configuration.connectionLimits, countsAddresses: !configuration.trustsForwardedFor)
+    let connections = ConnectionCounts(
+        limits: configuration.connectionLimits, countsAddresses: !configuration.trustsForwardedFor, metrics: metrics)
     var services: [any Service] = [cleanup]
     if let broadcaster = store as? any ChangeBroadcasting { services.append(ChangeListener(store: broadcaster, changes: changes)) }
     if let maintained = store as? any BackgroundMaintenance { services.append(StoreMaintenance(store: maintained, logger: logger)) }
@@ -96,7 +97,7 @@ public func buildRouter(
         .register(on: router.group("schema/1/:container/:environment").add(middleware: throttle).add(middleware: authentication))
     ShareRoutes(database: database, accounts: accounts, address: address, appStoreID: configuration.appStoreID)
         .register(on: router)
-    AuthRoutes(accounts: accounts, limits: limits).register(on: router.group("auth/1/:container/:environment"))
+    AuthRoutes(accounts: accounts, limits: limits, metrics: metrics).register(on: router.group("auth/1/:container/:environment"))
     LinkRoutes(
         links: LinkService(store: store, clock: clock, limits: configuration.linkLimits), accounts: accounts,
         address: address,

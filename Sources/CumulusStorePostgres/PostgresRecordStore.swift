@@ -25,6 +25,7 @@ public final class PostgresRecordStore: RecordStore {
     let maximumFieldIndexes: Int
     /// How long a request waits for a connection before it is answered "try again later".
     let connectionWait: Duration
+    let metrics: StoreMetrics
     /// Change announcements to other instances (``announceChange()``).
     let announcements = Mutex(AnnouncementState())
 
@@ -34,8 +35,10 @@ public final class PostgresRecordStore: RecordStore {
     ///   - connectionWait: How long an operation waits for a connection (PostgreSQL down, or every connection busy)
     ///     before it fails with ``StoreError/Code/unavailable``: the HTTP edge answers `503 TRY_AGAIN_LATER`, and the
     ///     client retries, instead of every request hanging until the pool gives up (a minute).
-    public init(client: PostgresClient, maximumFieldIndexes: Int = 64, connectionWait: Duration = .seconds(5)) {
+    ///   - metrics: Where the store's metrics go; `nil` makes them through swift-metrics' global system.
+    public init(client: PostgresClient, maximumFieldIndexes: Int = 64, connectionWait: Duration = .seconds(5), metrics: StoreMetrics? = nil) {
         self.client = client
+        self.metrics = metrics ?? StoreMetrics.postgres(poolSize: nil)
         self.maximumFieldIndexes = maximumFieldIndexes
         self.connectionWait = connectionWait
     }
@@ -45,8 +48,15 @@ public final class PostgresRecordStore: RecordStore {
     func withConnectionWait<T: Sendable>(_ work: @escaping @Sendable (_ leased: @escaping @Sendable () -> Void) async throws -> T) async throws -> T {
         let leased = LeaseFlag()
         let wait = connectionWait
+        let metrics = self.metrics
+        let start = ContinuousClock.now
         return try await withThrowingTaskGroup(of: T?.self) { group in
-            group.addTask { try await work { leased.value.withLock { $0 = true } } }
+            group.addTask {
+                try await work {
+                    leased.value.withLock { $0 = true }
+                    metrics.waitedForConnection(ContinuousClock.now - start)
+                }
+            }
             group.addTask {
                 try await Task.sleep(for: wait)
                 if !leased.value.withLock({ $0 }) {
@@ -71,10 +81,12 @@ public final class PostgresRecordStore: RecordStore {
     {
         do {
             let client = self.client
-            return try await withConnectionWait { leased in
-                let rows = try await client.query(query, logger: logger)
-                leased()
-                return rows
+            return try await metrics.measure(.query) {
+                try await withConnectionWait { leased in
+                    let rows = try await client.query(query, logger: logger)
+                    leased()
+                    return rows
+                }
             }
         } catch let error as StoreError {
             throw error

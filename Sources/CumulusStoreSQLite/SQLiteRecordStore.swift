@@ -29,16 +29,19 @@ public final class SQLiteRecordStore: RecordStore {
         /// The write-ahead log's bound: its file is cut back to this size once checkpointed, and a log this large that
         /// readers keep from being checkpointed is restarted.
         public var maximumWriteAheadLogBytes: Int64
+        /// Where the store's metrics go; `nil` makes them through swift-metrics' global system.
+        public var metrics: StoreMetrics?
 
         public init(
             busyTimeout: TimeInterval = 10, maximumReaderCount: Int = 8, maximumFieldIndexes: Int = 64,
-            checkpointInterval: Duration = .milliseconds(100), maximumWriteAheadLogBytes: Int64 = 64 << 20
+            checkpointInterval: Duration = .milliseconds(100), maximumWriteAheadLogBytes: Int64 = 64 << 20, metrics: StoreMetrics? = nil
         ) {
             self.busyTimeout = busyTimeout
             self.maximumReaderCount = maximumReaderCount
             self.maximumFieldIndexes = maximumFieldIndexes
             self.checkpointInterval = checkpointInterval
             self.maximumWriteAheadLogBytes = maximumWriteAheadLogBytes
+            self.metrics = metrics
         }
     }
 
@@ -53,6 +56,7 @@ public final class SQLiteRecordStore: RecordStore {
     let checkpointInterval: Duration
     let maximumWriteAheadLogBytes: Int64
     let checkpointsRun = Atomic(0)
+    let metrics: StoreMetrics
 
     /// How many background checkpoints have run since the store was opened.
     public var backgroundCheckpointCount: Int { checkpointsRun.load(ordering: .relaxed) }
@@ -78,16 +82,19 @@ public final class SQLiteRecordStore: RecordStore {
     }
 
     /// Opens a private in-memory store, for tests.
-    public static func inMemory() throws -> SQLiteRecordStore {
+    public static func inMemory(metrics: StoreMetrics? = nil) throws -> SQLiteRecordStore {
         var config = GRDB.Configuration()
         config.prepareDatabase { db in db.add(function: SQLiteRecordStore.distanceFunction) }
-        return try SQLiteRecordStore(writer: DatabaseQueue(configuration: config))
+        return try SQLiteRecordStore(writer: DatabaseQueue(configuration: config), metrics: metrics)
     }
 
     /// Wraps an open GRDB database and migrates it.
-    public convenience init(writer: any DatabaseWriter, maximumFieldIndexes: Int = Configuration().maximumFieldIndexes) throws {
+    public convenience init(
+        writer: any DatabaseWriter, maximumFieldIndexes: Int = Configuration().maximumFieldIndexes, metrics: StoreMetrics? = nil
+    ) throws {
         var configuration = Configuration()
         configuration.maximumFieldIndexes = maximumFieldIndexes
+        configuration.metrics = metrics
         try self.init(writer: writer, configuration: configuration, path: nil)
     }
 
@@ -98,6 +105,8 @@ public final class SQLiteRecordStore: RecordStore {
         self.busyTimeout = configuration.busyTimeout
         self.checkpointInterval = configuration.checkpointInterval
         self.maximumWriteAheadLogBytes = configuration.maximumWriteAheadLogBytes
+        self.metrics =
+            configuration.metrics ?? StoreMetrics.sqlite(poolSize: writer is DatabasePool ? configuration.maximumReaderCount + 1 : 1)
         self.planner = RecordBatchPlanner(makeShortGUID: ShortGUID.make)
         do {
             try Self.migrator.migrate(writer)
@@ -109,7 +118,7 @@ public final class SQLiteRecordStore: RecordStore {
     /// Runs a read, translating database errors.
     func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
         do {
-            return try await writer.read(body)
+            return try await metrics.measure(.read) { try await writer.read(body) }
         } catch let error as StoreError {
             throw error
         } catch {
@@ -120,7 +129,7 @@ public final class SQLiteRecordStore: RecordStore {
     /// Runs a write transaction, translating database errors.
     func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
         do {
-            return try await writer.write(body)
+            return try await metrics.measure(.write) { try await writer.write(body) }
         } catch let error as StoreError {
             throw error
         } catch {

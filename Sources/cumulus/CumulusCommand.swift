@@ -105,7 +105,7 @@ enum StoreLocation {
                 try await PostgresSchema.migrate(migrator, logger: logger)
             }
             let client = PostgresClient(configuration: location.clientConfiguration(maximumConnections: connections), backgroundLogger: logger)
-            return (PostgresRecordStore(client: client), client)
+            return (PostgresRecordStore(client: client, metrics: StoreMetrics.postgres(poolSize: connections)), client)
         }
     }
 }
@@ -166,7 +166,7 @@ struct Serve: AsyncParsableCommand {
     var trustForwardedFor = false
     @Option(
         name: .customLong("push-recheck-interval"),
-        help: "Seconds between an open push connection's looks at the feeds, in case a wake-up was missed (default: 60).")
+        help: "Seconds between an open push connection's looks at the feeds, in case a wake-up was missed.")
     var pushRecheckInterval: Int = 60
     @Option(
         name: .customLong("max-push-connections"),
@@ -207,6 +207,10 @@ struct Serve: AsyncParsableCommand {
             throw ValidationError("CUMULUS_PORT must be a number")
         }
         let logger = Logger(label: "cumulus")
+        // The libraries' own metrics and the store's (through swift-metrics' global system) land in the same registry as
+        // the server's: bootstrapped before the store opens and makes its metrics.
+        let metrics = ServerMetrics()
+        MetricsSystem.bootstrap(metrics.factory)
         let opened = try await options.location().open(logger: logger)
         guard let maxPushConnections = maxPushConnections ?? Int(environment["CUMULUS_MAX_PUSH_CONNECTIONS"] ?? "10000"), maxPushConnections > 0
         else {
@@ -240,9 +244,6 @@ struct Serve: AsyncParsableCommand {
         let openFiles = OpenFileLimit.raiseToHardLimit()
         configuration.connectionLimits.maximumConnections = max(64, min(configuration.connectionLimits.maximumConnections, openFiles - 256))
         configuration.metricsPort = metricsPort ?? environment["CUMULUS_METRICS_PORT"].flatMap { Int($0) }
-        // The libraries' own metrics (through swift-metrics' global system) land in the same registry as the server's.
-        let metrics = ServerMetrics()
-        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: metrics.registry))
         var app = buildApplication(
             configuration: configuration,
             store: opened.store, logger: logger, metrics: metrics,

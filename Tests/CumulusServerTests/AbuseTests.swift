@@ -77,7 +77,7 @@ struct AbuseTests {
     /// signed-in user's query may.
     @Test func anonymousQueriesMakeNoIndex() async throws {
         let store = try SQLiteRecordStore.inMemory()
-        let world = try await TestWorld.make(store: TestStore(name: "SQLite, inspected") { store })
+        let world = try await TestWorld.make(store: TestStore(name: "SQLite, inspected") { _ in store })
         @Sendable func fieldIndexes() async throws -> [String] {
             try await store.writer.read { db in
                 try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'index' AND name LIKE 'records_field_%'")
@@ -218,6 +218,12 @@ struct AbuseTests {
                 ).statusCode
             }
             #expect(served == 200)
+            // Each connection closed at once is a refusal in /metrics.
+            let metrics = try await RawHTTPClient.exchange(
+                port: port, head: "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", body: [], readTimeout: 5
+            ).response
+            let refusals = metrics.split(separator: "\n").first { $0.hasPrefix(#"cumulus_limit_refusals_total{limit="connections"} "#) }
+            #expect(refusals.flatMap { Int($0.split(separator: " ").last ?? "") } ?? 0 >= closed.count, "\(metrics)")
         }
     }
 

@@ -1,11 +1,15 @@
 import AsyncHTTPClient
+import CumulusCore
 import CumulusModel
 import CumulusServer
+import CumulusStore
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import Logging
 import NIOCore
 import NIOHTTP1
+import Prometheus
 import Synchronization
 import Testing
 
@@ -93,6 +97,24 @@ struct MetricsTests {
         }
     }
 
+    @Test func refusedSignInsAndOpenConnectionsAreCounted() async throws {
+        var configured = try await TestWorld.make()
+        configured.configuration.signInLimits = SignInLimits(attemptsPerAccount: 2)
+        let world = configured
+        try await world.test { client in
+            let signIn = "/auth/1/\(TestWorld.container)/development/signin?ckAPIToken=\(world.apiToken)"
+            var statuses: [Int] = []
+            for _ in 0..<4 {
+                statuses.append(try await client.raw(signIn, body: #"{"name":"alice","password":"not her password"}"#).status)
+            }
+            #expect(statuses == [401, 401, 429, 429], "\(statuses)")
+            let text = try await metricsText(client)
+            #expect(sample(#"cumulus_limit_refusals_total{limit="sign_in"}"#, in: text) == 2)
+            // The test client's own connection is open while it asks.
+            #expect((sample("cumulus_open_connections", in: text) ?? 0) >= 1, "\(text)")
+        }
+    }
+
     @Test func aMetricsPortServesThemThereAndNotOnTheMainPort() async throws {
         var world = try await TestWorld.make()
         world.configuration.metricsPort = 0
@@ -113,6 +135,36 @@ struct MetricsTests {
             #expect(response.status == .ok)
             let text = String(buffer: try await response.body.collect(upTo: 1 << 20))
             #expect(text.contains(#"cumulus_requests_total{route="/health",method="GET",status="200"} 1"#))
+        }
+    }
+
+    @Test(arguments: TestStore.all)
+    func theStoreReportsItsOperationsTheirDurationAndItsPool(_ kind: TestStore) async throws {
+        let registry = PrometheusCollectorRegistry()
+        let storeName = kind.name == "SQLite" ? "sqlite" : "postgres"
+        let factory = PrometheusMetricsFactory(registry: registry)
+        let store = try await kind.makeMeasured(
+            storeName == "sqlite" ? .sqlite(poolSize: 3, factory: factory) : .postgres(poolSize: 3, factory: factory))
+        let logger = Logger(label: "test")
+        try await store.createContainer("iCloud.com.example.metrics", createdAt: 0, logger: logger)
+        #expect(try await store.containerExists("iCloud.com.example.metrics", logger: logger))
+        let database = DatabaseRef(container: "iCloud.com.example.metrics", environment: .development, scope: .private, ownerRecordName: "_a")
+        _ = try await store.modifyZones(
+            [ZoneOperation(operationType: .create, zoneID: ZoneID(zoneName: "Z"))], in: database, timestamp: 0, logger: logger)
+        let text = String(decoding: registry.emitToBuffer(), as: UTF8.self)
+        func value(_ name: String, _ labels: String...) -> Double? {
+            let line = text.split(separator: "\n").first { line in
+                line.hasPrefix(name + "{") && line.contains(#"store="\#(storeName)""#) && labels.allSatisfy { line.contains($0) }
+            }
+            return line.flatMap { Double($0.split(separator: " ").last ?? "") }
+        }
+        let (writing, reading) = storeName == "sqlite" ? ("write", "read") : ("transaction", "query")
+        #expect((value("cumulus_store_operation_duration_seconds_count", #"kind="\#(writing)""#) ?? 0) >= 1, "\(text)")
+        #expect((value("cumulus_store_operation_duration_seconds_count", #"kind="\#(reading)""#) ?? 0) >= 1, "\(text)")
+        #expect(value("cumulus_store_operations_in_flight", #"kind="\#(writing)""#) == 0, "\(text)")
+        #expect(value("cumulus_store_pool_size") == 3, "\(text)")
+        if storeName == "postgres" {
+            #expect((value("cumulus_store_connection_wait_seconds_count") ?? 0) >= 2, "\(text)")
         }
     }
 }

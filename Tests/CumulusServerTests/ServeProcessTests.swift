@@ -153,6 +153,31 @@ struct ServeProcessTests {
         #expect(badKey.status != 0)
     }
 
+    @Test func everyCommandIsInTheOperationsReference() async throws {
+        let reference = try String(contentsOf: DocumentationTests.root.appendingPathComponent("docs/OPERATIONS.md"), encoding: .utf8)
+        /// The names under SUBCOMMANDS in a command's help.
+        func subcommands(_ command: [String]) async throws -> [String] {
+            let help = try await Self.run(command + ["--help"]).stdout
+            guard let section = help.components(separatedBy: "SUBCOMMANDS:\n").last, help.contains("SUBCOMMANDS:") else { return [] }
+            return section.split(separator: "\n").compactMap { line in
+                line.hasPrefix("  ") && !line.hasPrefix("   ") ? line.split(separator: " ").first.map(String.init) : nil
+            }.filter { $0 != "See" }
+        }
+        let groups = try await subcommands([])
+        #expect(groups.contains("serve") && groups.contains("users"))
+        for group in groups {
+            let names = try await subcommands([group])
+            if names.isEmpty {
+                #expect(reference.contains("`cumulus \(group)"), "docs/OPERATIONS.md does not describe cumulus \(group)")
+            }
+            for name in names {
+                #expect(
+                    reference.contains("`cumulus \(group) \(name)") || reference.contains("`cumulus \(group) ") && reference.contains("\\|\(name)"),
+                    "docs/OPERATIONS.md does not describe cumulus \(group) \(name)")
+            }
+        }
+    }
+
     @Test func credentialsAreListedRevokedAndChanged() async throws {
         let data = try temporaryDirectory()
         let container = "iCloud.com.example.admin"

@@ -33,15 +33,17 @@ final class ConnectionCounts: Sendable {
     private let counts = Mutex((total: 0, byAddress: [String: Int]()))
     let limits: ConnectionLimits
     let countsAddresses: Bool
+    let metrics: ServerMetrics
 
-    init(limits: ConnectionLimits, countsAddresses: Bool) {
+    init(limits: ConnectionLimits, countsAddresses: Bool, metrics: ServerMetrics) {
         self.limits = limits
         self.countsAddresses = countsAddresses
+        self.metrics = metrics
     }
 
     /// Counts a new connection, or answers `false` (counting nothing) when it is one too many.
     func admit(_ address: String) -> Bool {
-        counts.withLock { counts in
+        let admitted = counts.withLock { counts in
             guard counts.total < limits.maximumConnections else { return false }
             if countsAddresses {
                 let held = counts.byAddress[address, default: 0]
@@ -51,10 +53,13 @@ final class ConnectionCounts: Sendable {
             counts.total += 1
             return true
         }
+        if admitted { metrics.connection(opened: true) } else { metrics.refused(limit: "connections") }
+        return admitted
     }
 
     /// Forgets a connection that was admitted.
     func release(_ address: String) {
+        metrics.connection(opened: false)
         counts.withLock { counts in
             counts.total -= 1
             guard countsAddresses else { return }

@@ -15,7 +15,8 @@ import Synchronization
 public final class ServerMetrics: Sendable {
     /// The registry `/metrics` renders.
     public let registry: PrometheusCollectorRegistry
-    let factory: PrometheusMetricsFactory
+    /// Makes metrics in ``registry``, with histogram buckets fine enough for operations of a millisecond or less.
+    public let factory: PrometheusMetricsFactory
 
     private struct RequestKey: Hashable {
         var route: String
@@ -30,6 +31,7 @@ public final class ServerMetrics: Sendable {
     private let recordsWritten: CoreMetrics.Counter
     private let feedPages: CoreMetrics.Counter
     private let pushConnections: CoreMetrics.Meter
+    private let openConnections: CoreMetrics.Meter
     private let pushNotifications: CoreMetrics.Counter
     private let linkUploads: CoreMetrics.Counter
 
@@ -37,15 +39,18 @@ public final class ServerMetrics: Sendable {
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
         self.registry = registry
         var factory = PrometheusMetricsFactory(registry: registry)
-        // Requests take milliseconds: finer buckets at the low end than the factory's default (5 ms and up).
+        // Requests take milliseconds and store operations less: finer buckets at the low end than the factory's default
+        // (5 ms and up).
         factory.defaultDurationHistogramBuckets = [
-            .microseconds(500), .milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(25),
+            .microseconds(100), .microseconds(250), .microseconds(500), .milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10),
+            .milliseconds(25),
             .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(5),
         ]
         self.factory = factory
         recordsWritten = Counter(label: "cumulus_records_written_total", factory: factory)
         feedPages = Counter(label: "cumulus_change_feed_pages_total", factory: factory)
         pushConnections = Meter(label: "cumulus_push_connections", factory: factory)
+        openConnections = Meter(label: "cumulus_open_connections", factory: factory)
         pushNotifications = Counter(label: "cumulus_push_notifications_total", factory: factory)
         linkUploads = Counter(label: "cumulus_link_uploads_total", factory: factory)
     }
@@ -90,6 +95,11 @@ public final class ServerMetrics: Sendable {
     }
 
     func pushNotificationSent() { pushNotifications.increment() }
+
+    /// An HTTP connection was admitted or closed.
+    func connection(opened: Bool) {
+        if opened { openConnections.increment() } else { openConnections.decrement() }
+    }
 
     func linksCreated(_ count: Int) {
         if count > 0 { linkUploads.increment(by: count) }

@@ -13,6 +13,7 @@ import Logging
 struct AuthRoutes {
     let accounts: AccountService
     let limits: Limits
+    let metrics: ServerMetrics
 
     func register(on group: RouterGroup<CumulusRequestContext>) {
         group.post("signup", use: signUp)
@@ -47,10 +48,12 @@ struct AuthRoutes {
     @Sendable func signUp(_ request: Request, context: CumulusRequestContext) async throws -> Response {
         let container = try await checkAPIToken(request, context: context)
         let body = try await RequestBody.object(request, limits: limits)
-        let (user, token) = try await accounts.signUp(
-            container: container, name: try body.requiredString("name"), password: try body.requiredString("password"),
-            email: try body.string("email"), address: context.remoteAddress, logger: context.logger
-        )
+        let (user, token) = try await countingRefusals {
+            try await accounts.signUp(
+                container: container, name: try body.requiredString("name"), password: try body.requiredString("password"),
+                email: try body.string("email"), address: context.remoteAddress, logger: context.logger
+            )
+        }
         if try body.bool("discoverable") == true {
             try await accounts.setDiscoverable(user, true, logger: context.logger)
         }
@@ -60,10 +63,12 @@ struct AuthRoutes {
     @Sendable func signIn(_ request: Request, context: CumulusRequestContext) async throws -> Response {
         let container = try await checkAPIToken(request, context: context)
         let body = try await RequestBody.object(request, limits: limits)
-        let (user, token) = try await accounts.signIn(
-            container: container, name: try body.requiredString("name"), password: try body.requiredString("password"),
-            address: context.remoteAddress, logger: context.logger
-        )
+        let (user, token) = try await countingRefusals {
+            try await accounts.signIn(
+                container: container, name: try body.requiredString("name"), password: try body.requiredString("password"),
+                address: context.remoteAddress, logger: context.logger
+            )
+        }
         return tokenResponse(user.userRecordName, token, status: .ok)
     }
 
@@ -75,6 +80,17 @@ struct AuthRoutes {
         }
         try await accounts.signOut(webAuthToken: token, logger: context.logger)
         return Response(status: .noContent)
+    }
+
+    /// Runs a sign-up or sign-in, counting a refusal by the sign-in limits (attempts per account and address, hashing
+    /// at once) in `cumulus_limit_refusals_total{limit="sign_in"}`.
+    private func countingRefusals<T>(_ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch let error as CumulusError where error.code == .throttled {
+            metrics.refused(limit: "sign_in")
+            throw error
+        }
     }
 
     /// Sign-up and sign-in need the container's API token, like every other client call.

@@ -10,17 +10,21 @@ import Testing
 /// store suites; see the README). The HTTP suites for records, zones, feeds, queries, sharing and links run on each.
 struct TestStore: Sendable, CustomTestStringConvertible {
     var name: String
-    var make: @Sendable () async throws -> any RecordStore
+    /// Makes a store whose metrics go where given (`nil`: swift-metrics' global system, which tests leave unset).
+    var makeMeasured: @Sendable (StoreMetrics?) async throws -> any RecordStore
 
     var testDescription: String { name }
 
-    static let sqlite = TestStore(name: "SQLite") { try SQLiteRecordStore.inMemory() }
+    func make() async throws -> any RecordStore { try await makeMeasured(nil) }
+
+    static let sqlite = TestStore(name: "SQLite") { try SQLiteRecordStore.inMemory(metrics: $0) }
     static let postgresURL = ProcessInfo.processInfo.environment["CUMULUS_TEST_POSTGRES"]
-    static let all: [TestStore] = [.sqlite] + (postgresURL == nil ? [] : [TestStore(name: "PostgreSQL") { try await makePostgresStore() }])
+    static let all: [TestStore] =
+        [.sqlite] + (postgresURL == nil ? [] : [TestStore(name: "PostgreSQL") { try await makePostgresStore(metrics: $0) }])
 
     /// A migrated store over a fresh database named after this process (the store suites drop those of finished
     /// processes); its client runs for the rest of the process.
-    static func makePostgresStore() async throws -> PostgresRecordStore {
+    static func makePostgresStore(metrics: StoreMetrics? = nil) async throws -> PostgresRecordStore {
         let logger = Logger(label: "postgres-test")
         let location = try await makePostgresDatabase()
         // Tests run side by side, each with a store that lives on: few connections each, closed soon when idle, so
@@ -30,7 +34,7 @@ struct TestStore: Sendable, CustomTestStringConvertible {
         let client = PostgresClient(configuration: configuration)
         Task { await client.run() }
         try await PostgresSchema.migrate(client, logger: logger)
-        return PostgresRecordStore(client: client)
+        return PostgresRecordStore(client: client, metrics: metrics)
     }
 
     /// A fresh, empty database named after this process, on the server `CUMULUS_TEST_POSTGRES` names.
