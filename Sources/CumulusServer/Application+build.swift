@@ -81,6 +81,11 @@ public func buildRouter(
     router.add(middleware: CloudKitErrorMiddleware(address: address))
     if configuration.trustsForwardedFor { router.add(middleware: ClientAddressMiddleware()) }
     router.get("health") { _, _ in "ok" }
+    router.get("openapi.json") { _, _ in
+        Response(
+            status: .ok, headers: [.contentType: "application/json; charset=utf-8"],
+            body: .init(byteBuffer: ByteBuffer(bytes: OpenAPIDocument.json)))
+    }
     if configuration.metricsPort == nil { router.get("metrics") { _, _ in metricsResponse(metrics) } }
 
     let authentication = AuthenticationMiddleware(

@@ -1,0 +1,481 @@
+import CumulusModel
+
+/// The OpenAPI 3.1 description of Cumulus's HTTP API, served at `/openapi.json`.
+///
+/// It is built here, next to the routes it describes, rather than kept as a file: the server is one binary, and a test
+/// (`OpenAPITests`) checks that every route of the router is described and every description has a route. Schemas
+/// describe what Cumulus answers exactly and what it accepts leniently (unknown members are ignored, as CloudKit's
+/// clients send different ones): required members are the ones a request cannot do without.
+enum OpenAPIDocument {
+    /// The document as compact JSON.
+    static let json: [UInt8] = document(version: CumulusVersion.current).jsonBytes
+
+    static func document(version: String) -> JSONValue {
+        var paths = Paths()
+        describeDatabase(&paths)
+        describeOthers(&paths)
+        return [
+            "openapi": "3.1.0",
+            "info": [
+                "title": "Cumulus",
+                "version": .string(version),
+                "description": """
+                The HTTP API of Cumulus: CloudKit Web Services (databases, push, sharing) and Cumulus's own accounts, \
+                share-a-copy links, schemas and operations endpoints. Requests carry ckAPIToken (and ckWebAuthToken for a \
+                signed-in user) in the query, or a server-to-server key's signature headers. Errors are CloudKit's envelope.
+                """,
+                "license": ["name": "Apache-2.0", "identifier": "Apache-2.0"],
+            ],
+            "servers": [["url": "/"]],
+            "tags": .array(Tag.allCases.map { ["name": .string($0.rawValue)] }),
+            "security": clientSecurity,
+            "paths": .object(paths.items),
+            "components": ["schemas": .object(schemas), "securitySchemes": securitySchemes],
+        ]
+    }
+
+    enum Tag: String, CaseIterable {
+        case database = "CloudKit Web Services"
+        case push = "Push"
+        case sharing = "Sharing"
+        case schema = "Schema"
+        case accounts = "Accounts"
+        case links = "Links"
+        case operations = "Operations"
+    }
+
+    /// The `paths` object, built one operation at a time.
+    struct Paths {
+        var items: [String: JSONValue] = [:]
+
+        mutating func add(
+            _ method: String, _ path: String, id: String, summary: String, tag: Tag, parameters: [JSONValue],
+            request: JSONValue? = nil, requestRequired: Bool = true, responses: [String: JSONValue], security: JSONValue
+        ) {
+            var operation: [String: JSONValue] = [
+                "operationId": .string(id), "summary": .string(summary), "tags": [.string(tag.rawValue)], "security": security,
+            ]
+            if !parameters.isEmpty { operation["parameters"] = .array(parameters) }
+            if let request {
+                var body = request.objectValue ?? [:]
+                body["required"] = .bool(requestRequired)
+                operation["requestBody"] = .object(body)
+            }
+            var answers = responses
+            answers["default"] = errorResponse
+            operation["responses"] = .object(answers)
+            var item = items[path]?.objectValue ?? [:]
+            item[method] = .object(operation)
+            items[path] = .object(item)
+        }
+    }
+
+    // MARK: - Building blocks
+
+    static func ref(_ name: String) -> JSONValue { ["$ref": .string("#/components/schemas/\(name)")] }
+    static let string: JSONValue = ["type": "string"]
+    static let boolean: JSONValue = ["type": "boolean"]
+    static let integer: JSONValue = ["type": "integer"]
+    static let number: JSONValue = ["type": "number"]
+    static let anyObject: JSONValue = ["type": "object"]
+
+    static func array(_ items: JSONValue) -> JSONValue { ["type": "array", "items": items] }
+
+    static func object(_ properties: [String: JSONValue], required: [String] = [], description: String? = nil) -> JSONValue {
+        var schema: [String: JSONValue] = ["type": "object", "properties": .object(properties)]
+        if !required.isEmpty { schema["required"] = .array(required.map { .string($0) }) }
+        if let description { schema["description"] = .string(description) }
+        return .object(schema)
+    }
+
+    static func json(_ schema: JSONValue) -> JSONValue { ["content": ["application/json": ["schema": schema]]] }
+    static func ok(_ schema: JSONValue, _ description: String = "OK") -> JSONValue {
+        ["description": .string(description), "content": ["application/json": ["schema": schema]]]
+    }
+    static let plainText: JSONValue = ["description": "OK", "content": ["text/plain": ["schema": ["type": "string"]]]]
+
+    static func pathParameter(_ name: String, _ description: String, oneOf values: [String]? = nil) -> JSONValue {
+        var schema: [String: JSONValue] = ["type": "string"]
+        if let values { schema["enum"] = .array(values.map { .string($0) }) }
+        return ["name": .string(name), "in": "path", "required": true, "description": .string(description), "schema": .object(schema)]
+    }
+
+    static let container = pathParameter("container", "The container's identifier, such as iCloud.com.example.app.")
+    static let environment = pathParameter("environment", "development or production.", oneOf: ["development", "production"])
+    static let database = pathParameter("database", "public, private or shared.", oneOf: ["public", "private", "shared"])
+
+    static let errorResponse: JSONValue = [
+        "description": "CloudKit's error envelope, with the status CloudKit answers (400, 401, 403, 404, 409, 413, 421, 429, 503, …).",
+        "content": ["application/json": ["schema": ref("ErrorResponse")]],
+    ]
+
+    static let clientSecurity: JSONValue = [["ckAPIToken": []], ["ckAPIToken": [], "ckWebAuthToken": []], ["serverToServerKey": []]]
+    static let apiTokenSecurity: JSONValue = [["ckAPIToken": []]]
+    static let noSecurity: JSONValue = []
+
+    static let securitySchemes: JSONValue = [
+        "ckAPIToken": [
+            "type": "apiKey", "in": "query", "name": "ckAPIToken", "description": "The app's API token (`cumulus tokens create`).",
+        ],
+        "ckWebAuthToken": [
+            "type": "apiKey", "in": "query", "name": "ckWebAuthToken",
+            "description": "A signed-in user's token (`auth/1/…/signin`, `cumulus users token`).",
+        ],
+        "serverToServerKey": [
+            "type": "apiKey", "in": "header", "name": "X-Apple-CloudKit-Request-KeyID",
+            "description": """
+            A server-to-server key's ID, with X-Apple-CloudKit-Request-ISO8601Date and \
+            X-Apple-CloudKit-Request-SignatureV1 (ECDSA P-256 over date:body-hash:path), as CloudKit signs requests.
+            """,
+        ],
+    ]
+
+    // MARK: - Schemas
+
+    static let schemas: [String: JSONValue] = [
+        "ErrorResponse": object(
+            [
+                "uuid": ["type": "string", "description": "The request ID, also in the X-Request-ID header and the access log."],
+                "serverErrorCode": ref("ServerErrorCode"),
+                "reason": ["type": "string", "description": "What was wrong, naming the field."],
+                "retryAfter": ["type": "number", "description": "Seconds to wait before retrying (THROTTLED, TRY_AGAIN_LATER)."],
+                "redirectURL": string,
+            ], required: ["uuid", "serverErrorCode", "reason"], description: "CloudKit's error envelope."),
+        "ServerErrorCode": ["type": "string", "enum": .array(ServerErrorCode.allCases.map { .string($0.rawValue) })],
+        "ZoneID": object(
+            ["zoneName": string, "ownerRecordName": string, "zoneType": string], description: "A zone; the default zone is _defaultZone."),
+        "FieldValue": object(
+            [
+                "value": [:],
+                "type": [
+                    "type": "string",
+                    "description": """
+                    STRING, INT64, DOUBLE, TIMESTAMP, BYTES, REFERENCE, ASSETID, LOCATION, and their _LIST forms; inferred \
+                    from the value when absent.
+                    """,
+                ],
+            ], required: ["value"]),
+        "Fields": ["type": "object", "additionalProperties": ref("FieldValue")],
+        "Reference": object(["recordName": string, "zoneID": ref("ZoneID"), "action": string]),
+        "Stamp": object(["timestamp": integer, "userRecordName": string, "deviceID": string]),
+        "RecordInput": object(
+            [
+                "recordName": string, "recordType": string, "recordChangeTag": string, "fields": ref("Fields"), "parent": ref("Reference"),
+                "forRecord": ref("Reference"), "publicPermission": string,
+                "participants": array(
+                    object([
+                        "type": string, "permission": string,
+                        "userIdentity": object([
+                            "userRecordName": string, "lookupInfo": object(["emailAddress": string, "userRecordName": string]),
+                        ]),
+                    ])),
+            ],
+            description: "A record to save; a share (recordType cloudkit.share) carries forRecord, publicPermission and participants."),
+        "Record": object(
+            [
+                "recordName": string, "recordType": string, "recordChangeTag": string, "fields": anyObject, "created": ref("Stamp"),
+                "modified": ref("Stamp"), "deleted": boolean, "zoneID": ref("ZoneID"), "parent": anyObject, "share": anyObject,
+                "shortGUID": string, "url": string, "participants": array(anyObject), "owner": anyObject,
+                "currentUserParticipant": anyObject, "publicPermission": string, "serverErrorCode": ref("ServerErrorCode"),
+                "reason": string, "serverRecord": anyObject,
+            ], description: "A record, a tombstone (deleted: true), or a per-record error (serverErrorCode, reason)."),
+        "RecordsResponse": object(["records": array(ref("Record"))], required: ["records"]),
+        "RecordOperation": object(
+            [
+                "operationType": [
+                    "type": "string", "enum": ["create", "update", "forceUpdate", "replace", "forceReplace", "delete", "forceDelete"],
+                ],
+                "record": ref("RecordInput"), "desiredKeys": array(string),
+            ], required: ["operationType", "record"]),
+        "ModifyRecordsRequest": object(
+            [
+                "operations": array(ref("RecordOperation")), "zoneID": ref("ZoneID"), "atomic": boolean, "desiredKeys": array(string),
+                "numbersAsStrings": boolean,
+            ], required: ["operations"]),
+        "LookupRecordsRequest": object(
+            [
+                "records": array(object(["recordName": string], required: ["recordName"])), "zoneID": ref("ZoneID"),
+                "desiredKeys": array(string), "numbersAsStrings": boolean,
+            ], required: ["records"]),
+        "QueryRequest": object(
+            [
+                "query": object(
+                    [
+                        "recordType": string,
+                        "filterBy": array(
+                            object(["fieldName": string, "comparator": string, "fieldValue": ref("FieldValue"), "systemFieldName": string])),
+                        "sortBy": array(object(["fieldName": string, "systemFieldName": string, "ascending": boolean])),
+                    ], required: ["recordType"]),
+                "zoneID": ref("ZoneID"), "resultsLimit": integer, "continuationMarker": string, "desiredKeys": array(string),
+                "zoneWide": boolean, "numbersAsStrings": boolean,
+            ], required: ["query"]),
+        "QueryResponse": object(["records": array(ref("Record")), "continuationMarker": string], required: ["records"]),
+        "Zone": object([
+            "zoneID": ref("ZoneID"), "syncToken": string, "atomic": boolean, "deleted": boolean, "serverErrorCode": ref("ServerErrorCode"),
+            "reason": string,
+        ]),
+        "ZonesResponse": object(["zones": array(ref("Zone"))], required: ["zones"]),
+        "LookupZonesRequest": object(["zones": array(ref("ZoneID"))], required: ["zones"]),
+        "ModifyZonesRequest": object(
+            [
+                "operations": array(
+                    object(
+                        [
+                            "operationType": ["type": "string", "enum": ["create", "delete"]],
+                            "zone": object(["zoneID": ref("ZoneID")], required: ["zoneID"]),
+                        ], required: ["operationType", "zone"]))
+            ], required: ["operations"]),
+        "DatabaseChangesRequest": object(["syncToken": string, "resultsLimit": integer]),
+        "DatabaseChangesResponse": object(
+            ["zones": array(ref("Zone")), "syncToken": string, "moreComing": boolean], required: ["zones", "syncToken", "moreComing"]),
+        "ZoneChangesRequest": object(
+            [
+                "zones": array(
+                    object(
+                        ["zoneID": ref("ZoneID"), "syncToken": string, "desiredKeys": array(string), "resultsLimit": integer],
+                        required: ["zoneID"])),
+                "resultsLimit": integer, "numbersAsStrings": boolean,
+            ], required: ["zones"]),
+        "ZoneChangesResponse": object(
+            [
+                "zones": array(
+                    object([
+                        "zoneID": ref("ZoneID"), "syncToken": string, "moreComing": boolean, "records": array(ref("Record")),
+                        "serverErrorCode": ref("ServerErrorCode"), "reason": string,
+                    ]))
+            ], required: ["zones"]),
+        "RecordChangesRequest": object(["zoneID": ref("ZoneID"), "syncToken": string, "resultsLimit": integer, "desiredKeys": array(string)]),
+        "RecordChangesResponse": object(
+            ["zoneID": ref("ZoneID"), "records": array(ref("Record")), "syncToken": string, "moreComing": boolean],
+            required: ["records", "syncToken", "moreComing"]),
+        "ShortGUIDsRequest": object(
+            ["shortGUIDs": array(object(["value": string, "shouldFetchRootRecord": boolean], required: ["value"]))], required: ["shortGUIDs"]),
+        "ShareResultsResponse": object(["results": array(anyObject)], required: ["results"]),
+        "Subscription": object([
+            "subscriptionID": string, "subscriptionType": ["type": "string", "enum": ["zone", "query", "database"]], "zoneID": ref("ZoneID"),
+            "zoneWide": boolean, "query": anyObject, "firesOn": array(string), "firesOnce": boolean, "notificationInfo": anyObject,
+            "serverErrorCode": ref("ServerErrorCode"), "reason": string,
+        ]),
+        "SubscriptionsResponse": object(["subscriptions": array(ref("Subscription"))], required: ["subscriptions"]),
+        "LookupSubscriptionsRequest": object(
+            ["subscriptions": array(object(["subscriptionID": string], required: ["subscriptionID"]))], required: ["subscriptions"]),
+        "ModifySubscriptionsRequest": object(
+            [
+                "operations": array(
+                    object(
+                        [
+                            "operationType": ["type": "string", "enum": ["create", "update", "delete"]], "subscription": ref("Subscription"),
+                        ], required: ["operationType", "subscription"]))
+            ], required: ["operations"]),
+        "UserIdentity": object([
+            "userRecordName": string, "nameComponents": anyObject, "lookupInfo": anyObject, "emailAddress": string,
+            "serverErrorCode": ref("ServerErrorCode"), "reason": string,
+        ]),
+        "UsersResponse": object(["users": array(ref("UserIdentity"))], required: ["users"]),
+        "UsersLookupRequest": object(["users": array(object(["emailAddress": string, "userRecordName": string]))]),
+        "PushToken": object(
+            ["apnsEnvironment": string, "apnsToken": string, "webcourierURL": string], required: ["apnsEnvironment", "apnsToken", "webcourierURL"]
+        ),
+        "TokenRegisterRequest": object(["apnsToken": string, "apnsEnvironment": string], required: ["apnsToken"]),
+        "Notification": object(
+            [
+                "aps": anyObject,
+                "ck": object(["nid": string, "ce": integer, "cid": string, "ckuserid": string, "qry": anyObject, "met": anyObject]),
+            ], description: "A notification, as CloudKit's courier sends it."),
+        "SignUpRequest": object(["name": string, "password": string, "email": string, "discoverable": boolean], required: ["name", "password"]),
+        "SignInRequest": object(["name": string, "password": string], required: ["name", "password"]),
+        "SignOutRequest": object(["ckWebAuthToken": string]),
+        "SignInResponse": object(["ckWebAuthToken": string, "userRecordName": string], required: ["ckWebAuthToken", "userRecordName"]),
+        "DiscoverabilityRequest": object(["discoverable": boolean], required: ["discoverable"]),
+        "DiscoverabilityResponse": object(["userRecordName": string, "discoverable": boolean], required: ["userRecordName", "discoverable"]),
+        "SchemaDeployment": object(
+            ["additions": array(string), "problems": array(string), "deployed": boolean], required: ["additions", "problems", "deployed"]),
+        "DriveUpload": object(
+            [
+                "drives": array(
+                    object([
+                        "startTime": string, "duration": number, "distance": number, "averageSpeed": number, "maxSpeed": number,
+                        "points": array(object(["lat": number, "lon": number])), "customName": string,
+                    ]))
+            ], required: ["drives"]),
+        "RecordsUpload": object(["records": array(anyObject)], required: ["records"]),
+        "LinksResponse": object(
+            ["links": array(object(["id": string, "url": string, "expiresAt": string], required: ["id", "url", "expiresAt"]))], required: ["links"]),
+    ]
+
+    // MARK: - Operations
+
+    private static func describeDatabase(_ paths: inout Paths) {
+        let prefix = "/database/1/{container}/{environment}/{database}"
+        let parameters = [container, environment, database]
+        // The GET operations also answer POST, as some clients send POST.
+        let reads: [(String, String, String, String)] = [
+            ("zones/list", "listZones", "Every zone of the database.", "ZonesResponse"),
+            ("users/caller", "callerUser", "The caller's user identity.", "UserIdentity"),
+            ("users/current", "currentUser", "The caller's user identity (the older path).", "UserIdentity"),
+            ("subscriptions/list", "listSubscriptions", "The caller's subscriptions in the database.", "SubscriptionsResponse"),
+        ]
+        for (path, id, summary, answer) in reads {
+            for method in ["get", "post"] {
+                paths.add(
+                    method, "\(prefix)/\(path)", id: method == "get" ? id : id + "Post", summary: summary, tag: .database,
+                    parameters: parameters, responses: ["200": ok(ref(answer))], security: clientSecurity)
+            }
+        }
+        let operations: [(String, String, String, String?, String)] = [
+            ("subscriptions/lookup", "lookupSubscriptions", "Subscriptions by ID.", "LookupSubscriptionsRequest", "SubscriptionsResponse"),
+            (
+                "subscriptions/modify", "modifySubscriptions", "Create, update and delete subscriptions.", "ModifySubscriptionsRequest",
+                "SubscriptionsResponse"
+            ),
+            ("zones/lookup", "lookupZones", "Zones by ID.", "LookupZonesRequest", "ZonesResponse"),
+            ("zones/modify", "modifyZones", "Create and delete zones.", "ModifyZonesRequest", "ZonesResponse"),
+            ("records/lookup", "lookupRecords", "Records by name.", "LookupRecordsRequest", "RecordsResponse"),
+            (
+                "records/modify", "modifyRecords", "Save and delete records; atomic in a custom zone by default.", "ModifyRecordsRequest",
+                "RecordsResponse"
+            ),
+            ("records/query", "queryRecords", "Records of a type matching filters, sorted, page by page.", "QueryRequest", "QueryResponse"),
+            ("records/resolve", "resolveShares", "What shares' short GUIDs point to.", "ShortGUIDsRequest", "ShareResultsResponse"),
+            ("records/accept", "acceptShares", "Accept shares by short GUID.", "ShortGUIDsRequest", "ShareResultsResponse"),
+            (
+                "changes/database", "databaseChanges", "Zones changed or deleted since a sync token.", "DatabaseChangesRequest",
+                "DatabaseChangesResponse"
+            ),
+            (
+                "zones/changes", "databaseChangesOlderPath", "The database change feed, at the older path.", "DatabaseChangesRequest",
+                "DatabaseChangesResponse"
+            ),
+            (
+                "changes/zone", "zoneChanges", "Records changed or deleted in zones since their sync tokens.", "ZoneChangesRequest",
+                "ZoneChangesResponse"
+            ),
+            (
+                "records/changes", "recordChanges", "One zone's change feed, in the older single-zone form.", "RecordChangesRequest",
+                "RecordChangesResponse"
+            ),
+            ("users/discover", "discoverUsers", "Discoverable users by email or userRecordName.", "UsersLookupRequest", "UsersResponse"),
+            ("users/lookup/email", "lookupUsersByEmail", "Discoverable users by email.", "UsersLookupRequest", "UsersResponse"),
+            ("users/lookup/id", "lookupUsersByID", "Discoverable users by userRecordName.", "UsersLookupRequest", "UsersResponse"),
+            ("users/lookup/contacts", "lookupContacts", "Every discoverable user.", nil, "UsersResponse"),
+            ("tokens/create", "createPushTokenInDatabase", "A courier address for this device (the path of Apple's page).", nil, "PushToken"),
+            ("tokens/register", "registerPushTokenInDatabase", "Binds a push token to the signed-in user.", "TokenRegisterRequest", "PushToken"),
+        ]
+        // These read their body if there is one: an empty body asks for everything.
+        let optionalBodies: Set<String> = ["changes/database", "zones/changes", "records/changes"]
+        for (path, id, summary, request, answer) in operations {
+            paths.add(
+                "post", "\(prefix)/\(path)", id: id, summary: summary, tag: .database, parameters: parameters, request: request.map { json(ref($0)) },
+                requestRequired: !optionalBodies.contains(path), responses: ["200": ok(ref(answer))], security: clientSecurity)
+        }
+        paths.add(
+            "get", "\(prefix)/users/discover", id: "discoverAllUsers", summary: "Every discoverable user.", tag: .database, parameters: parameters,
+            responses: ["200": ok(ref("UsersResponse"))], security: clientSecurity)
+    }
+
+    private static func describeOthers(_ paths: inout Paths) {
+        let app = [container, environment]
+        let device = "/device/1/{container}/{environment}"
+        paths.add(
+            "post", "\(device)/tokens/create", id: "createPushToken", summary: "A courier address for this device (the path CloudKit JS uses).",
+            tag: .push, parameters: app, responses: ["200": ok(ref("PushToken"))], security: clientSecurity)
+        paths.add(
+            "post", "\(device)/tokens/register", id: "registerPushToken", summary: "Binds a push token to the signed-in user.", tag: .push,
+            parameters: app, request: json(ref("TokenRegisterRequest")), responses: ["200": ok(ref("PushToken"))], security: clientSecurity)
+        paths.add(
+            "get", "/courier/1/{container}/{environment}/{token}", id: "courier",
+            summary: "Long-polls for the next notification; with Accept: text/event-stream, a Server-Sent Events stream.", tag: .push,
+            parameters: app + [
+                pathParameter("token", "The apnsToken tokens/create answered."),
+                [
+                    "name": "wait", "in": "query", "required": false, "schema": integer,
+                    "description": "Seconds to wait for a notification, at most 60 (30 by default).",
+                ],
+            ],
+            responses: [
+                "200": [
+                    "description": "One notification, or an empty body when none came in time; a stream with Accept: text/event-stream.",
+                    "content": ["application/json": ["schema": ref("Notification")], "text/event-stream": ["schema": string]],
+                ]
+            ], security: noSecurity)
+
+        let schema = "/schema/1/{container}/{environment}"
+        let schemaText: JSONValue = [
+            "content": ["text/plain": ["schema": string], "application/json": ["schema": object(["schema": string], required: ["schema"])]]
+        ]
+        paths.add(
+            "get", schema, id: "exportSchemaAtRoot", summary: "The container's schema in CloudKit's schema language.", tag: .schema,
+            parameters: app, responses: ["200": plainText], security: clientSecurity)
+        paths.add(
+            "get", "\(schema)/export", id: "exportSchema", summary: "The container's schema in CloudKit's schema language.", tag: .schema,
+            parameters: app, responses: ["200": plainText], security: clientSecurity)
+        for (path, id, summary) in [
+            ("diff", "diffSchema", "What deploying a schema would add, and what it refuses; needs a server-to-server key."),
+            ("deploy", "deploySchema", "Adds record types, fields and indexes, never changes or removes them; needs a server-to-server key."),
+        ] {
+            paths.add(
+                "post", "\(schema)/\(path)", id: id, summary: summary, tag: .schema, parameters: app, request: schemaText,
+                responses: ["200": ok(ref("SchemaDeployment"))], security: [["serverToServerKey": []]])
+        }
+
+        let auth = "/auth/1/{container}/{environment}"
+        paths.add(
+            "post", "\(auth)/signup", id: "signUp", summary: "Creates a user and signs in.", tag: .accounts, parameters: app,
+            request: json(ref("SignUpRequest")), responses: ["201": ok(ref("SignInResponse"), "Signed up")], security: apiTokenSecurity)
+        paths.add(
+            "post", "\(auth)/signin", id: "signIn", summary: "Signs in with a name and a password.", tag: .accounts, parameters: app,
+            request: json(ref("SignInRequest")), responses: ["200": ok(ref("SignInResponse"))], security: apiTokenSecurity)
+        paths.add(
+            "post", "\(auth)/signout", id: "signOut", summary: "Revokes a web auth token.", tag: .accounts, parameters: app,
+            request: json(ref("SignOutRequest")), requestRequired: false, responses: ["204": ["description": "Signed out"]],
+            security: apiTokenSecurity)
+        paths.add(
+            "post", "\(auth)/discoverability", id: "setDiscoverability", summary: "Whether other users can find the signed-in user.",
+            tag: .accounts, parameters: app, request: json(ref("DiscoverabilityRequest")), responses: ["200": ok(ref("DiscoverabilityResponse"))],
+            security: [["ckAPIToken": [], "ckWebAuthToken": []]])
+
+        let links = "/links/1/{container}/{environment}"
+        let deviceHeader: JSONValue = [
+            "name": "X-Cumulus-Device", "in": "header", "required": false, "schema": string,
+            "description": "A stable device identifier: upload quotas count per device.",
+        ]
+        for (path, id, what, request) in [
+            ("drives", "uploadDrives", "drives", "DriveUpload"), ("records", "uploadRecords", "records", "RecordsUpload"),
+        ] {
+            paths.add(
+                "post", "\(links)/\(path)", id: id, summary: "Shares \(what) as a copy: a link to a snapshot, for 24 hours.", tag: .links,
+                parameters: app + [deviceHeader], request: json(ref(request)), responses: ["200": ok(ref("LinksResponse"))],
+                security: apiTokenSecurity)
+        }
+        let pageOrJSON: JSONValue = ["text/html": ["schema": string], "application/json": ["schema": anyObject]]
+        paths.add(
+            "get", "/s/{id}", id: "linkPage",
+            summary: "A share-a-copy link: a web page, or the snapshot as JSON (Accept: application/json, or a .json suffix).", tag: .links,
+            parameters: [pathParameter("id", "The link's ID.")],
+            responses: [
+                "200": ["description": "The page or the snapshot", "content": pageOrJSON],
+                "404": ["description": "An expired or unknown link: a page that says so", "content": pageOrJSON],
+            ], security: noSecurity)
+        paths.add(
+            "get", "/share/{shortGUID}", id: "sharePage", summary: "A live share's URL: a page for browsers, JSON for clients.", tag: .sharing,
+            parameters: [pathParameter("shortGUID", "The share's short GUID.")],
+            responses: [
+                "200": ["description": "The page or the share's preview", "content": pageOrJSON],
+                "404": ["description": "An unknown share: a page that says so", "content": pageOrJSON],
+            ], security: noSecurity)
+        paths.add(
+            "get", "/.well-known/apple-app-site-association", id: "appleAppSiteAssociation",
+            summary: "The apple-app-site-association file given to cumulus serve.", tag: .links, parameters: [],
+            responses: ["200": ok(anyObject)], security: noSecurity)
+
+        paths.add(
+            "get", "/health", id: "health", summary: "ok while the instance serves.", tag: .operations, parameters: [],
+            responses: ["200": plainText], security: noSecurity)
+        paths.add(
+            "get", "/metrics", id: "metrics", summary: "Prometheus's text format; on --metrics-port instead when it is set.", tag: .operations,
+            parameters: [], responses: ["200": plainText], security: noSecurity)
+        paths.add(
+            "get", "/openapi.json", id: "openAPI", summary: "This description.", tag: .operations, parameters: [],
+            responses: ["200": ok(anyObject)], security: noSecurity)
+    }
+}

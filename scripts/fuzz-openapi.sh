@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Fuzzes a real `cumulus serve` from its own /openapi.json with schemathesis (https://schemathesis.io): every operation
+# gets generated requests, valid and invalid; the run fails on a 5xx, a crash, or an answer its description does not
+# allow (status, content type, body schema). Needs python3 with venv; installs schemathesis into .build/fuzz-venv.
+#
+#   scripts/fuzz-openapi.sh [path-to-cumulus]     # default .build/debug/cumulus
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cumulus=${1:-.build/debug/cumulus}
+examples=${CUMULUS_FUZZ_EXAMPLES:-25}
+
+venv=.build/fuzz-venv
+if [ ! -x "$venv/bin/st" ]; then
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check 'schemathesis>=4.3,<5'
+fi
+
+data=$(mktemp -d)
+trap 'kill "$server" 2>/dev/null || true; rm -rf "$data"' EXIT
+container=iCloud.com.example.fuzz
+"$cumulus" containers create "$container" --data "$data" >/dev/null
+export CUMULUS_FUZZ_API_TOKEN=$("$cumulus" tokens create --container "$container" --data "$data")
+"$cumulus" users create fuzzer --container "$container" --password 'fuzzing password' --data "$data" >/dev/null
+export CUMULUS_FUZZ_WEB_AUTH_TOKEN=$("$cumulus" users token fuzzer --container "$container" --data "$data")
+
+# The request limit is off: the fuzzer is one caller sending as fast as it can, and a refusal is a 503.
+"$cumulus" serve --port 0 --data "$data" --requests-per-second 0 --log-level warning > "$data/url" 2> "$data/server.log" &
+server=$!
+for _ in $(seq 100); do [ -s "$data/url" ] && break; sleep 0.1; done
+url=$(head -1 "$data/url")
+echo "fuzzing $url/openapi.json with schemathesis $("$venv/bin/st" --version | awk '{print $NF}'), $examples examples per operation"
+
+cat > "$data/schemathesis.toml" <<TOML
+[generation]
+max-examples = $examples
+[parameters]
+container = "$container"
+environment = "development"
+[auth.openapi.ckAPIToken]
+api_key = "\${CUMULUS_FUZZ_API_TOKEN}"
+[auth.openapi.ckWebAuthToken]
+api_key = "\${CUMULUS_FUZZ_WEB_AUTH_TOKEN}"
+TOML
+
+# negative_data_rejection and positive_data_acceptance are left out on purpose: Cumulus is lenient on input, as real
+# CloudKit clients differ (unknown members are ignored), and a request valid by the schema can still be refused by the
+# data it names (a zone that does not exist).
+status=0
+"$venv/bin/st" --config-file "$data/schemathesis.toml" run "$url/openapi.json" --url "$url" \
+    --checks not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance,response_headers_conformance \
+    --phases examples,coverage,fuzzing --workers 1 --request-timeout 90 --no-color || status=$?
+if ! kill -0 "$server" 2>/dev/null; then
+    echo "the server exited during the fuzzing run:"; tail -50 "$data/server.log"; exit 1
+fi
+exit $status
