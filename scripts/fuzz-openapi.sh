@@ -28,6 +28,10 @@ export CUMULUS_FUZZ_WEB_AUTH_TOKEN=$("$cumulus" users token fuzzer --container "
 server=$!
 for _ in $(seq 100); do [ -s "$data/url" ] && break; sleep 0.1; done
 url=$(head -1 "$data/url")
+# A console session, so the console's pages are fuzzed signed in too.
+signin=$("$cumulus" console --container "$container" --data "$data" --url "$url")
+export CUMULUS_FUZZ_CONSOLE_SESSION=$(curl -s -o /dev/null -D - "$signin" | tr -d '\r' | sed -n 's/^[Ss]et-[Cc]ookie: cumulus_console=\([^;]*\).*/\1/p')
+[ -n "$CUMULUS_FUZZ_CONSOLE_SESSION" ] || { echo "could not sign in to the console"; exit 1; }
 echo "fuzzing $url/openapi.json with schemathesis $("$venv/bin/st" --version | awk '{print $NF}'), $examples examples per operation"
 
 cat > "$data/schemathesis.toml" <<TOML
@@ -40,6 +44,8 @@ environment = "development"
 api_key = "\${CUMULUS_FUZZ_API_TOKEN}"
 [auth.openapi.ckWebAuthToken]
 api_key = "\${CUMULUS_FUZZ_WEB_AUTH_TOKEN}"
+[auth.openapi.consoleSession]
+api_key = "\${CUMULUS_FUZZ_CONSOLE_SESSION}"
 TOML
 
 # negative_data_rejection and positive_data_acceptance are left out on purpose: Cumulus is lenient on input, as real

@@ -103,6 +103,10 @@ public func buildRouter(
     ShareRoutes(database: database, accounts: accounts, address: address, appStoreID: configuration.appStoreID)
         .register(on: router)
     AuthRoutes(accounts: accounts, limits: limits, metrics: metrics).register(on: router.group("auth/1/:container/:environment"))
+    ConsoleRoutes(
+        accounts: accounts, database: database, store: store, clock: clock,
+        secureCookies: configuration.publicBaseURL?.lowercased().hasPrefix("https:") == true
+    ).register(on: router)
     LinkRoutes(
         links: LinkService(store: store, clock: clock, limits: configuration.linkLimits), accounts: accounts,
         address: address,

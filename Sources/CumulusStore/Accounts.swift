@@ -100,3 +100,25 @@ public enum ServerSecret {
         return (0..<32).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
     }
 }
+
+/// A credential of the web console (`/console`): a sign-in token the command line prints, used once, or the session a
+/// sign-in starts. Only its hash is stored.
+public struct ConsoleCredential: Sendable, Hashable {
+    public enum Kind: String, Sendable, Hashable {
+        case signIn = "sign-in"
+        case session
+    }
+
+    public var tokenHash: [UInt8]
+    public var container: String
+    public var kind: Kind
+    /// Milliseconds since the epoch.
+    public var expiresAt: Int64
+
+    public init(tokenHash: [UInt8], container: String, kind: Kind, expiresAt: Int64) {
+        self.tokenHash = tokenHash
+        self.container = container
+        self.kind = kind
+        self.expiresAt = expiresAt
+    }
+}

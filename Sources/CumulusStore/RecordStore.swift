@@ -78,6 +78,15 @@ public protocol RecordStore: Sendable {
     /// transaction. Throws ``StoreError/Code/notFound`` for no such user, ``StoreError/Code/duplicate`` for an email
     /// another user of the container has.
     func updateUser(userRecordName: String, email: String?, passwordHash: String?, signOut: Bool, logger: Logger) async throws
+    /// Saves a console credential, forgetting expired ones.
+    func saveConsoleCredential(_ credential: ConsoleCredential, now: Int64, logger: Logger) async throws
+    /// Deletes and answers a console credential of this kind that has not expired: a sign-in token works once.
+    func takeConsoleCredential(hash: [UInt8], kind: ConsoleCredential.Kind, now: Int64, logger: Logger) async throws -> ConsoleCredential?
+    /// A console credential that has not expired.
+    func consoleCredential(hash: [UInt8], now: Int64, logger: Logger) async throws -> ConsoleCredential?
+    /// A container environment's link snapshots that have not expired, newest first, at most `limit`.
+    func listLinkSnapshots(container: String, environment: ContainerEnvironment, now: Int64, limit: Int, logger: Logger) async throws
+        -> [LinkSnapshot]
     /// Deletes a container and everything in it (users, credentials, databases, zones, records, shares, subscriptions,
     /// links, schemas), in one transaction. Throws ``StoreError/Code/notFound`` if there is none.
     func deleteContainer(_ container: String, logger: Logger) async throws

@@ -1,4 +1,4 @@
-import CumulusModel
+public import CumulusModel
 public import CumulusStore
 import Foundation
 public import Logging
@@ -153,5 +153,58 @@ extension PostgresRecordStore {
                 try await connection.query(PostgresQuery(unsafeSQL: statement, binds: try Self.binds(userRecordName)), logger: logger)
             }
         }
+    }
+
+    public func saveConsoleCredential(_ credential: ConsoleCredential, now: Int64, logger: Logger) async throws {
+        try await transaction(logger: logger) { connection in
+            try await connection.query("DELETE FROM console_credentials WHERE expires_at <= \(now)", logger: logger)
+            try await connection.query(
+                """
+                INSERT INTO console_credentials (token_hash, container_id, kind, expires_at)
+                VALUES (\(Data(credential.tokenHash)), \(credential.container), \(credential.kind.rawValue), \(credential.expiresAt))
+                """, logger: logger)
+        }
+    }
+
+    public func takeConsoleCredential(hash: [UInt8], kind: ConsoleCredential.Kind, now: Int64, logger: Logger) async throws
+        -> ConsoleCredential?
+    {
+        let rows = try await query(
+            """
+            DELETE FROM console_credentials WHERE token_hash = \(Data(hash)) AND kind = \(kind.rawValue) AND expires_at > \(now)
+            RETURNING container_id, expires_at
+            """, logger: logger)
+        return try await first(rows.decode((String, Int64).self)).map {
+            ConsoleCredential(tokenHash: hash, container: $0.0, kind: kind, expiresAt: $0.1)
+        }
+    }
+
+    public func consoleCredential(hash: [UInt8], now: Int64, logger: Logger) async throws -> ConsoleCredential? {
+        let rows = try await query(
+            "SELECT container_id, kind, expires_at FROM console_credentials WHERE token_hash = \(Data(hash)) AND expires_at > \(now)",
+            logger: logger)
+        guard let (container, kind, expiresAt) = try await first(rows.decode((String, String, Int64).self)),
+            let kind = ConsoleCredential.Kind(rawValue: kind)
+        else { return nil }
+        return ConsoleCredential(tokenHash: hash, container: container, kind: kind, expiresAt: expiresAt)
+    }
+
+    public func listLinkSnapshots(container: String, environment: ContainerEnvironment, now: Int64, limit: Int, logger: Logger) async throws
+        -> [LinkSnapshot]
+    {
+        let rows = try await query(
+            """
+            SELECT id, kind, payload, created_at, expires_at FROM link_snapshots
+            WHERE container_id = \(container) AND environment = \(environment.rawValue) AND expires_at > \(now)
+            ORDER BY created_at DESC, id LIMIT \(limit)
+            """, logger: logger)
+        var snapshots: [LinkSnapshot] = []
+        for try await (id, kind, payload, createdAt, expiresAt) in rows.decode((String, String, String, Int64, Int64).self) {
+            snapshots.append(
+                LinkSnapshot(
+                    id: id, container: container, environment: environment, kind: kind, payload: Array(payload.utf8), createdAt: createdAt,
+                    expiresAt: expiresAt))
+        }
+        return snapshots
     }
 }

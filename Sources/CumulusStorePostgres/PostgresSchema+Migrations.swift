@@ -302,5 +302,20 @@ extension PostgresSchema {
                 """,
             ]
         ),
+        Migration(
+            version: 7, name: "console credentials",
+            statements: [
+                """
+                CREATE TABLE console_credentials (
+                    token_hash BYTEA PRIMARY KEY,
+                    container_id TEXT COLLATE "C" NOT NULL REFERENCES containers(id) ON DELETE CASCADE,
+                    kind TEXT NOT NULL CHECK (kind IN ('sign-in', 'session')),
+                    expires_at BIGINT NOT NULL
+                )
+                """,
+                "CREATE INDEX console_credentials_expiry ON console_credentials (expires_at)",
+                "CREATE INDEX link_snapshots_container ON link_snapshots (container_id, environment, created_at)",
+            ]
+        ),
     ]
 }

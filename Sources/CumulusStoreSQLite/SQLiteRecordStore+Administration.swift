@@ -1,4 +1,4 @@
-import CumulusModel
+public import CumulusModel
 public import CumulusStore
 import Foundation
 import GRDB
@@ -133,6 +133,57 @@ extension SQLiteRecordStore {
                 "DELETE FROM users WHERE user_record_name = ?",
             ] {
                 try db.execute(sql: statement, arguments: [userRecordName])
+            }
+        }
+    }
+
+    public func saveConsoleCredential(_ credential: ConsoleCredential, now: Int64, logger: Logger) async throws {
+        try await write { db in
+            try db.execute(sql: "DELETE FROM console_credentials WHERE expires_at <= ?", arguments: [now])
+            try db.execute(
+                sql: "INSERT INTO console_credentials (token_hash, container_id, kind, expires_at) VALUES (?, ?, ?, ?)",
+                arguments: [Data(credential.tokenHash), credential.container, credential.kind.rawValue, credential.expiresAt])
+        }
+    }
+
+    public func takeConsoleCredential(hash: [UInt8], kind: ConsoleCredential.Kind, now: Int64, logger: Logger) async throws
+        -> ConsoleCredential?
+    {
+        try await write { db in
+            try Row.fetchOne(
+                db,
+                sql: "DELETE FROM console_credentials WHERE token_hash = ? AND kind = ? AND expires_at > ? RETURNING container_id, expires_at",
+                arguments: [Data(hash), kind.rawValue, now]
+            ).map { ConsoleCredential(tokenHash: hash, container: $0[0], kind: kind, expiresAt: $0[1]) }
+        }
+    }
+
+    public func consoleCredential(hash: [UInt8], now: Int64, logger: Logger) async throws -> ConsoleCredential? {
+        try await read { db in
+            try Row.fetchOne(
+                db, sql: "SELECT container_id, kind, expires_at FROM console_credentials WHERE token_hash = ? AND expires_at > ?",
+                arguments: [Data(hash), now]
+            ).flatMap { row in
+                ConsoleCredential.Kind(rawValue: row[1]).map { ConsoleCredential(tokenHash: hash, container: row[0], kind: $0, expiresAt: row[2]) }
+            }
+        }
+    }
+
+    public func listLinkSnapshots(container: String, environment: ContainerEnvironment, now: Int64, limit: Int, logger: Logger) async throws
+        -> [LinkSnapshot]
+    {
+        try await read { db in
+            try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT id, kind, payload, created_at, expires_at FROM link_snapshots
+                    WHERE container_id = ? AND environment = ? AND expires_at > ? ORDER BY created_at DESC, id LIMIT ?
+                    """, arguments: [container, environment.rawValue, now, limit]
+            ).map { row in
+                let payload: Data = row[2]
+                return LinkSnapshot(
+                    id: row[0], container: container, environment: environment, kind: row[1], payload: Array(payload), createdAt: row[3],
+                    expiresAt: row[4])
             }
         }
     }

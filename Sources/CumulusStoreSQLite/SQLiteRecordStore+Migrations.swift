@@ -312,6 +312,20 @@ extension SQLiteRecordStore {
                     """
             )
         }
+        migrator.registerMigration("v11: console credentials") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE console_credentials (
+                        token_hash BLOB PRIMARY KEY NOT NULL,
+                        container_id TEXT NOT NULL REFERENCES containers(id) ON DELETE CASCADE,
+                        kind TEXT NOT NULL CHECK (kind IN ('sign-in', 'session')),
+                        expires_at INTEGER NOT NULL
+                    ) WITHOUT ROWID;
+                    CREATE INDEX console_credentials_expiry ON console_credentials(expires_at);
+                    CREATE INDEX link_snapshots_container ON link_snapshots(container_id, environment, created_at);
+                    """
+            )
+        }
         return migrator
     }
 }

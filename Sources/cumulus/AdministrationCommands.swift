@@ -305,3 +305,23 @@ extension DataOptions {
         }
     }
 }
+
+/// `cumulus console`: a sign-in link for the web console.
+struct ConsoleCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "console",
+        abstract: "Print a sign-in link to the web console of a container; it works once, for 15 minutes.")
+    @Option(help: "Container identifier.") var container: String
+    @Option(help: "The server's URL, as the browser reaches it (default: $CUMULUS_PUBLIC_URL or http://127.0.0.1:8080).")
+    var url: String?
+    @OptionGroup var options: DataOptions
+
+    func run() async throws {
+        let token = try await options.withStore {
+            try await AccountService(store: $0).createConsoleSignIn(container: container, logger: Logger(label: "cumulus"))
+        }
+        var base = url ?? ProcessInfo.processInfo.environment["CUMULUS_PUBLIC_URL"] ?? "http://127.0.0.1:8080"
+        while base.hasSuffix("/") { base.removeLast() }
+        printResult("\(base)/console/signin?token=\(token)")
+    }
+}

@@ -20,7 +20,9 @@ struct CumulusCommand: AsyncParsableCommand {
         commandName: "cumulus",
         abstract: "A self-hostable server with CloudKit's data model and the CloudKit Web Services wire format.",
         version: CumulusVersion.current,
-        subcommands: [Serve.self, Containers.self, Tokens.self, Users.self, Keys.self, SchemaCommand.self, Backup.self, Restore.self]
+        subcommands: [
+            Serve.self, Containers.self, Tokens.self, Users.self, Keys.self, SchemaCommand.self, ConsoleCommand.self, Backup.self, Restore.self,
+        ]
     )
 
     static func main() async {

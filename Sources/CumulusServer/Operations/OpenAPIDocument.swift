@@ -14,6 +14,7 @@ enum OpenAPIDocument {
         var paths = Paths()
         describeDatabase(&paths)
         describeOthers(&paths)
+        describeConsole(&paths)
         return [
             "openapi": "3.1.0",
             "info": [
@@ -42,6 +43,7 @@ enum OpenAPIDocument {
         case accounts = "Accounts"
         case links = "Links"
         case operations = "Operations"
+        case console = "Console"
     }
 
     /// The `paths` object, built one operation at a time.
@@ -120,6 +122,10 @@ enum OpenAPIDocument {
         "ckWebAuthToken": [
             "type": "apiKey", "in": "query", "name": "ckWebAuthToken",
             "description": "A signed-in user's token (`auth/1/…/signin`, `cumulus users token`).",
+        ],
+        "consoleSession": [
+            "type": "apiKey", "in": "cookie", "name": "cumulus_console",
+            "description": "A web console session, started by a sign-in link `cumulus console` prints.",
         ],
         "serverToServerKey": [
             "type": "apiKey", "in": "header", "name": "X-Apple-CloudKit-Request-KeyID",
@@ -371,6 +377,86 @@ enum OpenAPIDocument {
         paths.add(
             "get", "\(prefix)/users/discover", id: "discoverAllUsers", summary: "Every discoverable user.", tag: .database, parameters: parameters,
             responses: ["200": ok(ref("UsersResponse"))], security: clientSecurity)
+    }
+
+    private static func describeConsole(_ paths: inout Paths) {
+        let page: JSONValue = ["description": "The page", "content": ["text/html": ["schema": string]]]
+        let signIn: JSONValue = ["description": "No session: a page that says how to sign in", "content": ["text/html": ["schema": string]]]
+        let redirect: JSONValue = ["description": "Where to go next", "headers": ["Location": ["schema": string]]]
+        let session: JSONValue = [["consoleSession": []]]
+        let environment = pathParameter("environment", "development or production.", oneOf: ["development", "production"])
+        paths.add(
+            "get", "/console/signin", id: "consoleSignIn", summary: "Uses a sign-in link (once) and starts a session in a cookie.", tag: .console,
+            parameters: [
+                [
+                    "name": "token", "in": "query", "required": true, "schema": string,
+                    "description": "The token of the link `cumulus console` printed.",
+                ],
+                ["name": "next", "in": "query", "required": false, "schema": string, "description": "A console page to land on."],
+            ],
+            responses: ["303": redirect, "401": signIn], security: noSecurity)
+        paths.add(
+            "post", "/console/signout", id: "consoleSignOut", summary: "Ends the session.", tag: .console, parameters: [],
+            request: ["content": ["application/x-www-form-urlencoded": ["schema": object(["csrf": string], required: ["csrf"])]]],
+            responses: ["200": page, "401": signIn], security: session)
+        paths.add(
+            "get", "/console", id: "console", summary: "Goes to the development environment's overview.", tag: .console, parameters: [],
+            responses: ["303": redirect], security: noSecurity)
+        let pages: [(String, String, String, [JSONValue])] = [
+            ("", "consoleOverview", "Counts of users, credentials, zones, links and record types.", []),
+            ("/users", "consoleUsers", "The container's users.", []),
+            ("/users/{user}", "consoleUser", "A user's private zones and subscriptions.", [pathParameter("user", "A userRecordName.")]),
+            ("/credentials", "consoleCredentials", "API tokens, by fingerprint, and server-to-server keys.", []),
+            ("/links", "consoleLinks", "Live share-a-copy links.", []),
+            ("/schema", "consoleSchema", "The schema, in CloudKit's schema language.", []),
+            (
+                "/zones/{scope}/{owner}", "consoleZones", "A database's zones.",
+                [pathParameter("scope", "public or private.", oneOf: ["public", "private"]), pathParameter("owner", "The database's owner.")]
+            ),
+            (
+                "/zones/{scope}/{owner}/{zone}", "consoleRecords", "A zone's records, 200 at a time.",
+                [
+                    pathParameter("scope", "public or private.", oneOf: ["public", "private"]), pathParameter("owner", "The database's owner."),
+                    pathParameter("zone", "The zone's name."),
+                    ["name": "after", "in": "query", "required": false, "schema": integer, "description": "Where the previous page ended."],
+                ]
+            ),
+            (
+                "/zones/{scope}/{owner}/{zone}/{record}", "consoleRecord", "A record: system fields, fields, participants of a share, and forms.",
+                [
+                    pathParameter("scope", "public or private.", oneOf: ["public", "private"]), pathParameter("owner", "The database's owner."),
+                    pathParameter("zone", "The zone's name."), pathParameter("record", "The record's name."),
+                ]
+            ),
+        ]
+        for (path, id, summary, parameters) in pages {
+            paths.add(
+                "get", "/console/{environment}\(path)", id: id, summary: summary, tag: .console, parameters: [environment] + parameters,
+                responses: ["200": page, "401": signIn], security: session)
+        }
+        if let record = pages.last {
+            paths.add(
+                "post", "/console/{environment}\(record.0)", id: "consoleChangeRecord",
+                summary: "Saves a record's fields (replacing them, with its change tag) or deletes it.", tag: .console,
+                parameters: [environment] + record.3,
+                request: [
+                    "content": [
+                        "application/x-www-form-urlencoded": [
+                            "schema": object(
+                                [
+                                    "csrf": string, "recordChangeTag": string, "action": ["type": "string", "enum": ["save", "delete"]],
+                                    "fields": ["type": "string", "description": "The fields, as JSON."],
+                                ], required: ["csrf", "recordChangeTag", "action"])
+                        ]
+                    ]
+                ],
+                responses: [
+                    "303": redirect,
+                    "400": ["description": "The fields were refused: the page says why", "content": ["text/html": ["schema": string]]],
+                    "401": signIn,
+                    "409": ["description": "The record changed since the page was shown", "content": ["text/html": ["schema": string]]],
+                ], security: session)
+        }
     }
 
     private static func describeOthers(_ paths: inout Paths) {

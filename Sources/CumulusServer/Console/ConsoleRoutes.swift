@@ -1,0 +1,496 @@
+import Crypto
+import CumulusCore
+import CumulusModel
+import CumulusStore
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+
+/// The web console at `/console`: a container's administrator looks at its users, credentials, databases, zones and
+/// records (and edits or deletes a record), shares and participants, subscriptions, links and schema.
+///
+/// The administrator signs in with a link `cumulus console --container …` prints: it works once, within 15 minutes,
+/// and starts a 12-hour session in an `HttpOnly`, `SameSite=Strict` cookie scoped to `/console`. Forms carry a token
+/// derived from the session, so another site cannot post them. Pages have no scripts; the policy forbids them.
+struct ConsoleRoutes {
+    let accounts: AccountService
+    let database: DatabaseService
+    let store: any RecordStore
+    let clock: WallClock
+    let secureCookies: Bool
+
+    static let cookieName = "cumulus_console"
+    /// Records a zone page lists at once.
+    static let pageSize = 200
+
+    func register(on router: Router<CumulusRequestContext>) {
+        router.get("console/signin", use: signIn)
+        router.post("console/signout", use: signOut)
+        router.get("console") { _, _ in Response(status: .seeOther, headers: [.location: "/console/development"]) }
+        router.get("console/:environment", use: overview)
+        router.get("console/:environment/users", use: users)
+        router.get("console/:environment/users/:user", use: user)
+        router.get("console/:environment/credentials", use: credentials)
+        router.get("console/:environment/links", use: links)
+        router.get("console/:environment/schema", use: schema)
+        router.get("console/:environment/zones/:scope/:owner", use: zones)
+        router.get("console/:environment/zones/:scope/:owner/:zone", use: records)
+        router.get("console/:environment/zones/:scope/:owner/:zone/:record", use: record)
+        router.post("console/:environment/zones/:scope/:owner/:zone/:record", use: changeRecord)
+    }
+
+    // MARK: - Signing in
+
+    @Sendable func signIn(_ request: Request, context: CumulusRequestContext) async throws -> Response {
+        guard let token = request.uri.queryParameters["token"].map(String.init),
+            let (session, _) = try await accounts.startConsoleSession(signInToken: token, logger: context.logger)
+        else {
+            return ConsolePage.response(Self.signedOutPage("This sign-in link was used already or has expired."), status: .unauthorized)
+        }
+        let cookie =
+            "\(Self.cookieName)=\(session); Path=/console; HttpOnly; SameSite=Strict; Max-Age=\(AccountService.consoleSessionLifetime / 1000)"
+            + (secureCookies ? "; Secure" : "")
+        // `next` may name a console page to land on; anything else (another site, another path) lands on the overview.
+        let next = request.uri.queryParameters["next"].map(String.init)
+        let destination =
+            next.flatMap { $0.hasPrefix("/console/") && !$0.contains("//") && !$0.contains("\\") && !$0.contains("@") ? $0 : nil }
+            ?? "/console/development"
+        return Response(status: .seeOther, headers: [.location: destination, .setCookie: cookie, .cacheControl: "no-store"])
+    }
+
+    @Sendable func signOut(_ request: Request, context: CumulusRequestContext) async throws -> Response {
+        let session: Session
+        do {
+            session = try await self.session(request, context: context)
+        } catch is ConsoleSignInRequired {
+            return ConsolePage.response(Self.signedOutPage("You are signed out."), status: .unauthorized)
+        }
+        let form = try await Self.form(request)
+        guard form["csrf"] == session.csrf else { throw CumulusError(.accessDenied, "csrf: the form is not from this session") }
+        try await accounts.endConsoleSession(sessionToken: session.token, logger: context.logger)
+        return ConsolePage.response(
+            Self.signedOutPage("You are signed out."), status: .ok,
+            headers: [.setCookie: "\(Self.cookieName)=; Path=/console; HttpOnly; SameSite=Strict; Max-Age=0"])
+    }
+
+    static func signedOutPage(_ message: String) -> String {
+        ConsolePage.document(
+            title: "Sign in", container: nil, environment: nil,
+            body: """
+                <p class="note" id="signed-out">\(ConsolePage.escape(message))</p>
+                <p>Sign in with a link from the command line, on the server's machine:</p>
+                <pre>cumulus console --container iCloud.com.example.app</pre>
+                <p class="note">A link works once, for 15 minutes; the session it starts lasts 12 hours.</p>
+                """)
+    }
+
+    /// The signed-in session, or a sign-in page.
+    struct Session {
+        var token: String
+        var container: String
+        /// What the session's forms carry, so another site cannot post them.
+        var csrf: String
+    }
+
+    func session(_ request: Request, context: CumulusRequestContext) async throws -> Session {
+        let cookies = request.headers[values: .cookie].flatMap { $0.split(separator: ";") }
+        let token = cookies.lazy.compactMap { cookie -> String? in
+            let parts = cookie.trimmingCharacters(in: .whitespaces).split(separator: "=", maxSplits: 1)
+            return parts.count == 2 && parts[0] == Self.cookieName ? String(parts[1]) : nil
+        }.first
+        guard let token, let container = try await accounts.consoleContainer(sessionToken: token, logger: context.logger) else {
+            throw ConsoleSignInRequired()
+        }
+        let csrf = SHA256.hash(data: Data("cumulus console form:\(token)".utf8)).map { String(format: "%02x", $0) }.joined()
+        return Session(token: token, container: container, csrf: csrf)
+    }
+
+    /// Thrown by a page when no session is signed in; answered with the sign-in page.
+    struct ConsoleSignInRequired: Error {}
+
+    /// Runs a page, answering the sign-in page without a session.
+    private func page(
+        _ request: Request, context: CumulusRequestContext, _ body: (Session, ContainerEnvironment) async throws -> Response
+    ) async throws -> Response {
+        let session: Session
+        do {
+            session = try await self.session(request, context: context)
+        } catch is ConsoleSignInRequired {
+            return ConsolePage.response(Self.signedOutPage("Sign in to use the console."), status: .unauthorized)
+        }
+        guard let environment = context.parameters.get("environment").flatMap(ContainerEnvironment.init(rawValue:)) else {
+            throw CumulusError(.notFound, "environment: must be development or production")
+        }
+        return try await body(session, environment)
+    }
+
+    private func render(_ title: String, _ session: Session, _ environment: ContainerEnvironment, _ body: String) -> Response {
+        ConsolePage.response(
+            ConsolePage.document(title: title, container: session.container, environment: environment, csrf: session.csrf, body: body))
+    }
+
+    // MARK: - Pages
+
+    @Sendable func overview(_ request: Request, context: CumulusRequestContext) async throws -> Response {
+        try await page(request, context: context) { session, environment in
+            let logger = context.logger
+            let container = session.container
+            let users = try await store.listUsers(container: container, logger: logger)
+            let tokens = try await store.listAPITokens(container: container, logger: logger).filter { $0.environment == environment }
+            let keys = try await store.listServerKeys(container: container, logger: logger).filter { $0.environment == environment }
+            let links = try await store.listLinkSnapshots(
+                container: container, environment: environment, now: clock.milliseconds(), limit: 1000, logger: logger)
+            let publicZones = try await store.zones(in: .publicDatabase(container: container, environment: environment), logger: logger)
+            let schema = try await database.schema(container: container, environment: environment, logger: logger)
+            let base = "/console/\(environment.rawValue)"
+            func card(_ label: String, _ count: Int, _ href: String) -> String {
+                #"<div class="card"><a href="\#(href)"><b>\#(count)</b>\#(ConsolePage.escape(label))</a></div>"#
+            }
+            let body = """
+                <p class="note">Environment <b id="environment">\(environment.rawValue)</b>.</p>
+                <div class="cards" id="counts">
+                \(card("users", users.count, "\(base)/users"))
+                \(card("API tokens", tokens.count, "\(base)/credentials"))
+                \(card("server keys", keys.count, "\(base)/credentials"))
+                \(card("public zones", publicZones.count, "\(base)/zones/public/\(ZoneID.publicOwnerName)"))
+                \(card("live links", links.count, "\(base)/links"))
+                \(card("record types", schema.recordTypes.count, "\(base)/schema"))
+                </div>
+                """
+            return render("Overview", session, environment, body)
+        }
+    }
+
+    @Sendable func users(_ request: Request, context: CumulusRequestContext) async throws -> Response {
+        try await page(request, context: context) { session, environment in
+            let users = try await store.listUsers(container: session.container, logger: context.logger)
+            let base = "/console/\(environment.rawValue)"
+            let rows: [[ConsolePage.Cell]] = users.map { user in
+                [
+                    .link(user.name, href: "\(base)/users/\(ConsolePage.segment(user.userRecordName))"), .code(user.userRecordName),
+                    .text(user.email ?? ""), .text(user.discoverable ? "yes" : "no"), .text(ConsolePage.date(user.createdAt)),
+                ]
+            }
+            let body = ConsolePage.table(
+                id: "users", headers: ["Name", "userRecordName", "Email", "Discoverable", "Created"], rows: rows, empty: "No users yet.")
+            return render("Users", session, environment, body)
+        }
+    }
+
+    @Sendable func user(_ request: Request, context: CumulusRequestContext) async throws -> Response {
+        try await page(request, context: context) { session, environment in
+            let logger = context.logger
+            guard let name = context.parameters.get("user"), let user = try await store.user(userRecordName: name, logger: logger),
+                user.container == session.container
+            else { throw CumulusError(.notFound, "user: no such user in \(session.container)") }
+            let database = DatabaseRef(container: session.container, environment: environment, scope: .private, ownerRecordName: user.userRecordName)
+            let zones = try await store.zones(in: database, logger: logger)
+            let base = "/console/\(environment.rawValue)/zones/private/\(ConsolePage.segment(user.userRecordName))"
+            var body = "<p><code id=\"user-record-name\">\(ConsolePage.escape(user.userRecordName))</code></p><h2>Private database</h2>"
+            body += ConsolePage.table(
+                id: "zones", headers: ["Zone", "Changes"],
+                rows: zones.map {
+                    [.link($0.zoneID.zoneName, href: "\(base)/\(ConsolePage.segment($0.zoneID.zoneName))"), .text("\($0.changeSequence)")]
+                },
+                empty: "No zones.")
+            body += "<h2>Subscriptions</h2>"
+            var rows: [[ConsolePage.Cell]] = []
+            for scope in [DatabaseScope.private, .shared, .public] {
+                let owner = SubscriptionOwner(
+                    container: session.container, environment: environment, scope: scope, userRecordName: user.userRecordName)
+                for subscription in try await store.subscriptions(of: owner, ids: nil, logger: logger) {
+                    rows.append([
+                        .text(scope.rawValue), .code(subscription.subscriptionID), .code(String(decoding: subscription.json, as: UTF8.self)),
+                    ])
+                }
+            }
+            body += ConsolePage.table(id: "subscriptions", headers: ["Database", "ID", "Subscription"], rows: rows, empty: "No subscriptions.")
+            return render(user.name, session, environment, body)
+        }
+    }
+
+    @Sendable func credentials(_ request: Request, context: CumulusRequestContext) async throws -> Response {
+        try await page(request, context: context) { session, environment in
+            let tokens = try await store.listAPITokens(container: session.container, logger: context.logger).filter { $0.environment == environment }
+            let keys = try await store.listServerKeys(container: session.container, logger: context.logger).filter { $0.environment == environment }
+            var body = "<h2>API tokens</h2>"
+            body += ConsolePage.table(
+                id: "tokens", headers: ["Fingerprint", "Created", "Status"],
+                rows: tokens.map {
+                    [.code(AccountService.tokenFingerprint($0)), .text(ConsolePage.date($0.createdAt)), .text($0.revoked ? "revoked" : "active")]
+                }, empty: "No API tokens.")
+            body += #"<p class="note">Only a token's hash is kept: revoke one with <code>cumulus tokens revoke FINGERPRINT</code>.</p>"#
+            body += "<h2>Server-to-server keys</h2>"
+            body += ConsolePage.table(
+                id: "keys", headers: ["Key ID", "Created", "Status"],
+                rows: keys.map { [.code($0.keyID), .text(ConsolePage.date($0.createdAt)), .text($0.revoked ? "revoked" : "active")] },
+                empty: "No keys.")
+            return render("Tokens and keys", session, environment, body)
+        }
+    }
+
+    @Sendable func links(_ request: Request, context: CumulusRequestContext) async throws -> Response {
+        try await page(request, context: context) { session, environment in
+            let links = try await store.listLinkSnapshots(
+                container: session.container, environment: environment, now: clock.milliseconds(), limit: 500, logger: context.logger)
+            let body = ConsolePage.table(
+                id: "links", headers: ["Link", "Kind", "Size", "Created", "Expires"],
+                rows: links.map {
+                    [
+                        .link($0.id, href: "/s/\(ConsolePage.segment($0.id))"), .text($0.kind), .text("\($0.payload.count) bytes"),
+                        .text(ConsolePage.date($0.createdAt)), .text(ConsolePage.date($0.expiresAt)),
+                    ]
+                }, empty: "No live share-a-copy links.")
+            return render("Share-a-copy links", session, environment, body)
+        }
+    }
+
+    @Sendable func schema(_ request: Request, context: CumulusRequestContext) async throws -> Response {
+        try await page(request, context: context) { session, environment in
+            let schema = try await database.schema(container: session.container, environment: environment, logger: context.logger)
+            let body = """
+                <pre id="schema">\(ConsolePage.escape(SchemaLanguage.write(schema)))</pre>
+                <p class="note">Change it with <code>cumulus schema deploy</code> (docs/SCHEMA.md).</p>
+                """
+            return render("Schema", session, environment, body)
+        }
+    }
+
+    /// The database a path names: the public database, or a user's private database in the session's container.
+    private func databaseRef(_ context: CumulusRequestContext, _ session: Session, _ environment: ContainerEnvironment) async throws
+        -> DatabaseRef
+    {
+        guard let scope = context.parameters.get("scope").flatMap(DatabaseScope.init(rawValue:)), scope != .shared,
+            let owner = context.parameters.get("owner")
+        else { throw CumulusError(.notFound, "database: must be public or private") }
+        if scope == .public { return .publicDatabase(container: session.container, environment: environment) }
+        guard let user = try await store.user(userRecordName: owner, logger: context.logger), user.container == session.container else {
+            throw CumulusError(.notFound, "owner: no such user in \(session.container)")
+        }
+        return DatabaseRef(container: session.container, environment: environment, scope: .private, ownerRecordName: owner)
+    }
+
+    private func zonePath(_ environment: ContainerEnvironment, _ database: DatabaseRef, _ zone: String? = nil) -> String {
+        let base = "/console/\(environment.rawValue)/zones/\(database.scope.rawValue)/\(ConsolePage.segment(database.ownerRecordName))"
+        return zone.map { "\(base)/\(ConsolePage.segment($0))" } ?? base
+    }
+
+    @Sendable func zones(_ request: Request, context: CumulusRequestContext) async throws -> Response {
+        try await page(request, context: context) { session, environment in
+            let database = try await databaseRef(context, session, environment)
+            let zones = try await store.zones(in: database, logger: context.logger)
+            let body = ConsolePage.table(
+                id: "zones", headers: ["Zone", "Changes"],
+                rows: zones.map {
+                    [.link($0.zoneID.zoneName, href: zonePath(environment, database, $0.zoneID.zoneName)), .text("\($0.changeSequence)")]
+                },
+                empty: "No zones.")
+            let title = database.scope == .public ? "Public database" : "Private database of \(database.ownerRecordName)"
+            return render(title, session, environment, body)
+        }
+    }
+
+    @Sendable func records(_ request: Request, context: CumulusRequestContext) async throws -> Response {
+        try await page(request, context: context) { session, environment in
+            let database = try await databaseRef(context, session, environment)
+            let zoneName = context.parameters.get("zone") ?? ""
+            let after = request.uri.queryParameters["after"].flatMap { Int64($0) } ?? 0
+            let page: ZoneChangePage
+            do {
+                page = try await store.zoneChanges(
+                    ZoneChangeRequest(database: database, zoneName: zoneName, incarnation: nil, after: after, limit: Self.pageSize),
+                    logger: context.logger)
+            } catch let error as StoreError where error.code == .zoneNotFound {
+                throw CumulusError(.zoneNotFound, "zone \(zoneName) does not exist")
+            }
+            var rows: [[ConsolePage.Cell]] = []
+            for change in page.changes {
+                guard case .changed(let record) = change else { continue }
+                rows.append([
+                    .link(
+                        record.header.recordName,
+                        href: "\(zonePath(environment, database, zoneName))/\(ConsolePage.segment(record.header.recordName))"),
+                    .text(record.header.recordType), .code(record.header.recordChangeTag), .text(ConsolePage.date(record.header.modified.timestamp)),
+                ])
+            }
+            var body = ConsolePage.table(
+                id: "records", headers: ["Record", "Type", "Change tag", "Modified"], rows: rows, empty: "No records in this range.")
+            body += #"<p class="note">In the order of their last change; deleted records are not listed.</p>"#
+            if page.moreComing {
+                body += #"<p><a id="more" href="\#(zonePath(environment, database, zoneName))?after=\#(page.sequence)">More</a></p>"#
+            }
+            return render("Zone \(zoneName)", session, environment, body)
+        }
+    }
+
+    @Sendable func record(_ request: Request, context: CumulusRequestContext) async throws -> Response {
+        try await page(request, context: context) { session, environment in
+            let database = try await databaseRef(context, session, environment)
+            let message = request.uri.queryParameters["message"].map(String.init)
+            return try await recordPage(context, session, environment, database, message: message, error: nil, draft: nil)
+        }
+    }
+
+    private func recordPage(
+        _ context: CumulusRequestContext, _ session: Session, _ environment: ContainerEnvironment, _ database: DatabaseRef, message: String?,
+        error: String?, draft: String?, status: HTTPResponse.Status = .ok
+    ) async throws -> Response {
+        let zoneName = context.parameters.get("zone") ?? ""
+        let recordName = context.parameters.get("record") ?? ""
+        let found: [String: StoredRecord]
+        do {
+            found = try await store.records(named: [recordName], zoneName: zoneName, in: database, access: nil, logger: context.logger)
+        } catch let error as StoreError where error.code == .zoneNotFound {
+            throw CumulusError(.zoneNotFound, "zone \(zoneName) does not exist")
+        }
+        guard let record = found[recordName] else { throw CumulusError(.notFound, "record \(recordName) does not exist") }
+        let header = record.header
+        var body = ""
+        if let message { body += #"<p class="message" id="message">\#(ConsolePage.escape(message))</p>"# }
+        if let error { body += #"<p class="error" id="error">\#(ConsolePage.escape(error))</p>"# }
+        var system: [[ConsolePage.Cell]] = [
+            [.text("Type"), .code(header.recordType)], [.text("Change tag"), .code(header.recordChangeTag)],
+            [
+                .text("Created"),
+                .text("\(ConsolePage.date(header.created.timestamp)) by \(header.created.userRecordName) (\(header.created.deviceID))"),
+            ],
+            [
+                .text("Modified"),
+                .text("\(ConsolePage.date(header.modified.timestamp)) by \(header.modified.userRecordName) (\(header.modified.deviceID))"),
+            ],
+        ]
+        if let parent = header.parent {
+            system.append([.text("Parent"), .link(parent, href: "\(zonePath(environment, database, zoneName))/\(ConsolePage.segment(parent))")])
+        }
+        if let share = header.share {
+            system.append([
+                .text("Share"),
+                .link(share.recordName, href: "\(zonePath(environment, database, zoneName))/\(ConsolePage.segment(share.recordName))"),
+            ])
+        }
+        body += ConsolePage.table(id: "system-fields", headers: [], rows: system, empty: "")
+        body +=
+            #"<p class="note">Cumulus keeps a record's latest version, as CloudKit does: the change tag moves on each save, and the zone's change feed tells what changed since a sync token.</p>"#
+        let fields = (try? JSONValue(parsing: record.fieldsJSON))?.objectValue ?? [:]
+        body += "<h2>Fields</h2>"
+        body += ConsolePage.table(
+            id: "fields", headers: ["Field", "Type", "Value"],
+            rows: fields.keys.sorted().map { name in
+                let field = fields[name]
+                return [
+                    .code(name), .text(field?["type"]?.stringValue ?? ""),
+                    .code(String(decoding: (field?["value"] ?? .null).jsonBytes, as: UTF8.self)),
+                ]
+            }, empty: "No fields.")
+        if header.recordType == "cloudkit.share",
+            let share = try await store.shares(named: [header.recordName], zoneName: zoneName, in: database, logger: context.logger).first
+        {
+            body += "<h2>Participants</h2>"
+            body += "<p class=\"note\">Anyone with the link: <b id=\"public-permission\">\(share.publicPermission.rawValue)</b>.</p>"
+            body += ConsolePage.table(
+                id: "participants", headers: ["userRecordName", "Type", "Permission", "Status", "Email"],
+                rows: share.participants.map {
+                    [
+                        .code($0.userRecordName), .text($0.type.rawValue), .text($0.permission.rawValue), .text($0.status.rawValue),
+                        .text($0.email ?? ""),
+                    ]
+                }, empty: "No participants.")
+        }
+        let editable = (try? JSONValue(parsing: record.fieldsJSON)).map { String(decoding: $0.jsonBytes, as: UTF8.self) } ?? "{}"
+        body += """
+            <h2>Edit</h2>
+            <form method="post" id="edit">
+            <input type="hidden" name="csrf" value="\(ConsolePage.escape(session.csrf))">
+            <input type="hidden" name="recordChangeTag" value="\(ConsolePage.escape(header.recordChangeTag))">
+            <label for="fields-json" class="note">The fields, as records/modify takes them; saving replaces them all, and fails if the record changed since this page was shown.</label>
+            <textarea id="fields-json" name="fields">\(ConsolePage.escape(draft ?? editable))</textarea>
+            <div class="actions"><button name="action" value="save">Save</button>
+            <button name="action" value="delete" class="danger">Delete record</button></div>
+            </form>
+            """
+        return ConsolePage.response(
+            ConsolePage.document(title: header.recordName, container: session.container, environment: environment, csrf: session.csrf, body: body),
+            status: status)
+    }
+
+    @Sendable func changeRecord(_ request: Request, context: CumulusRequestContext) async throws -> Response {
+        try await page(request, context: context) { session, environment in
+            let database = try await databaseRef(context, session, environment)
+            let form = try await Self.form(request)
+            guard form["csrf"] == session.csrf else { throw CumulusError(.accessDenied, "csrf: the form is not from this session") }
+            let zoneName = context.parameters.get("zone") ?? ""
+            let recordName = context.parameters.get("record") ?? ""
+            guard let tag = form["recordChangeTag"] else { throw CumulusError(.badRequest, "recordChangeTag: is required") }
+            let stored = try await store.records(named: [recordName], zoneName: zoneName, in: database, access: nil, logger: context.logger)
+            guard let current = stored[recordName] else { throw CumulusError(.notFound, "record \(recordName) does not exist") }
+            // The console writes as the database's owner, or in the public database as the record's creator.
+            let authorName = database.scope == .public ? current.header.created.userRecordName : database.ownerRecordName
+            guard let author = try await store.user(userRecordName: authorName, logger: context.logger) else {
+                throw CumulusError(.accessDenied, "record \(recordName): its author \(authorName) no longer exists; it cannot be changed here")
+            }
+            let caller = Caller(container: session.container, environment: environment, user: author, credential: .apiToken, deviceID: "console")
+            let deleting = form["action"] == "delete"
+            var operation: [String: JSONValue] = [
+                "operationType": deleting ? "delete" : "replace",
+                "record": ["recordName": .string(recordName), "recordType": .string(current.header.recordType), "recordChangeTag": .string(tag)],
+            ]
+            if !deleting {
+                let text = form["fields"] ?? "{}"
+                guard let fields = try? JSONValue(parsing: text), case .object = fields else {
+                    return try await recordPage(
+                        context, session, environment, database, message: nil, error: "fields: not a JSON object", draft: text, status: .badRequest)
+                }
+                if var record = operation["record"]?.objectValue {
+                    record["fields"] = fields
+                    operation["record"] = .object(record)
+                }
+            }
+            var zoneID: [String: JSONValue] = ["zoneName": .string(zoneName)]
+            if database.scope == .private { zoneID["ownerRecordName"] = .string(database.ownerRecordName) }
+            let body: JSONValue = ["zoneID": .object(zoneID), "operations": [.object(operation)]]
+            let response: RecordsModifyResponse
+            do {
+                response = try await self.database.modifyRecords(
+                    caller: caller, scope: database.scope, request: try RecordsModifyRequest(wire: try WireObject(body, path: "")),
+                    logger: context.logger)
+            } catch let error as CumulusError {
+                return try await recordPage(
+                    context, session, environment, database, message: nil, error: error.reason, draft: form["fields"], status: .badRequest)
+            } catch let error as WireFormatError {
+                return try await recordPage(
+                    context, session, environment, database, message: nil, error: "\(error)", draft: form["fields"], status: .badRequest)
+            }
+            let recordPath = "\(zonePath(environment, database, zoneName))/\(ConsolePage.segment(recordName))"
+            switch response.results.first?.result {
+            case .saved?:
+                return Response(status: .seeOther, headers: [.location: "\(recordPath)?message=Saved."])
+            case .deleted?:
+                return Response(status: .seeOther, headers: [.location: "\(zonePath(environment, database, zoneName))"])
+            case .failed(let failure)?:
+                let reason = failure.code == .conflict ? "The record changed since this page was shown: look at it again." : failure.reason
+                return try await recordPage(
+                    context, session, environment, database, message: nil, error: "\(failure.code.rawValue): \(reason)", draft: form["fields"],
+                    status: failure.code == .conflict ? .conflict : .badRequest)
+            case nil:
+                throw CumulusError(.internalError, "records/modify answered nothing")
+            }
+        }
+    }
+
+    /// A form body (`application/x-www-form-urlencoded`), at most 1 MiB.
+    static func form(_ request: Request) async throws -> [String: String] {
+        let buffer = try await request.body.collect(upTo: 1 << 20)
+        let text = String(buffer: buffer)
+        var values: [String: String] = [:]
+        for pair in text.split(separator: "&") {
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            func decode(_ part: Substring) -> String {
+                part.replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? ""
+            }
+            guard let key = parts.first else { continue }
+            values[decode(key)] = parts.count > 1 ? decode(parts[1]) : ""
+        }
+        return values
+    }
+}
