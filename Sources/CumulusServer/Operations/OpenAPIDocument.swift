@@ -474,8 +474,20 @@ enum OpenAPIDocument {
             parameters: app + [
                 pathParameter("token", "The apnsToken tokens/create answered."),
                 [
-                    "name": "wait", "in": "query", "required": false, "schema": integer,
-                    "description": "Seconds to wait for a notification, at most 60 (30 by default).",
+                    "name": "timeout", "in": "query", "required": false, "schema": ["type": "integer", "minimum": 0, "maximum": 60],
+                    "description": "Seconds to wait for a notification, 0 to 60 (30 by default).",
+                ],
+                [
+                    "name": "stream", "in": "query", "required": false, "schema": string,
+                    "description": "Present: answer a Server-Sent Events stream, as Accept: text/event-stream does.",
+                ],
+                [
+                    "name": "lastEventID", "in": "query", "required": false, "schema": string,
+                    "description": "Resume a stream after this event, as the Last-Event-ID header does.",
+                ],
+                [
+                    "name": "Last-Event-ID", "in": "header", "required": false, "schema": string,
+                    "description": "Resume a stream after this event (browsers send it when they reconnect).",
                 ],
             ],
             responses: [
