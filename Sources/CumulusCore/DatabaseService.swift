@@ -172,7 +172,9 @@ public struct DatabaseService: Sendable {
         }
         // `atomic` applies to custom zones only; the default zone is never atomic, as in CloudKit.
         let atomic = zoneName == ZoneID.defaultZoneName ? false : (request.atomic ?? true)
-        let refusals = try await checkSchema(modifications, database: database, zoneName: zoneName, access: access, logger: logger)
+        var refusals = try await checkSchema(modifications, database: database, zoneName: zoneName, access: access, logger: logger)
+        let assets = try await checkAssets(modifications, database: database, zoneName: zoneName, author: author, logger: logger)
+        refusals.merge(assets.refusals) { schema, _ in schema }
         if !refusals.isEmpty, zoneName != ZoneID.defaultZoneName, access == nil {
             // A missing zone fails the whole request, before any record is looked at, as the store would answer.
             let zones = try await mapStoreErrors { try await store.zones(named: [zoneName], in: database, logger: logger) }
@@ -208,6 +210,12 @@ public struct DatabaseService: Sendable {
                 results.append(batchResults.removeFirst())
             }
         }
+        // Receipts saved in records are attached: the cleanup keeps their files while a record holds them.
+        let attached = results.indices.flatMap { index -> [AssetAttachment] in
+            if case .saved = results[index] { return assets.attachments[index] ?? [] }
+            return []
+        }
+        if !attached.isEmpty { try await mapStoreErrors { try await store.markAssetsAttached(attached, logger: logger) } }
         changes?.changed([ChangeSignal.key(database)])
         let topLevelKeys = request.desiredKeys.map(Set.init)
         let saved = results.compactMap { if case .saved(let record) = $0 { record } else { nil } }

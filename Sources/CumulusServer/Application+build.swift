@@ -1,5 +1,6 @@
 public import CumulusCore
 public import CumulusStore
+import Foundation
 public import Hummingbird
 public import Logging
 import NIOCore
@@ -28,7 +29,10 @@ public func buildApplication(
     onMetricsServerRunning: @escaping @Sendable (String) async -> Void = { _ in }
 ) -> Application<RouterResponder<CumulusRequestContext>> {
     let changes = changeSignal(for: store)
-    let router = buildRouter(configuration: configuration, store: store, clock: clock, changes: changes, metrics: metrics)
+    let assetStorage = configuration.assetStorage ?? temporaryAssetStorage()
+    var routed = configuration
+    routed.assetStorage = assetStorage
+    let router = buildRouter(configuration: routed, store: store, clock: clock, changes: changes, metrics: metrics)
     let host = configuration.host
     let cleanup = LinkCleanupService(
         links: LinkService(store: store, clock: clock, limits: configuration.linkLimits), interval: configuration.linkCleanupInterval, logger: logger
@@ -36,7 +40,11 @@ public func buildApplication(
     let linger = TimeAmount(configuration.refusedBodyLinger)
     let connections = ConnectionCounts(
         limits: configuration.connectionLimits, countsAddresses: !configuration.trustsForwardedFor, metrics: metrics)
-    var services: [any Service] = [cleanup]
+    var services: [any Service] = [
+        cleanup,
+        AssetCleanupService(
+            cleanup: AssetCleanup(store: store, storage: assetStorage, clock: clock, limits: configuration.assetLimits), logger: logger),
+    ]
     if let broadcaster = store as? any ChangeBroadcasting { services.append(ChangeListener(store: broadcaster, changes: changes)) }
     if let maintained = store as? any BackgroundMaintenance { services.append(StoreMaintenance(store: maintained, logger: logger)) }
     if let metricsPort = configuration.metricsPort {
@@ -93,7 +101,13 @@ public func buildRouter(
         acceptsUnhashedLargeServerToServerBodies: configuration.acceptsUnhashedLargeServerToServerBodies)
     let throttle = RequestThrottleMiddleware(throttle: RequestThrottle(limits: configuration.requestLimits), metrics: metrics)
     let databaseGroup = router.group("database/1/:container/:environment/:database").add(middleware: throttle).add(middleware: authentication)
-    DatabaseRoutes(database: database, accounts: accounts, limits: limits, address: address, metrics: metrics).register(on: databaseGroup)
+    let assetLinks = AssetLinks(store: store, clock: clock, address: address, limits: configuration.assetLimits)
+    DatabaseRoutes(database: database, accounts: accounts, limits: limits, address: address, metrics: metrics, assetLinks: assetLinks)
+        .register(on: databaseGroup)
+    let assets = AssetRoutes(
+        database: database, store: store, storage: configuration.assetStorage ?? temporaryAssetStorage(), links: assetLinks, limits: limits)
+    assets.registerOperations(on: databaseGroup)
+    assets.registerTransfers(on: router)
     let pushRoutes = PushRoutes(push: push, limits: limits, address: address, heartbeat: configuration.pushHeartbeatInterval, metrics: metrics)
     pushRoutes.registerTokens(on: databaseGroup)
     pushRoutes.registerTokens(on: router.group("device/1/:container/:environment").add(middleware: throttle).add(middleware: authentication))
@@ -166,4 +180,11 @@ struct ChangeListener: Service {
             }
         }
     }
+}
+
+/// Asset files of a server given no storage (tests): a directory of its own under the temporary directory.
+func temporaryAssetStorage() -> any AssetStorage {
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cumulus-assets-\(UUID().uuidString)")
+    // Creating a directory in the temporary directory fails only on a broken machine.
+    return try! FileAssetStorage(directory: directory)
 }

@@ -1,5 +1,5 @@
 public import CumulusCore
-import CumulusStore
+public import CumulusStore
 public import Foundation
 
 /// Settings of a Cumulus server.
@@ -59,6 +59,11 @@ public struct ServerConfiguration: Sendable {
     /// Where `/metrics` is served: `nil` on the main port; a port number serves it there instead (on ``host``), so a
     /// firewall can keep it from the clients. 0 picks a free port.
     public var metricsPort: Int?
+    /// Asset sizes, URL lifetimes and cleanup.
+    public var assetLimits = AssetLimits()
+    /// Where asset bytes live; `nil` keeps them in a temporary directory of this process (tests). `cumulus serve`
+    /// gives the data directory's `assets/`.
+    public var assetStorage: (any AssetStorage)?
 
     public init(
         host: String = "127.0.0.1", port: Int = 8080, publicBaseURL: String? = nil, limits: Limits = .init(),
@@ -82,5 +87,34 @@ public struct ServerConfiguration: Sendable {
         self.pushRecheckInterval = pushRecheckInterval
         self.pushHeartbeatInterval = pushHeartbeatInterval
         self.pushLimits = pushLimits
+    }
+}
+
+/// Limits and lifetimes of assets.
+public struct AssetLimits: Sendable {
+    /// The largest asset accepted, in bytes; larger uploads are answered `413 QUOTA_EXCEEDED` and their connection closed.
+    public var maximumSize: Int64
+    /// How long an upload URL `assets/upload` answers works.
+    public var uploadURLLifetime: Duration
+    /// How long a `downloadURL` in a fetched record works, without credentials.
+    public var downloadURLLifetime: Duration
+    /// Receipts never saved in a record are forgotten, and their files deleted, after this long.
+    public var unattachedLifetime: Duration
+    /// A file no record holds any more is deleted once its receipt is this old (so a record saved again with it in
+    /// the meantime keeps it).
+    public var detachedGrace: Duration
+    /// How often the cleanup runs.
+    public var cleanupInterval: Duration
+
+    public init(
+        maximumSize: Int64 = 250 * 1024 * 1024, uploadURLLifetime: Duration = .seconds(15 * 60), downloadURLLifetime: Duration = .seconds(3600),
+        unattachedLifetime: Duration = .seconds(24 * 3600), detachedGrace: Duration = .seconds(3600), cleanupInterval: Duration = .seconds(600)
+    ) {
+        self.maximumSize = maximumSize
+        self.uploadURLLifetime = uploadURLLifetime
+        self.downloadURLLifetime = downloadURLLifetime
+        self.unattachedLifetime = unattachedLifetime
+        self.detachedGrace = detachedGrace
+        self.cleanupInterval = cleanupInterval
     }
 }

@@ -62,6 +62,21 @@ public protocol RecordStore: Sendable {
     /// Sets whether a user can be found by `users/discover`.
     func setDiscoverable(userRecordName: String, _ discoverable: Bool, logger: Logger) async throws
 
+    // Assets: what receipts were issued for, and which files hold their bytes.
+
+    /// Saves new asset receipts.
+    func createAssetUploads(_ uploads: [AssetUpload], logger: Logger) async throws
+    /// The receipts that exist among these.
+    func assetUploads(receipts: [String], logger: Logger) async throws -> [AssetUpload]
+    /// Records that a receipt's bytes were uploaded into a file. Answers `false` (changing nothing) when the receipt
+    /// does not exist or has a file already.
+    func completeAssetUpload(receipt: String, fileID: String, size: Int64, checksum: String, logger: Logger) async throws -> Bool
+    /// Marks receipts as held by saved records, binding a receipt `assets/rereference` made to the record that holds it.
+    func markAssetsAttached(_ attachments: [AssetAttachment], logger: Logger) async throws
+    /// Forgets receipts never attached and made before `unattachedBefore`, and attached receipts made before
+    /// `detachedBefore` that no live record holds any more; answers the files no receipt names now, to delete.
+    func collectAssetGarbage(unattachedBefore: Int64, detachedBefore: Int64, logger: Logger) async throws -> [String]
+
     // Administration: what the `cumulus` command line lists and changes.
 
     /// Every container, by identifier.

@@ -317,5 +317,30 @@ extension PostgresSchema {
                 "CREATE INDEX link_snapshots_container ON link_snapshots (container_id, environment, created_at)",
             ]
         ),
+        Migration(
+            version: 8, name: "asset receipts",
+            statements: [
+                """
+                CREATE TABLE asset_uploads (
+                    receipt TEXT COLLATE "C" PRIMARY KEY,
+                    container_id TEXT COLLATE "C" NOT NULL REFERENCES containers(id) ON DELETE CASCADE,
+                    environment TEXT NOT NULL,
+                    database_scope TEXT NOT NULL,
+                    owner_record_name TEXT COLLATE "C" NOT NULL,
+                    zone_name TEXT COLLATE "C" NOT NULL,
+                    record_name TEXT COLLATE "C",
+                    field_name TEXT COLLATE "C",
+                    uploader TEXT COLLATE "C" NOT NULL,
+                    file_id TEXT COLLATE "C",
+                    size BIGINT,
+                    checksum TEXT,
+                    created_at BIGINT NOT NULL,
+                    attached BOOLEAN NOT NULL DEFAULT false
+                )
+                """,
+                "CREATE INDEX asset_uploads_file ON asset_uploads (file_id) WHERE file_id IS NOT NULL",
+                "CREATE INDEX asset_uploads_age ON asset_uploads (attached, created_at)",
+            ]
+        ),
     ]
 }

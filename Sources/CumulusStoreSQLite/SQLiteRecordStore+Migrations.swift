@@ -326,6 +326,31 @@ extension SQLiteRecordStore {
                     """
             )
         }
+        migrator.registerMigration("v12: asset receipts") { db in
+            try db.execute(
+                sql: """
+                    -- A receipt assets/upload issued, what it may be saved in, and the file of its bytes once uploaded.
+                    CREATE TABLE asset_uploads (
+                        receipt TEXT PRIMARY KEY NOT NULL,
+                        container_id TEXT NOT NULL REFERENCES containers(id) ON DELETE CASCADE,
+                        environment TEXT NOT NULL,
+                        database_scope TEXT NOT NULL,
+                        owner_record_name TEXT NOT NULL,
+                        zone_name TEXT NOT NULL,
+                        record_name TEXT,
+                        field_name TEXT,
+                        uploader TEXT NOT NULL,
+                        file_id TEXT,
+                        size INTEGER,
+                        checksum TEXT,
+                        created_at INTEGER NOT NULL,
+                        attached INTEGER NOT NULL DEFAULT 0
+                    ) WITHOUT ROWID;
+                    CREATE INDEX asset_uploads_file ON asset_uploads(file_id) WHERE file_id IS NOT NULL;
+                    CREATE INDEX asset_uploads_age ON asset_uploads(attached, created_at);
+                    """
+            )
+        }
         return migrator
     }
 }

@@ -196,6 +196,17 @@ struct Serve: AsyncParsableCommand {
         name: .customLong("log-format"),
         help: "text (for people), logfmt or json: one line per request and per event (default: $CUMULUS_LOG_FORMAT or text).")
     var logFormat: LogSettings.Format?
+    @Option(
+        name: .customLong("assets"),
+        help: """
+            Directory of asset files (default: $CUMULUS_ASSETS, else assets/ in the SQLite data directory, else ./cumulus-assets); \
+            every instance over one PostgreSQL must see the same one.
+            """)
+    var assets: String?
+    @Option(
+        name: .customLong("max-asset-size"),
+        help: "The largest asset accepted, in MiB (default: $CUMULUS_MAX_ASSET_SIZE or 250).")
+    var maxAssetSize: Int?
     @OptionGroup var options: DataOptions
 
     func run() async throws {
@@ -231,6 +242,19 @@ struct Serve: AsyncParsableCommand {
             pushRecheckInterval: .seconds(max(pushRecheckInterval, 1)), pushLimits: PushLimits(maximumConnections: maxPushConnections)
         )
         configuration.acceptsUnhashedLargeServerToServerBodies = acceptUnhashedLargeBodies
+        let assetDirectory: String
+        if let directory = assets ?? environment["CUMULUS_ASSETS"] {
+            assetDirectory = directory
+        } else if case .sqlite(let directory) = try options.location() {
+            assetDirectory = (directory as NSString).appendingPathComponent("assets")
+        } else {
+            assetDirectory = "cumulus-assets"
+        }
+        configuration.assetStorage = try FileAssetStorage(directory: URL(fileURLWithPath: assetDirectory))
+        guard let assetMiB = maxAssetSize ?? Int(environment["CUMULUS_MAX_ASSET_SIZE"] ?? "250"), assetMiB > 0 else {
+            throw ValidationError("--max-asset-size (CUMULUS_MAX_ASSET_SIZE) must be a positive number of MiB")
+        }
+        configuration.assetLimits.maximumSize = Int64(assetMiB) * 1024 * 1024
         guard
             let perAddress = maxConnectionsPerAddress ?? Int(environment["CUMULUS_MAX_CONNECTIONS_PER_ADDRESS"] ?? "512"), perAddress > 0
         else {

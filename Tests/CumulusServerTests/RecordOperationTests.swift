@@ -149,6 +149,7 @@ struct RecordOperationTests {
         }
     }
 
+    /// Every field type but assets, which need an upload first (AssetTests).
     @Test(arguments: TestStore.all) func everyFieldTypeRoundTripsExactly(_ store: TestStore) async throws {
         let world = try await TestWorld.make(store: store)
         let fields = #"""
@@ -159,7 +160,6 @@ struct RecordOperationTests {
              "bytes":{"value":"AAEC+v8=","type":"BYTES"},
              "reference":{"value":{"recordName":"other","action":"NONE"},"type":"REFERENCE"},
              "location":{"value":{"latitude":51.5,"longitude":-0.125,"horizontalAccuracy":5.0,"altitude":11.0,"speed":13.5,"course":90.0,"timestamp":1700000000000},"type":"LOCATION"},
-             "asset":{"value":{"fileChecksum":"abc","size":1024,"receipt":"r","wrappingKey":"w","referenceChecksum":"rc"},"type":"ASSETID"},
              "strings":{"value":["a","b"],"type":"STRING_LIST"},
              "ints":{"value":[1,-2],"type":"INT64_LIST"},
              "doubles":{"value":[1.5,-2.25],"type":"DOUBLE_LIST"},
@@ -167,7 +167,6 @@ struct RecordOperationTests {
              "bytesList":{"value":["AQ==",""],"type":"BYTES_LIST"},
              "references":{"value":[{"recordName":"other","action":"NONE"}],"type":"REFERENCE_LIST"},
              "locations":{"value":[{"latitude":1.0,"longitude":2.0}],"type":"LOCATION_LIST"},
-             "assets":{"value":[{"fileChecksum":"x"}],"type":"ASSETID_LIST"},
              "empty":{"value":[],"type":"UNKNOWN_LIST"}}
             """#
         try await world.test { client in

@@ -354,13 +354,16 @@ private let base64Digits: [UInt8] = {
 // MARK: - Writing
 
 /// Options for writing record fields.
-public struct FieldWriteOptions: Sendable, Hashable {
+public struct FieldWriteOptions: Sendable {
     /// Write `INT64` and `DOUBLE` values as strings (`numbersAsStrings` in requests).
     public var numbersAsStrings: Bool
+    /// Makes the `downloadURL` of an asset from its `receipt`; `nil` writes assets as stored.
+    public var assetDownloadURL: (@Sendable (String) -> String?)?
 
     /// Creates options.
-    public init(numbersAsStrings: Bool = false) {
+    public init(numbersAsStrings: Bool = false, assetDownloadURL: (@Sendable (String) -> String?)? = nil) {
         self.numbersAsStrings = numbersAsStrings
+        self.assetDownloadURL = assetDownloadURL
     }
 }
 
@@ -385,7 +388,12 @@ extension JSONWriter {
         case .bytes(let data): self.string(data.base64EncodedString())
         case .reference(let reference): self.reference(reference)
         case .location(let location): self.location(location)
-        case .asset(let asset): self.asset(asset)
+        case .asset(var asset):
+            // A download URL is made for each reader when the record is read, never kept from what a client sent.
+            if let makeURL = options.assetDownloadURL {
+                asset.downloadURL = asset.receipt.flatMap(makeURL)
+            }
+            self.asset(asset)
         case .list(_, let values):
             beginArray()
             for element in values { fieldValue(element, options: options) }

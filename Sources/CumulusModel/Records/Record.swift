@@ -101,7 +101,8 @@ extension JSONWriter {
         string(header.recordChangeTag)
         key("fields")
         switch fields {
-        case .canonical(let json) where desiredKeys == nil && !options.numbersAsStrings:
+        case .canonical(let json)
+        where desiredKeys == nil && !options.numbersAsStrings && !(options.assetDownloadURL != nil && Self.holdsAssets(json)):
             raw(json)
         case .canonical where desiredKeys?.isEmpty == true:
             // No field asked for (clients that need none back ask so): nothing to parse.
@@ -137,6 +138,23 @@ extension JSONWriter {
         }
         extra?(&self)
         endObject()
+    }
+
+    /// Whether canonical fields hold an asset (its `"type":"ASSETID"` or `"ASSETID_LIST"`), which needs a download URL
+    /// written into it.
+    public static func holdsAssets(_ json: [UInt8]) -> Bool {
+        let needle = Array(#""ASSETID"#.utf8)
+        guard json.count >= needle.count else { return false }
+        return json.withUnsafeBufferPointer { bytes in
+            var index = 0
+            while index <= bytes.count - needle.count {
+                if bytes[index] == needle[0], bytes[index + 1] == needle[1], (0..<needle.count).allSatisfy({ bytes[index + $0] == needle[$0] }) {
+                    return true
+                }
+                index += 1
+            }
+            return false
+        }
     }
 
     /// Writes a deleted record's tombstone: `{recordName, deleted: true}`.

@@ -305,6 +305,25 @@ enum OpenAPIDocument {
                     ]))
             ], required: ["drives"]),
         "RecordsUpload": object(["records": array(anyObject)], required: ["records"]),
+        "Asset": object(
+            [
+                "fileChecksum": string, "receipt": string, "referenceChecksum": string, "wrappingKey": string, "size": integer,
+                "downloadURL": ["type": "string", "description": "In fetched records: a signed URL that works without credentials for an hour."],
+            ], description: "An ASSETID field's value."),
+        "AssetUploadRequest": object(
+            [
+                "zoneID": ref("ZoneID"),
+                "tokens": array(object(["recordName": string, "recordType": string, "fieldName": string], required: ["recordName", "fieldName"])),
+            ], required: ["tokens"]),
+        "AssetUploadResponse": object(
+            ["tokens": array(object(["recordName": string, "fieldName": string, "url": string], required: ["recordName", "fieldName", "url"]))],
+            required: ["tokens"]),
+        "AssetRereferenceRequest": object(
+            ["zoneID": ref("ZoneID"), "assets": array(object(["recordName": string, "fieldName": string], required: ["recordName", "fieldName"]))],
+            required: ["assets"]),
+        "AssetRereferenceResponse": object(
+            ["assets": array(object(["recordName": string, "fieldName": string, "value": ref("Asset")]))], required: ["assets"]),
+        "SingleFile": object(["singleFile": ref("Asset")], required: ["singleFile"]),
         "LinksResponse": object(
             ["links": array(object(["id": string, "url": string, "expiresAt": string], required: ["id", "url", "expiresAt"]))], required: ["links"]),
     ]
@@ -366,6 +385,14 @@ enum OpenAPIDocument {
             ("users/lookup/contacts", "lookupContacts", "Every discoverable user.", nil, "UsersResponse"),
             ("tokens/create", "createPushTokenInDatabase", "A courier address for this device (the path of Apple's page).", nil, "PushToken"),
             ("tokens/register", "registerPushTokenInDatabase", "Binds a push token to the signed-in user.", "TokenRegisterRequest", "PushToken"),
+            (
+                "assets/upload", "requestAssetUploads", "An upload URL per asset to save in a record's field.", "AssetUploadRequest",
+                "AssetUploadResponse"
+            ),
+            (
+                "assets/rereference", "rereferenceAssets", "New receipts for assets records hold, to save in other records.",
+                "AssetRereferenceRequest", "AssetRereferenceResponse"
+            ),
         ]
         // These read their body if there is one: an empty body asks for everything.
         let optionalBodies: Set<String> = ["changes/database", "zones/changes", "records/changes"]
@@ -495,6 +522,30 @@ enum OpenAPIDocument {
                     "description": "One notification, or an empty body when none came in time; a stream with Accept: text/event-stream.",
                     "content": ["application/json": ["schema": ref("Notification")], "text/event-stream": ["schema": string]],
                 ]
+            ], security: noSecurity)
+
+        let signed: [JSONValue] = [
+            ["name": "expires", "in": "query", "required": true, "schema": integer, "description": "When the URL stops working (Unix seconds)."],
+            ["name": "signature", "in": "query", "required": true, "schema": string, "description": "The server's signature of the URL."],
+        ]
+        paths.add(
+            "post", "/assets/1/{container}/{environment}/upload/{receipt}", id: "uploadAsset",
+            summary: "The bytes of an asset, raw, streamed; answers the dictionary to save in the record's ASSETID field.", tag: .database,
+            parameters: app + [pathParameter("receipt", "The receipt the upload URL names.")] + signed,
+            request: ["content": ["application/octet-stream": ["schema": ["type": "string", "format": "binary"]]]],
+            responses: ["200": ok(ref("SingleFile"))], security: noSecurity)
+        paths.add(
+            "get", "/assets/1/{container}/{environment}/download/{file}", id: "downloadAsset",
+            summary: "An asset's bytes, from a fetched record's downloadURL; Range, ETag and If-None-Match work.", tag: .database,
+            parameters: app + [
+                pathParameter("file", "The file the download URL names."),
+                ["name": "Range", "in": "header", "required": false, "schema": string, "description": "bytes=a-b, bytes=a- or bytes=-n"],
+                ["name": "If-None-Match", "in": "header", "required": false, "schema": string],
+            ] + signed,
+            responses: [
+                "200": ["description": "The bytes", "content": ["application/octet-stream": ["schema": ["type": "string", "format": "binary"]]]],
+                "206": ["description": "The range", "content": ["application/octet-stream": ["schema": ["type": "string", "format": "binary"]]]],
+                "304": ["description": "Not modified"], "416": ["description": "The range is outside the file"],
             ], security: noSecurity)
 
         let schema = "/schema/1/{container}/{environment}"

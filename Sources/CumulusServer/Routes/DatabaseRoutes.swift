@@ -17,6 +17,17 @@ struct DatabaseRoutes {
     /// The configured public URL; `nil` uses the request's host.
     let address: PublicAddress
     let metrics: ServerMetrics
+    let assetLinks: AssetLinks
+
+    /// The records a feed page holds (not its tombstones), for their assets' download URLs.
+    static func changedRecords(in page: ZoneChangePage) -> [StoredRecord] {
+        page.changes.compactMap { if case .changed(let record) = $0 { record } else { nil } }
+    }
+
+    static func changedRecords(_ result: ZoneChangesResult) -> [StoredRecord] {
+        if case .page(let page, _, _, _) = result { return changedRecords(in: page) }
+        return []
+    }
 
     /// The stable link of a share: `{public URL}/share/{shortGUID}`.
     func shareURL(_ shortGUID: String, request: Request) -> String {
@@ -191,7 +202,10 @@ struct DatabaseRoutes {
         let caller = try context.requireCaller()
         let response = try await database.lookupRecords(caller: caller, scope: try scope(context), request: lookup, logger: context.logger)
         metrics.read(response.results.count { if case .found = $0 { true } else { false } }, operation: "lookup")
-        let options = FieldWriteOptions(numbersAsStrings: lookup.numbersAsStrings)
+        let options = try await assetLinks.options(
+            numbersAsStrings: lookup.numbersAsStrings,
+            records: response.results.compactMap { if case .found(let record, _) = $0 { record } else { nil } }, request: request,
+            logger: context.logger)
         let presentation = sharePresentation(response.shares, caller: caller, request: request)
         var writer = JSONWriter(reservingCapacity: 1024 * response.results.count)
         writer.beginObject()
@@ -219,7 +233,10 @@ struct DatabaseRoutes {
             caller: try context.requireCaller(), scope: try scope(context), request: try RecordsModifyRequest(wire: body), logger: context.logger
         )
         metrics.wrote(response.results.count { if case .failed = $0.0 { false } else { true } })
-        let options = FieldWriteOptions(numbersAsStrings: response.numbersAsStrings)
+        let options = try await assetLinks.options(
+            numbersAsStrings: response.numbersAsStrings,
+            records: response.results.compactMap { if case .saved(let record) = $0.result { record } else { nil } }, request: request,
+            logger: context.logger)
         var writer = JSONWriter(reservingCapacity: 1024 * response.results.count)
         writer.beginObject()
         writer.key("records")
@@ -240,7 +257,8 @@ struct DatabaseRoutes {
             caller: caller, scope: try scope(context), request: try RecordsQueryRequest(wire: body), logger: context.logger
         )
         metrics.read(response.records.count, operation: "query")
-        let options = FieldWriteOptions(numbersAsStrings: response.numbersAsStrings)
+        let options = try await assetLinks.options(
+            numbersAsStrings: response.numbersAsStrings, records: response.records, request: request, logger: context.logger)
         let presentation = sharePresentation(response.shares, caller: caller, request: request)
         var writer = JSONWriter(reservingCapacity: 1024 * response.records.count)
         writer.beginObject()
@@ -319,7 +337,8 @@ struct DatabaseRoutes {
         let caller = try context.requireCaller()
         let results = try await database.zoneChanges(caller: caller, scope: try scope(context), request: changes, logger: context.logger)
         countFeedPages(results)
-        let options = FieldWriteOptions(numbersAsStrings: changes.numbersAsStrings)
+        let options = try await assetLinks.options(
+            numbersAsStrings: changes.numbersAsStrings, records: results.flatMap(Self.changedRecords), request: request, logger: context.logger)
         var writer = JSONWriter(reservingCapacity: 64 * 1024)
         writer.beginObject()
         writer.key("zones")
@@ -369,7 +388,8 @@ struct DatabaseRoutes {
         guard case .page(let page, let syncToken, let desiredKeys, let shares) = results.first else {
             throw CumulusError(.internalError, "no result for records/changes")
         }
-        let options = FieldWriteOptions(numbersAsStrings: changes.numbersAsStrings)
+        let options = try await assetLinks.options(
+            numbersAsStrings: changes.numbersAsStrings, records: Self.changedRecords(in: page), request: request, logger: context.logger)
         let presentation = sharePresentation(shares, caller: caller, request: request)
         var writer = JSONWriter(reservingCapacity: 64 * 1024)
         writer.beginObject()

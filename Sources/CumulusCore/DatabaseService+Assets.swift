@@ -1,0 +1,137 @@
+public import CumulusModel
+public import CumulusStore
+public import Logging
+
+/// Asset receipts: `assets/upload` issues them, the upload URL fills them with bytes, `records/modify` accepts an
+/// `ASSETID` value only with a receipt issued to the caller for that zone, record and field.
+extension DatabaseService {
+    /// What `assets/upload` asks for: one receipt per token.
+    public struct AssetUploadToken: Sendable, Hashable {
+        public var recordName: String
+        public var recordType: String?
+        public var fieldName: String
+
+        public init(recordName: String, recordType: String?, fieldName: String) {
+            self.recordName = recordName
+            self.recordType = recordType
+            self.fieldName = fieldName
+        }
+    }
+
+    /// Receipts for uploads into a zone the caller may write, in the order asked.
+    public func issueAssetReceipts(caller: Caller, scope: DatabaseScope, zoneID: ZoneID?, tokens: [AssetUploadToken], logger: Logger) async throws
+        -> [AssetUpload]
+    {
+        try checkCount(tokens.count, path: "tokens")
+        let (database, zoneName, _) = try await zone(zoneID, caller: caller, scope: scope, access: .write, logger: logger)
+        guard let author = caller.authorName else { throw CumulusError(.authenticationRequired, "request needs authorization") }
+        for (index, token) in tokens.enumerated() {
+            try NameRules.checkIdentifier(token.fieldName, kind: "field name", path: "tokens[\(index)].fieldName", limits: limits)
+            try NameRules.checkRecordName(token.recordName, path: "tokens[\(index)].recordName", limits: limits)
+        }
+        let now = clock.milliseconds()
+        let uploads = tokens.map { token in
+            AssetUpload(
+                receipt: TokenCodec.makeToken(), database: database, zoneName: zoneName, recordName: token.recordName, fieldName: token.fieldName,
+                uploader: author, createdAt: now)
+        }
+        try await mapStoreErrors { try await store.createAssetUploads(uploads, logger: logger) }
+        return uploads
+    }
+
+    /// New receipts for the assets records hold, for saving in other records of the same database (`assets/rereference`):
+    /// for each `(recordName, fieldName)`, the assets of that field, in order.
+    public func rereferenceAssets(
+        caller: Caller, scope: DatabaseScope, zoneID: ZoneID?, fields: [(recordName: String, fieldName: String)], logger: Logger
+    ) async throws -> [[AssetUpload]] {
+        try checkCount(fields.count, path: "assets")
+        let (database, zoneName, access) = try await zone(zoneID, caller: caller, scope: scope, access: .write, logger: logger)
+        guard let author = caller.authorName else { throw CumulusError(.authenticationRequired, "request needs authorization") }
+        let records = try await mapStoreErrors {
+            try await store.records(named: fields.map(\.recordName), zoneName: zoneName, in: database, access: access, logger: logger)
+        }
+        var held: [[String]] = []
+        for (index, field) in fields.enumerated() {
+            guard let record = records[field.recordName] else {
+                throw CumulusError(.notFound, "assets[\(index)].recordName: record \(field.recordName) does not exist")
+            }
+            let value = try record.fields()[field.fieldName]
+            let receipts = value.map(Self.assets(in:))?.compactMap(\.receipt) ?? []
+            if receipts.isEmpty { throw CumulusError(.badRequest, "assets[\(index)].fieldName: \(field.fieldName) holds no asset") }
+            held.append(receipts)
+        }
+        let existing = try await mapStoreErrors { try await store.assetUploads(receipts: held.flatMap { $0 }, logger: logger) }
+        let byReceipt = Dictionary(existing.map { ($0.receipt, $0) }, uniquingKeysWith: { first, _ in first })
+        let now = clock.milliseconds()
+        let made = held.map { receipts in
+            receipts.compactMap { byReceipt[$0] }.filter { $0.fileID != nil }.map { original in
+                AssetUpload(
+                    receipt: TokenCodec.makeToken(), database: database, zoneName: zoneName, recordName: nil, fieldName: nil, uploader: author,
+                    fileID: original.fileID, size: original.size, checksum: original.checksum, createdAt: now)
+            }
+        }
+        try await mapStoreErrors { try await store.createAssetUploads(made.flatMap { $0 }, logger: logger) }
+        return made
+    }
+
+    /// The assets a field value holds: itself, or the elements of a list.
+    static func assets(in value: FieldValue) -> [Asset] {
+        switch value {
+        case .asset(let asset): [asset]
+        case .list(_, let values): values.flatMap(assets(in:))
+        default: []
+        }
+    }
+
+    /// Refusals of operations whose `ASSETID` values name a receipt not issued to this caller for this zone, record and
+    /// field, not uploaded yet, or with a checksum or size other than the upload's; and the receipts each saving
+    /// operation would attach.
+    func checkAssets(_ modifications: [RecordModification], database: DatabaseRef, zoneName: String, author: String, logger: Logger) async throws
+        -> (refusals: [Int: RecordFailure], attachments: [Int: [AssetAttachment]])
+    {
+        var named: [(index: Int, field: String, asset: Asset)] = []
+        for (index, modification) in modifications.enumerated() where !modification.operationType.isDelete {
+            for (field, value) in modification.fields {
+                guard let value else { continue }
+                for asset in Self.assets(in: value) { named.append((index, field, asset)) }
+            }
+        }
+        guard !named.isEmpty else { return ([:], [:]) }
+        let uploads = try await mapStoreErrors { try await store.assetUploads(receipts: named.compactMap(\.asset.receipt), logger: logger) }
+        let byReceipt = Dictionary(uploads.map { ($0.receipt, $0) }, uniquingKeysWith: { first, _ in first })
+        var refusals: [Int: RecordFailure] = [:]
+        var attachments: [Int: [AssetAttachment]] = [:]
+        for (index, field, asset) in named {
+            let recordName = modifications[index].recordName
+            func refuse(_ reason: String) {
+                if refusals[index] == nil {
+                    refusals[index] = RecordFailure(recordName: recordName, code: .badRequest, reason: "fields.\(field).value: \(reason)")
+                }
+            }
+            guard let receipt = asset.receipt else {
+                refuse("an asset needs the receipt its upload answered")
+                continue
+            }
+            guard let upload = byReceipt[receipt], upload.database == database, upload.zoneName == zoneName, upload.uploader == author,
+                upload.recordName == nil || upload.recordName == recordName, upload.fieldName == nil || upload.fieldName == field
+            else {
+                refuse("the receipt was not issued to this caller for zone \(zoneName), record \(recordName) and field \(field)")
+                continue
+            }
+            guard upload.fileID != nil else {
+                refuse("the asset's bytes were not uploaded")
+                continue
+            }
+            if let checksum = asset.fileChecksum, checksum != upload.checksum {
+                refuse("fileChecksum does not match the uploaded bytes")
+                continue
+            }
+            if let size = asset.size, size != upload.size {
+                refuse("size does not match the uploaded bytes")
+                continue
+            }
+            attachments[index, default: []].append(AssetAttachment(receipt: receipt, zoneName: zoneName, recordName: recordName, fieldName: field))
+        }
+        return (refusals, attachments)
+    }
+}

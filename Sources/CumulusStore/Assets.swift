@@ -1,0 +1,159 @@
+public import CumulusModel
+public import Foundation
+
+/// An asset upload: what `assets/upload` issued a receipt for, and, once the bytes came, the file that holds them.
+///
+/// A receipt is bound to who asked for it and where it may be saved: a database, a zone, a record and a field (or, made
+/// by `assets/rereference`, any record and field of that database). `records/modify` accepts an `ASSETID` value only
+/// with a receipt bound so.
+public struct AssetUpload: Sendable, Hashable {
+    public var receipt: String
+    public var database: DatabaseRef
+    public var zoneName: String
+    /// `nil` for a receipt `assets/rereference` made: any record of the database.
+    public var recordName: String?
+    public var fieldName: String?
+    /// The author name of who asked for it (a user's record name, or a server key's).
+    public var uploader: String
+    /// The file holding the bytes, once uploaded.
+    public var fileID: String?
+    public var size: Int64?
+    /// The SHA-256 of the bytes, base64 (the dictionary's `fileChecksum`).
+    public var checksum: String?
+    public var createdAt: Int64
+    /// Whether a saved record holds it.
+    public var attached: Bool
+
+    public init(
+        receipt: String, database: DatabaseRef, zoneName: String, recordName: String?, fieldName: String?, uploader: String,
+        fileID: String? = nil, size: Int64? = nil, checksum: String? = nil, createdAt: Int64, attached: Bool = false
+    ) {
+        self.receipt = receipt
+        self.database = database
+        self.zoneName = zoneName
+        self.recordName = recordName
+        self.fieldName = fieldName
+        self.uploader = uploader
+        self.fileID = fileID
+        self.size = size
+        self.checksum = checksum
+        self.createdAt = createdAt
+        self.attached = attached
+    }
+}
+
+/// A receipt saved in a record's field.
+public struct AssetAttachment: Sendable, Hashable {
+    public var receipt: String
+    public var zoneName: String
+    public var recordName: String
+    public var fieldName: String
+
+    public init(receipt: String, zoneName: String, recordName: String, fieldName: String) {
+        self.receipt = receipt
+        self.zoneName = zoneName
+        self.recordName = recordName
+        self.fieldName = fieldName
+    }
+}
+
+/// Where asset bytes live, by file ID. The store keeps what they are for (``AssetUpload``); this keeps only bytes, so
+/// another home (object storage) is one more implementation: write a stream under a key, read a range, delete.
+public protocol AssetStorage: Sendable {
+    /// Writes the chunks under `fileID`, all or nothing: a failure leaves no file.
+    func write<Chunks: AsyncSequence & Sendable>(fileID: String, chunks: Chunks) async throws where Chunks.Element == [UInt8]
+    /// The size of a file; `nil` when there is none.
+    func size(fileID: String) async throws -> Int64?
+    /// The bytes of a file in `range` (all of it by default), in chunks.
+    func read(fileID: String, range: Range<Int64>?) async throws -> AsyncThrowingStream<[UInt8], any Error>
+    /// Deletes files; missing ones are ignored.
+    func delete(fileIDs: [String]) async throws
+}
+
+/// Asset files under a directory (the data directory's `assets/`), two levels of subdirectories by file ID.
+public struct FileAssetStorage: AssetStorage {
+    public let directory: URL
+    static let chunkSize = 256 * 1024
+
+    public init(directory: URL) throws {
+        self.directory = directory
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    }
+
+    func url(_ fileID: String) throws -> URL {
+        // File IDs are made by the server (base64url); anything else could name another path.
+        guard fileID.count >= 8, fileID.utf8.allSatisfy({ $0.isASCIIAlphanumeric || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") }) else {
+            throw StoreError(.notFound, "no such asset file")
+        }
+        return directory.appendingPathComponent(String(fileID.prefix(2))).appendingPathComponent(fileID)
+    }
+
+    public func write<Chunks: AsyncSequence & Sendable>(fileID: String, chunks: Chunks) async throws where Chunks.Element == [UInt8] {
+        let target = try url(fileID)
+        try FileManager.default.createDirectory(at: target.deletingLastPathComponent(), withIntermediateDirectories: true)
+        // Written beside the target and renamed into place: a reader never sees half a file.
+        let partial = target.appendingPathExtension("partial-\(UUID().uuidString)")
+        guard FileManager.default.createFile(atPath: partial.path, contents: nil) else {
+            throw StoreError(.unavailable, "could not create \(partial.path)")
+        }
+        do {
+            let handle = try FileHandle(forWritingTo: partial)
+            defer { try? handle.close() }
+            for try await chunk in chunks { try handle.write(contentsOf: chunk) }
+            try handle.synchronize()
+            try FileManager.default.moveItem(at: partial, to: target)
+        } catch {
+            try? FileManager.default.removeItem(at: partial)
+            throw error
+        }
+    }
+
+    public func size(fileID: String) async throws -> Int64? {
+        let attributes = try? FileManager.default.attributesOfItem(atPath: try url(fileID).path)
+        return (attributes?[.size] as? NSNumber)?.int64Value
+    }
+
+    public func read(fileID: String, range: Range<Int64>?) async throws -> AsyncThrowingStream<[UInt8], any Error> {
+        let handle: FileHandle
+        do {
+            handle = try FileHandle(forReadingFrom: try url(fileID))
+        } catch {
+            throw StoreError(.notFound, "no such asset file")
+        }
+        let start = range?.lowerBound ?? 0
+        let end = range?.upperBound
+        let chunkSize = Self.chunkSize
+        return AsyncThrowingStream { continuation in
+            let task = Task.detached {
+                defer { try? handle.close() }
+                do {
+                    try handle.seek(toOffset: UInt64(start))
+                    var position = start
+                    while !Task.isCancelled {
+                        let wanted = end.map { min(Int64(chunkSize), $0 - position) } ?? Int64(chunkSize)
+                        guard wanted > 0, let data = try handle.read(upToCount: Int(wanted)), !data.isEmpty else { break }
+                        position += Int64(data.count)
+                        continuation.yield(Array(data))
+                    }
+                    continuation.finish()
+                } catch {
+                    continuation.finish(throwing: error)
+                }
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+    }
+
+    public func delete(fileIDs: [String]) async throws {
+        for fileID in fileIDs {
+            try? FileManager.default.removeItem(at: try url(fileID))
+        }
+    }
+}
+
+extension UInt8 {
+    fileprivate var isASCIIAlphanumeric: Bool {
+        (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(self) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(self)
+            || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(self)
+    }
+}

@@ -1,0 +1,266 @@
+import AsyncHTTPClient
+import Crypto
+import CumulusCore
+import CumulusModel
+import CumulusStore
+import Foundation
+import HummingbirdTesting
+import Logging
+import NIOCore
+import NIOHTTP1
+import Testing
+
+@testable import CumulusServer
+
+/// Assets through real HTTP, as a CloudKit Web Services client sends them: ask for an upload URL, POST the bytes,
+/// save the answered dictionary in a record, fetch the record, download from its `downloadURL`.
+@Suite("Assets")
+struct AssetTests {
+    let logger = Logger(label: "test")
+
+    /// A world whose clock the test moves, whose asset files are in a directory the test can look into.
+    struct AssetWorld {
+        var world: TestWorld
+        let time: LockedTime
+        let storage: FileAssetStorage
+
+        init(_ store: TestStore, maximumSize: Int64 = 250 * 1024 * 1024) async throws {
+            let time = LockedTime(Date())
+            var world = try await TestWorld.make(store: store, clock: WallClock { time.now })
+            let storage = try FileAssetStorage(
+                directory: FileManager.default.temporaryDirectory.appendingPathComponent("cumulus-asset-test-\(UUID().uuidString)"))
+            world.configuration.assetStorage = storage
+            world.configuration.assetLimits.maximumSize = maximumSize
+            self.world = world
+            self.time = time
+            self.storage = storage
+        }
+    }
+
+    static let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(redirectConfiguration: .disallow))
+
+    /// The port of the server under test: the URLs it answers name the `Host` the test client sent, without a port.
+    @TaskLocal static var port: Int?
+
+    static func local(_ url: String) -> String {
+        guard let port, let path = url.range(of: "/assets/1/") else { return url }
+        return "http://127.0.0.1:\(port)" + url[path.lowerBound...]
+    }
+
+    static func request(_ url: String, method: HTTPMethod = .GET, body: [UInt8]? = nil, headers: [(String, String)] = []) async throws
+        -> (status: Int, headers: HTTPHeaders, body: [UInt8])
+    {
+        var request = HTTPClientRequest(url: local(url))
+        request.method = method
+        for (name, value) in headers { request.headers.add(name: name, value: value) }
+        if let body { request.body = .bytes(ByteBuffer(bytes: body)) }
+        let response = try await client.execute(request, timeout: .seconds(60))
+        let bytes = try await response.body.collect(upTo: 64 << 20)
+        return (Int(response.status.code), response.headers, Array(bytes.readableBytesView))
+    }
+
+    /// Asks for an upload URL and uploads the bytes; answers the `singleFile` dictionary, as JSON text.
+    static func upload(
+        _ bytes: [UInt8], record: String, field: String = "photo", zone: String = "Z", as user: TestUser, client: CloudKitTestClient,
+        database: String = "private", zoneID: String? = nil
+    ) async throws -> (status: Int, singleFile: JSONValue?, reason: String?) {
+        let zoneJSON = zoneID ?? #"{"zoneName":"\#(zone)"}"#
+        let tokens = try await client.send(
+            "assets/upload", as: .user(user), database: database,
+            body: #"{"zoneID":\#(zoneJSON),"tokens":[{"recordName":"\#(record)","recordType":"Note","fieldName":"\#(field)"}]}"#)
+        guard let url = tokens.json["tokens"]?[0]?["url"]?.stringValue else { return (tokens.status, nil, tokens.json["reason"]?.stringValue) }
+        let answer = try await request(url, method: .POST, body: bytes)
+        let json = try? JSONValue(parsing: answer.body)
+        return (answer.status, json?["singleFile"], json?["reason"]?.stringValue)
+    }
+
+    static func assetField(_ singleFile: JSONValue) -> String {
+        #"{"photo":{"type":"ASSETID","value":\#(String(decoding: singleFile.jsonBytes, as: UTF8.self))}}"#
+    }
+
+    @Test(arguments: TestStore.all)
+    func smallEmptyAndLargeFilesMakeTheRoundTripWithRangesAndETags(_ store: TestStore) async throws {
+        let setup = try await AssetWorld(store)
+        let world = setup.world
+        try await world.test { client in
+            try await Self.$port.withValue(client.client.port) {
+                try await client.createZone("Z", as: world.alice)
+                let large = (0..<(3 * 1024 * 1024 + 17)).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ $0 >> 9) }
+                for (name, bytes) in [("small", Array("a receipt photo".utf8)), ("empty", []), ("large", large)] {
+                    let uploaded = try await Self.upload(bytes, record: name, as: world.alice, client: client)
+                    #expect(uploaded.status == 200, "\(name): \(uploaded.reason ?? "")")
+                    let singleFile = try #require(uploaded.singleFile)
+                    #expect(singleFile["size"] == .number(String(bytes.count)))
+                    #expect(singleFile["fileChecksum"]?.stringValue == Data(SHA256.hash(data: bytes)).base64EncodedString())
+                    let saved = try await client.modify(
+                        [operation("create", name, fields: Self.assetField(singleFile))], zone: "Z", as: .user(world.alice))
+                    #expect(saved.records.first?["serverErrorCode"] == nil, "\(saved.json)")
+
+                    let fetched = try await client.lookup([name], zone: "Z", as: .user(world.alice))
+                    let downloadURL = try #require(
+                        fetched.records.first?["fields"]?["photo"]?["value"]?["downloadURL"]?.stringValue, "\(fetched.json)")
+                    let download = try await Self.request(downloadURL)
+                    #expect(download.status == 200)
+                    #expect(download.body == bytes, "\(name): the same bytes back")
+                    #expect(download.headers["Content-Length"].first == String(bytes.count))
+                    #expect(download.headers["Content-Type"].first == "application/octet-stream")
+                    let etag = try #require(download.headers["ETag"].first)
+                    #expect(try await Self.request(downloadURL, headers: [("If-None-Match", etag)]).status == 304)
+                    if bytes.count > 100 {
+                        let partial = try await Self.request(downloadURL, headers: [("Range", "bytes=10-99")])
+                        #expect(partial.status == 206)
+                        #expect(partial.body == Array(bytes[10..<100]))
+                        #expect(partial.headers["Content-Range"].first == "bytes 10-99/\(bytes.count)")
+                        let tail = try await Self.request(downloadURL, headers: [("Range", "bytes=-5")])
+                        #expect(tail.body == Array(bytes.suffix(5)))
+                        #expect(try await Self.request(downloadURL, headers: [("Range", "bytes=\(bytes.count)-")]).status == 416)
+                    }
+                }
+                // The change feed carries download URLs too.
+                let feed = try await client.send("changes/zone", as: .user(world.alice), body: #"{"zones":[{"zoneID":{"zoneName":"Z"}}]}"#)
+                let records = feed.zones.first?["records"]?.arrayValue ?? []
+                #expect(records.count == 3 && records.allSatisfy { $0["fields"]?["photo"]?["value"]?["downloadURL"]?.stringValue != nil })
+            }
+        }
+    }
+
+    @Test(arguments: TestStore.all)
+    func alteredTruncatedOverLimitAndForeignUploadsAreRefused(_ store: TestStore) async throws {
+        let setup = try await AssetWorld(store, maximumSize: 64 * 1024)
+        let world = setup.world
+        try await world.test { client in
+            try await Self.$port.withValue(client.client.port) {
+                for user in [world.alice, world.bob] { try await client.createZone("Z", as: user) }
+                // Over the limit: 413 QUOTA_EXCEEDED.
+                let tooLarge = try await Self.upload(Array(repeating: 7, count: 64 * 1024 + 1), record: "big", as: world.alice, client: client)
+                #expect(tooLarge.status == 413, "\(tooLarge)")
+
+                // Bytes other than the client announced: refused, nothing kept.
+                let tokens = try await client.send(
+                    "assets/upload", as: .user(world.alice),
+                    body: #"{"zoneID":{"zoneName":"Z"},"tokens":[{"recordName":"r","fieldName":"photo"}]}"#)
+                let url = try #require(tokens.json["tokens"]?[0]?["url"]?.stringValue)
+                let altered = try await Self.request(
+                    url, method: .POST, body: Array("tampered".utf8),
+                    headers: [("X-Cumulus-Checksum", Data(SHA256.hash(data: Data("original".utf8))).base64EncodedString())])
+                #expect(altered.status == 400 && String(decoding: altered.body, as: UTF8.self).contains("SHA-256"))
+                // The URL's own signature guards it.
+                #expect(
+                    try await Self.request(url.replacingOccurrences(of: "signature=", with: "signature=x"), method: .POST, body: [1]).status == 403)
+                // The receipt has no bytes: a record cannot hold it.
+                let receipt = try #require(url.split(separator: "/upload/").last?.split(separator: "?").first.map(String.init))
+                let unfilled = try await client.modify(
+                    [operation("create", "r", fields: #"{"photo":{"type":"ASSETID","value":{"receipt":"\#(receipt)"}}}"#)], zone: "Z",
+                    as: .user(world.alice))
+                #expect(unfilled.records.first?["serverErrorCode"] == "BAD_REQUEST", "\(unfilled.json)")
+
+                // A receipt is for its caller, zone, record and field only.
+                let good = try #require(try await Self.upload(Array("mine".utf8), record: "mine", as: world.alice, client: client).singleFile)
+                let theft = try await client.modify([operation("create", "mine", fields: Self.assetField(good))], zone: "Z", as: .user(world.bob))
+                #expect(theft.records.first?["serverErrorCode"] == "BAD_REQUEST", "Bob saves Alice's receipt: \(theft.json)")
+                let elsewhere = try await client.modify(
+                    [operation("create", "other", fields: Self.assetField(good))], zone: "Z", as: .user(world.alice))
+                #expect(elsewhere.records.first?["serverErrorCode"] == "BAD_REQUEST", "another record: \(elsewhere.json)")
+                var wrongChecksum = good.objectValue ?? [:]
+                wrongChecksum["fileChecksum"] = "AAAA"
+                let mismatch = try await client.modify(
+                    [operation("create", "mine", fields: Self.assetField(.object(wrongChecksum)))], zone: "Z", as: .user(world.alice))
+                #expect(mismatch.records.first?["serverErrorCode"] == "BAD_REQUEST", "\(mismatch.json)")
+                let saved = try await client.modify([operation("create", "mine", fields: Self.assetField(good))], zone: "Z", as: .user(world.alice))
+                #expect(saved.records.first?["serverErrorCode"] == nil, "\(saved.json)")
+
+                // A download URL altered, or past its hour, is refused.
+                let fetched = try await client.lookup(["mine"], zone: "Z", as: .user(world.alice))
+                let downloadURL = try #require(fetched.records.first?["fields"]?["photo"]?["value"]?["downloadURL"]?.stringValue)
+                #expect(try await Self.request(downloadURL).status == 200)
+                let otherFile = downloadURL.replacingOccurrences(of: "/download/", with: "/download/x")
+                #expect(try await Self.request(otherFile).status == 403)
+                setup.time.advance(by: 3601)
+                #expect(try await Self.request(downloadURL).status == 403)
+                let fresh = try await client.lookup(["mine"], zone: "Z", as: .user(world.alice))
+                let freshURL = try #require(fresh.records.first?["fields"]?["photo"]?["value"]?["downloadURL"]?.stringValue)
+                #expect(try await Self.request(freshURL).body == Array("mine".utf8), "a new fetch gives a new URL")
+            }
+        }
+    }
+
+    @Test(arguments: TestStore.all)
+    func aParticipantDownloadsASharedAssetAndARemovedOneGetsNoURL(_ store: TestStore) async throws {
+        let setup = try await AssetWorld(store)
+        let world = setup.world
+        try await world.test { client in
+            try await Self.$port.withValue(client.client.port) {
+                try await client.createZone("Lists", as: world.alice)
+                let photo = try #require(
+                    try await Self.upload(Array("receipt.jpg".utf8), record: "item", zone: "Lists", as: world.alice, client: client).singleFile)
+                _ = try await client.modify([operation("create", "list", type: "List")], zone: "Lists", as: .user(world.alice))
+                let item = try await client.modify(
+                    [operation("create", "item", type: "Note", fields: Self.assetField(photo), extra: #","parent":{"recordName":"list"}"#)],
+                    zone: "Lists",
+                    as: .user(world.alice))
+                #expect(item.records.first?["serverErrorCode"] == nil, "\(item.json)")
+                let shared = try await client.modify(
+                    [shareOperation(participants: [("bob@example.com", "READ_ONLY")])], zone: "Lists", as: .user(world.alice))
+                let guid = try #require(shared.records.first?["shortGUID"]?.stringValue)
+                _ = try await client.resolve(guid, as: .user(world.bob), accept: true)
+
+                let zone = client.ownerZone("Lists", owner: world.alice)
+                let seen = try await client.send(
+                    "records/lookup", as: .user(world.bob), database: "shared", body: #"{\#(zone),"records":[{"recordName":"item"}]}"#)
+                let url = try #require(seen.records.first?["fields"]?["photo"]?["value"]?["downloadURL"]?.stringValue, "\(seen.json)")
+                #expect(try await Self.request(url).body == Array("receipt.jpg".utf8))
+
+                // Alice stops sharing with Bob: he can no longer read the record, so he gets no new URL.
+                let tag = try #require(
+                    try await client.lookup(["share-1"], zone: "Lists", as: .user(world.alice)).records.first?["recordChangeTag"]?.stringValue)
+                _ = try await client.modify([shareOperation("update", tag: tag, participants: [])], zone: "Lists", as: .user(world.alice))
+                let after = try await client.send(
+                    "records/lookup", as: .user(world.bob), database: "shared", body: #"{\#(zone),"records":[{"recordName":"item"}]}"#)
+                #expect(!"\(after.json)".contains("downloadURL"), "\(after.json)")
+            }
+        }
+    }
+
+    @Test(arguments: TestStore.all)
+    func theCleanupDeletesUnattachedUploadsAndFilesNoRecordHolds(_ store: TestStore) async throws {
+        let setup = try await AssetWorld(store)
+        let world = setup.world
+        let cleanup = AssetCleanup(store: world.store, storage: setup.storage, clock: world.clock, limits: world.configuration.assetLimits)
+        try await world.test { client in
+            try await Self.$port.withValue(client.client.port) {
+                try await client.createZone("Z", as: world.alice)
+                let kept = try #require(try await Self.upload(Array("kept".utf8), record: "kept", as: world.alice, client: client).singleFile)
+                let dropped = try #require(
+                    try await Self.upload(Array("dropped".utf8), record: "dropped", as: world.alice, client: client).singleFile)
+                _ = try #require(try await Self.upload(Array("never saved".utf8), record: "never", as: world.alice, client: client).singleFile)
+                for (name, file) in [("kept", kept), ("dropped", dropped)] {
+                    let saved = try await client.modify([operation("create", name, fields: Self.assetField(file))], zone: "Z", as: .user(world.alice))
+                    #expect(saved.records.first?["serverErrorCode"] == nil)
+                }
+                func files() throws -> Int {
+                    let enumerator = FileManager.default.enumerator(at: setup.storage.directory, includingPropertiesForKeys: nil)
+                    return (enumerator?.allObjects as? [URL] ?? []).filter { !$0.hasDirectoryPath && $0.pathExtension.isEmpty }.count
+                }
+                #expect(try files() == 3)
+                #expect(try await cleanup.run(logger: logger) == 0, "nothing is old enough yet")
+
+                _ = try await client.modify([operation("forceDelete", "dropped")], zone: "Z", as: .user(world.alice))
+                setup.time.advance(by: 2 * 3600)
+                #expect(try await cleanup.run(logger: logger) == 1, "the deleted record's file, after the grace period")
+                setup.time.advance(by: 23 * 3600)
+                #expect(try await cleanup.run(logger: logger) == 1, "the upload never saved, after a day")
+                #expect(try files() == 1)
+                let fetched = try await client.lookup(["kept"], zone: "Z", as: .user(world.alice))
+                let url = try #require(fetched.records.first?["fields"]?["photo"]?["value"]?["downloadURL"]?.stringValue)
+                #expect(try await Self.request(url).body == Array("kept".utf8), "a file a record holds stays")
+
+                // Deleting the zone lets its files go too.
+                _ = try await client.send(
+                    "zones/modify", as: .user(world.alice), body: #"{"operations":[{"operationType":"delete","zone":{"zoneID":{"zoneName":"Z"}}}]}"#)
+                setup.time.advance(by: 2 * 3600)
+                #expect(try await cleanup.run(logger: logger) == 1)
+                #expect(try files() == 0)
+            }
+        }
+    }
+}
