@@ -342,5 +342,21 @@ extension PostgresSchema {
                 "CREATE INDEX asset_uploads_age ON asset_uploads (attached, created_at)",
             ]
         ),
+        Migration(
+            version: 9, name: "asset files",
+            statements: [
+                // Asset bytes for clusters with no shared directory (PostgresAssetStorage); listed in asset_files once whole.
+                """
+                CREATE TABLE asset_chunks (
+                    file_id TEXT COLLATE "C" NOT NULL,
+                    seq INTEGER NOT NULL,
+                    data BYTEA NOT NULL,
+                    PRIMARY KEY (file_id, seq)
+                )
+                """,
+                "ALTER TABLE asset_chunks ALTER COLUMN data SET STORAGE EXTERNAL",
+                "CREATE TABLE asset_files (file_id TEXT COLLATE \"C\" PRIMARY KEY, size BIGINT NOT NULL)",
+            ]
+        ),
     ]
 }

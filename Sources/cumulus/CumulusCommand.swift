@@ -199,8 +199,8 @@ struct Serve: AsyncParsableCommand {
     @Option(
         name: .customLong("assets"),
         help: """
-            Directory of asset files (default: $CUMULUS_ASSETS, else assets/ in the SQLite data directory, else ./cumulus-assets); \
-            every instance over one PostgreSQL must see the same one.
+            Directory of asset files (default: $CUMULUS_ASSETS, else assets/ in the SQLite data directory; over PostgreSQL, \
+            the database itself).
             """)
     var assets: String?
     @Option(
@@ -242,15 +242,16 @@ struct Serve: AsyncParsableCommand {
             pushRecheckInterval: .seconds(max(pushRecheckInterval, 1)), pushLimits: PushLimits(maximumConnections: maxPushConnections)
         )
         configuration.acceptsUnhashedLargeServerToServerBodies = acceptUnhashedLargeBodies
-        let assetDirectory: String
+        // Asset bytes: a directory when one is named; else beside the SQLite file, or in PostgreSQL itself, so every
+        // instance of a cluster serves every asset.
         if let directory = assets ?? environment["CUMULUS_ASSETS"] {
-            assetDirectory = directory
+            configuration.assetStorage = try FileAssetStorage(directory: URL(fileURLWithPath: directory))
         } else if case .sqlite(let directory) = try options.location() {
-            assetDirectory = (directory as NSString).appendingPathComponent("assets")
-        } else {
-            assetDirectory = "cumulus-assets"
+            configuration.assetStorage = try FileAssetStorage(
+                directory: URL(fileURLWithPath: (directory as NSString).appendingPathComponent("assets")))
+        } else if let postgres = opened.store as? PostgresRecordStore {
+            configuration.assetStorage = PostgresAssetStorage(client: postgres.client, logger: logger)
         }
-        configuration.assetStorage = try FileAssetStorage(directory: URL(fileURLWithPath: assetDirectory))
         guard let assetMiB = maxAssetSize ?? Int(environment["CUMULUS_MAX_ASSET_SIZE"] ?? "250"), assetMiB > 0 else {
             throw ValidationError("--max-asset-size (CUMULUS_MAX_ASSET_SIZE) must be a positive number of MiB")
         }

@@ -3,11 +3,13 @@ import Crypto
 import CumulusCore
 import CumulusModel
 import CumulusStore
+import CumulusStorePostgres
 import Foundation
 import HummingbirdTesting
 import Logging
 import NIOCore
 import NIOHTTP1
+import PostgresNIO
 import Testing
 
 @testable import CumulusServer
@@ -18,22 +20,40 @@ import Testing
 struct AssetTests {
     let logger = Logger(label: "test")
 
-    /// A world whose clock the test moves, whose asset files are in a directory the test can look into.
+    /// A world whose clock the test moves, with the store's own asset storage: files for SQLite, chunks in PostgreSQL.
     struct AssetWorld {
         var world: TestWorld
         let time: LockedTime
-        let storage: FileAssetStorage
+        let storage: any AssetStorage
+        /// How many asset files the storage holds.
+        let fileCount: @Sendable () async throws -> Int
 
         init(_ store: TestStore, maximumSize: Int64 = 250 * 1024 * 1024) async throws {
             let time = LockedTime(Date())
             var world = try await TestWorld.make(store: store, clock: WallClock { time.now })
-            let storage = try FileAssetStorage(
-                directory: FileManager.default.temporaryDirectory.appendingPathComponent("cumulus-asset-test-\(UUID().uuidString)"))
+            if let postgres = world.store as? PostgresRecordStore {
+                let client = postgres.client
+                storage = PostgresAssetStorage(client: client)
+                fileCount = {
+                    var count = 0
+                    for try await value in try await client.query("SELECT count(*) FROM asset_files", logger: Logger(label: "test")).decode(Int.self)
+                    {
+                        count = value
+                    }
+                    return count
+                }
+            } else {
+                let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cumulus-asset-test-\(UUID().uuidString)")
+                storage = try FileAssetStorage(directory: directory)
+                fileCount = {
+                    let enumerator = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: nil)
+                    return (enumerator?.allObjects as? [URL] ?? []).filter { !$0.hasDirectoryPath && $0.pathExtension.isEmpty }.count
+                }
+            }
             world.configuration.assetStorage = storage
             world.configuration.assetLimits.maximumSize = maximumSize
             self.world = world
             self.time = time
-            self.storage = storage
         }
     }
 
@@ -237,11 +257,7 @@ struct AssetTests {
                     let saved = try await client.modify([operation("create", name, fields: Self.assetField(file))], zone: "Z", as: .user(world.alice))
                     #expect(saved.records.first?["serverErrorCode"] == nil)
                 }
-                func files() throws -> Int {
-                    let enumerator = FileManager.default.enumerator(at: setup.storage.directory, includingPropertiesForKeys: nil)
-                    return (enumerator?.allObjects as? [URL] ?? []).filter { !$0.hasDirectoryPath && $0.pathExtension.isEmpty }.count
-                }
-                #expect(try files() == 3)
+                #expect(try await setup.fileCount() == 3)
                 #expect(try await cleanup.run(logger: logger) == 0, "nothing is old enough yet")
 
                 _ = try await client.modify([operation("forceDelete", "dropped")], zone: "Z", as: .user(world.alice))
@@ -249,7 +265,7 @@ struct AssetTests {
                 #expect(try await cleanup.run(logger: logger) == 1, "the deleted record's file, after the grace period")
                 setup.time.advance(by: 23 * 3600)
                 #expect(try await cleanup.run(logger: logger) == 1, "the upload never saved, after a day")
-                #expect(try files() == 1)
+                #expect(try await setup.fileCount() == 1)
                 let fetched = try await client.lookup(["kept"], zone: "Z", as: .user(world.alice))
                 let url = try #require(fetched.records.first?["fields"]?["photo"]?["value"]?["downloadURL"]?.stringValue)
                 #expect(try await Self.request(url).body == Array("kept".utf8), "a file a record holds stays")
@@ -259,7 +275,7 @@ struct AssetTests {
                     "zones/modify", as: .user(world.alice), body: #"{"operations":[{"operationType":"delete","zone":{"zoneID":{"zoneName":"Z"}}}]}"#)
                 setup.time.advance(by: 2 * 3600)
                 #expect(try await cleanup.run(logger: logger) == 1)
-                #expect(try files() == 0)
+                #expect(try await setup.fileCount() == 0)
             }
         }
     }

@@ -3,6 +3,7 @@ import CumulusModel
 import CumulusStorePostgres
 import Foundation
 import NIOCore
+import NIOHTTP1
 import Testing
 
 /// Two real `cumulus serve` processes over one PostgreSQL database, as a deployment behind a load balancer runs them.
@@ -138,6 +139,29 @@ struct ServeClusterTests {
             #"{\#(ownerZone),"operations":[{"operationType":"forceUpdate","record":{"recordName":"milk","recordType":"Item","fields":{"x":{"value":1}}}}]}"#
         )
         #expect(bobWrites["records"]?[0]?["serverErrorCode"] != nil, "a read-only participant cannot write: \(bobWrites)")
+
+        // An asset: the upload URL one instance signs works on the other, whose bytes go to PostgreSQL; the record's
+        // download URL, from either, serves the bytes from either.
+        func on(_ server: ServeProcessTests.Server, _ url: String) throws -> String {
+            let path = try #require(url.range(of: "/assets/1/"))
+            return server.url + url[path.lowerBound...]
+        }
+        let (_, tokens) = try await Self.post(
+            first, "private", "assets/upload", alice, #"{\#(lists),"tokens":[{"recordName":"photo","fieldName":"image"}]}"#)
+        let uploadURL = try #require(tokens["tokens"]?[0]?["url"]?.stringValue, "\(tokens)")
+        let photo = String(repeating: "pixels ", count: 300_000)
+        let (uploadStatus, uploaded) = try await ServeProcessTests.post(try on(second, uploadURL), photo, timeout: .seconds(30))
+        #expect(uploadStatus == 200, "\(uploaded)")
+        let singleFile = String(decoding: try #require(uploaded["singleFile"]).jsonBytes, as: UTF8.self)
+        let (_, savedPhoto) = try await Self.post(
+            second, "private", "records/modify", alice,
+            #"{\#(lists),"operations":[\#(Self.create("photo", type: "Photo", fields: #"{"image":{"type":"ASSETID","value":\#(singleFile)}}"#))]}"#)
+        #expect(savedPhoto["records"]?[0]?["serverErrorCode"] == nil, "\(savedPhoto)")
+        let (_, fetchedPhoto) = try await Self.post(first, "private", "records/lookup", alice, #"{\#(lists),"records":[{"recordName":"photo"}]}"#)
+        let downloadURL = try #require(fetchedPhoto["records"]?[0]?["fields"]?["image"]?["value"]?["downloadURL"]?.stringValue)
+        let download = try await HTTPClient.shared.execute(HTTPClientRequest(url: try on(second, downloadURL)), timeout: .seconds(30))
+        #expect(download.status == .ok)
+        #expect(String(buffer: try await download.body.collect(upTo: 8 << 20)) == photo)
 
         // The first instance is killed while atomic batches go through it; the second keeps serving, and each batch is
         // there whole or not at all.
