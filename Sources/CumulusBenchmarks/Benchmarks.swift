@@ -52,7 +52,7 @@ struct Benchmarks {
             default:
                 fatalError(
                     "unknown argument \(argument); use --records N --concurrency C --feed-records N --subscribers N --idle-streams N "
-                        + "--only sync|feed|modify|push|abuse|requests --store postgres://…")
+                        + "--only sync|feed|modify|push|abuse|requests|assets --store postgres://…")
             }
         }
         LoggingSystem.bootstrap { StreamLogHandler.standardError(label: $0, metadataProvider: nil) }
@@ -61,6 +61,12 @@ struct Benchmarks {
         if only == "abuse" {
             try await hostileBodies()
             try await floodLatency()
+            return
+        }
+        if only == "assets" {
+            for store in [BenchStore.sqlite] + (postgres.map { [.postgres($0)] } ?? []) {
+                try await assets(on: store, megabytes: 256, largeMegabytes: 1024)
+            }
             return
         }
         if only == "requests" {

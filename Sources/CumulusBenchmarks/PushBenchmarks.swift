@@ -26,9 +26,12 @@ extension Benchmarks {
         // Every simulated client comes from this machine's one address.
         configuration.connectionLimits = ConnectionLimits(maximumConnections: 60_000, maximumConnectionsPerAddress: 60_000)
         configuration.requestLimits = requestLimits
+        // The asset benchmark streams a 1 GiB upload.
+        configuration.assetLimits.maximumSize = 4 << 30
         if location.hasPrefix("postgres") {
             let postgres = try PostgresLocation(url: location)
             let client = PostgresClient(configuration: postgres.clientConfiguration(maximumConnections: 20))
+            configuration.assetStorage = PostgresAssetStorage(client: client)
             let app = buildApplication(
                 configuration: configuration, store: PostgresRecordStore(client: client), logger: logger,
                 onServerRunning: { url in announce(url) })

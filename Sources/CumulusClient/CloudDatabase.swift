@@ -1,5 +1,5 @@
 public import CumulusModel
-import Foundation
+public import Foundation
 
 /// The outcome of `records/modify`, split like CKSyncEngine's sent-changes event.
 public struct ModifyRecordsResult: Sendable {
@@ -116,9 +116,21 @@ public struct CloudDatabase: Sendable {
     /// Saves and deletes records of one zone. Saves check the change tag (`update` with the record's tag, `create`
     /// without one), as CKSyncEngine's `.ifServerRecordUnchanged`; a stale tag fails that save with `CONFLICT` and the
     /// server's record.
+    ///
+    /// A record's ``CloudRecord/assetFiles`` are uploaded first, each into its field.
     public func modifyRecords(saving: [CloudRecord], deleting: [RecordID], zoneID: ZoneID, atomic: Bool = false) async throws(CloudError)
         -> ModifyRecordsResult
     {
+        var saving = saving
+        for index in saving.indices where !saving[index].assetFiles.isEmpty {
+            for (field, file) in saving[index].assetFiles.sorted(by: { $0.key < $1.key }) {
+                let asset = try await uploadAsset(
+                    fileAt: file, recordName: saving[index].recordID.recordName, recordType: saving[index].recordType, fieldName: field,
+                    zoneID: zoneID)
+                saving[index].fields[field] = .asset(asset)
+            }
+            saving[index].assetFiles = [:]
+        }
         let json = try await post("records/modify") { writer in
             writer.key("zoneID")
             writer.zoneID(zoneID)
@@ -169,6 +181,84 @@ public struct CloudDatabase: Sendable {
             }
         }
         return result
+    }
+
+    // MARK: - Assets
+
+    /// Uploads a file for a record's `ASSETID` field and answers the asset to save in it (as `modifyRecords` does for
+    /// ``CloudRecord/assetFiles``). An upload whose answer was lost is started again with a new receipt, since a
+    /// receipt takes its bytes once.
+    public func uploadAsset(fileAt file: URL, recordName: String, recordType: String?, fieldName: String, zoneID: ZoneID, attempts: Int = 3)
+        async throws(CloudError) -> Asset
+    {
+        var lastError = CloudError(code: .networkFailure, reason: "no attempt")
+        for _ in 0..<max(attempts, 1) {
+            let json = try await post("assets/upload") { writer in
+                writer.key("zoneID")
+                writer.zoneID(zoneID)
+                writer.key("tokens")
+                writer.beginArray()
+                writer.beginObject()
+                writer.key("recordName")
+                writer.string(recordName)
+                if let recordType {
+                    writer.key("recordType")
+                    writer.string(recordType)
+                }
+                writer.key("fieldName")
+                writer.string(fieldName)
+                writer.endObject()
+                writer.endArray()
+            }
+            guard let text = json["tokens"]?[0]?["url"]?.stringValue, let url = URL(string: text) else {
+                throw CloudError(code: .invalidResponse, reason: "assets/upload answered no URL")
+            }
+            let response: TransportResponse
+            do {
+                response = try await container.transport.upload(
+                    TransportRequest(method: "POST", url: url, headers: ["Content-Type": "application/octet-stream"]), fromFile: file)
+            } catch {
+                lastError = CloudError(code: .networkFailure, reason: "\(error)")
+                continue
+            }
+            guard let answer = try? JSONValue(parsing: response.body) else {
+                lastError = CloudError(code: .invalidResponse, reason: "HTTP \(response.status) without a JSON body")
+                continue
+            }
+            guard (200..<300).contains(response.status) else {
+                let error = CloudError.read(answer, status: response.status)
+                // The first try's bytes arrived though its answer was lost: a new receipt takes them again.
+                if error.code == .server(.conflict) || error.isTransient {
+                    lastError = error
+                    continue
+                }
+                throw error
+            }
+            guard let singleFile = answer["singleFile"], let asset = try? Asset(wire: singleFile, path: "singleFile") else {
+                throw CloudError(code: .invalidResponse, reason: "the upload answered no singleFile")
+            }
+            return asset
+        }
+        throw lastError
+    }
+
+    /// Downloads an asset's bytes into a file, from the `downloadURL` a fetched record carries.
+    public func downloadAsset(_ asset: Asset, to file: URL) async throws(CloudError) {
+        guard let text = asset.downloadURL, let url = URL(string: text) else {
+            throw CloudError(code: .invalidResponse, reason: "the asset has no downloadURL: fetch its record first")
+        }
+        let response: TransportResponse
+        do {
+            response = try await container.transport.download(TransportRequest(method: "GET", url: url), toFile: file)
+        } catch {
+            throw CloudError(code: .networkFailure, reason: "\(error)")
+        }
+        guard (200..<300).contains(response.status) else {
+            guard let json = try? JSONValue(parsing: response.body) else {
+                throw CloudError(code: .invalidResponse, reason: "HTTP \(response.status) without a JSON body")
+            }
+            throw CloudError.read(json, status: response.status)
+        }
     }
 
     /// Fetches records by name; missing ones are absent.

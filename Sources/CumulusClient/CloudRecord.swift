@@ -27,12 +27,28 @@ public struct CloudRecord: Sendable, Hashable {
     public var share: String?
     public var created: RecordStamp?
     public var modified: RecordStamp?
+    /// Local files to upload into `ASSETID` fields when the record is saved (``setAsset(fileAt:forKey:)``), by field.
+    public var assetFiles: [String: URL] = [:]
 
     public init(recordType: String, recordID: RecordID = RecordID(), fields: [String: FieldValue] = [:], parent: String? = nil) {
         self.recordID = recordID
         self.recordType = recordType
         self.fields = fields
         self.parent = parent
+    }
+
+    /// Sets a field to a local file, as a `CKAsset` is: ``CloudDatabase/modifyRecords(saving:deleting:zoneID:atomic:)``
+    /// (and so the sync engine) uploads it before saving the record, and the field then holds the uploaded asset.
+    public mutating func setAsset(fileAt file: URL, forKey key: String) {
+        assetFiles[key] = file
+        fields[key] = nil
+    }
+
+    /// The asset a field holds, with its `downloadURL` when the record was fetched; ``CloudDatabase/downloadAsset(_:to:)``
+    /// fetches its bytes.
+    public func asset(forKey key: String) -> Asset? {
+        if case .asset(let asset)? = fields[key] { return asset }
+        return nil
     }
 
     public subscript(key: String) -> FieldValue? {

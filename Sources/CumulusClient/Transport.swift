@@ -37,6 +37,29 @@ public struct TransportResponse: Sendable {
 public protocol Transport: Sendable {
     /// Sends a request and returns the response, whatever its status. Throws only when no response arrived.
     func send(_ request: TransportRequest) async throws -> TransportResponse
+    /// Sends a file as the request's body (an asset upload). The default reads the file and calls ``send(_:)``; a
+    /// transport that can stream from disk does so.
+    func upload(_ request: TransportRequest, fromFile file: URL) async throws -> TransportResponse
+    /// Receives the response's body into a file (an asset download), answering the response with an empty body when
+    /// its status is 2xx. The default calls ``send(_:)`` and writes the body; a transport that can stream to disk
+    /// does so.
+    func download(_ request: TransportRequest, toFile file: URL) async throws -> TransportResponse
+}
+
+extension Transport {
+    public func upload(_ request: TransportRequest, fromFile file: URL) async throws -> TransportResponse {
+        var request = request
+        request.body = try Data(contentsOf: file)
+        return try await send(request)
+    }
+
+    public func download(_ request: TransportRequest, toFile file: URL) async throws -> TransportResponse {
+        var response = try await send(request)
+        guard (200..<300).contains(response.status) else { return response }
+        try response.body.write(to: file, options: .atomic)
+        response.body = Data()
+        return response
+    }
 }
 
 /// A ``Transport`` on `URLSession`: native on Apple platforms, and on Linux through FoundationNetworking, so apps

@@ -1,5 +1,6 @@
 public import CumulusModel
 public import Foundation
+import Synchronization
 
 /// An asset upload: what `assets/upload` issued a receipt for, and, once the bytes came, the file that holds them.
 ///
@@ -64,10 +65,30 @@ public protocol AssetStorage: Sendable {
     func write<Chunks: AsyncSequence & Sendable>(fileID: String, chunks: Chunks) async throws where Chunks.Element == [UInt8]
     /// The size of a file; `nil` when there is none.
     func size(fileID: String) async throws -> Int64?
-    /// The bytes of a file in `range` (all of it by default), in chunks.
-    func read(fileID: String, range: Range<Int64>?) async throws -> AsyncThrowingStream<[UInt8], any Error>
+    /// The bytes of a file in `range` (all of it by default), in chunks read as they are asked for: a slow reader
+    /// holds one chunk, never the file.
+    func read(fileID: String, range: Range<Int64>?) async throws -> AssetChunks
     /// Deletes files; missing ones are ignored.
     func delete(fileIDs: [String]) async throws
+}
+
+/// The chunks of an asset file, read one at a time as the consumer asks (a pull, so a slow network never lets a fast
+/// disk fill memory).
+public struct AssetChunks: AsyncSequence, Sendable {
+    public typealias Element = [UInt8]
+    private let nextChunk: @Sendable () async throws -> [UInt8]?
+
+    /// - Parameter next: The next chunk, or `nil` at the end; called once for each, in order.
+    public init(next: @escaping @Sendable () async throws -> [UInt8]?) {
+        self.nextChunk = next
+    }
+
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        let nextChunk: @Sendable () async throws -> [UInt8]?
+        public mutating func next() async throws -> [UInt8]? { try await nextChunk() }
+    }
+
+    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(nextChunk: nextChunk) }
 }
 
 /// Asset files under a directory (the data directory's `assets/`), two levels of subdirectories by file ID.
@@ -113,7 +134,7 @@ public struct FileAssetStorage: AssetStorage {
         return (attributes?[.size] as? NSNumber)?.int64Value
     }
 
-    public func read(fileID: String, range: Range<Int64>?) async throws -> AsyncThrowingStream<[UInt8], any Error> {
+    public func read(fileID: String, range: Range<Int64>?) async throws -> AssetChunks {
         let handle: FileHandle
         do {
             handle = try FileHandle(forReadingFrom: try url(fileID))
@@ -121,27 +142,9 @@ public struct FileAssetStorage: AssetStorage {
             throw StoreError(.notFound, "no such asset file")
         }
         let start = range?.lowerBound ?? 0
-        let end = range?.upperBound
-        let chunkSize = Self.chunkSize
-        return AsyncThrowingStream { continuation in
-            let task = Task.detached {
-                defer { try? handle.close() }
-                do {
-                    try handle.seek(toOffset: UInt64(start))
-                    var position = start
-                    while !Task.isCancelled {
-                        let wanted = end.map { min(Int64(chunkSize), $0 - position) } ?? Int64(chunkSize)
-                        guard wanted > 0, let data = try handle.read(upToCount: Int(wanted)), !data.isEmpty else { break }
-                        position += Int64(data.count)
-                        continuation.yield(Array(data))
-                    }
-                    continuation.finish()
-                } catch {
-                    continuation.finish(throwing: error)
-                }
-            }
-            continuation.onTermination = { _ in task.cancel() }
-        }
+        try handle.seek(toOffset: UInt64(start))
+        let reader = FileChunkReader(handle: handle, position: start, end: range?.upperBound, chunkSize: Self.chunkSize)
+        return AssetChunks { try reader.next() }
     }
 
     public func delete(fileIDs: [String]) async throws {
@@ -155,5 +158,36 @@ extension UInt8 {
     fileprivate var isASCIIAlphanumeric: Bool {
         (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(self) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(self)
             || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(self)
+    }
+}
+
+/// Reads a file a chunk at a time; closes it at the end.
+private final class FileChunkReader: Sendable {
+    private let state: Mutex<(handle: FileHandle?, position: Int64)>
+    let end: Int64?
+    let chunkSize: Int
+
+    init(handle: FileHandle, position: Int64, end: Int64?, chunkSize: Int) {
+        self.state = Mutex((handle, position))
+        self.end = end
+        self.chunkSize = chunkSize
+    }
+
+    deinit {
+        state.withLock { try? $0.handle?.close() }
+    }
+
+    func next() throws -> [UInt8]? {
+        try state.withLock { state in
+            guard let handle = state.handle else { return nil }
+            let wanted = end.map { min(Int64(chunkSize), $0 - state.position) } ?? Int64(chunkSize)
+            guard wanted > 0, let data = try handle.read(upToCount: Int(wanted)), !data.isEmpty else {
+                try? handle.close()
+                state.handle = nil
+                return nil
+            }
+            state.position += Int64(data.count)
+            return Array(data)
+        }
     }
 }

@@ -2,6 +2,7 @@ public import CumulusStore
 import Foundation
 import Logging
 public import PostgresNIO
+import Synchronization
 
 /// Asset bytes in PostgreSQL, in chunks of 1 MiB, so every instance of a cluster serves every asset with no shared
 /// directory. Chunks are written as they arrive, each in a statement of its own (a slow upload holds no transaction
@@ -54,38 +55,33 @@ public struct PostgresAssetStorage: AssetStorage {
         return nil
     }
 
-    public func read(fileID: String, range: Range<Int64>?) async throws -> AsyncThrowingStream<[UInt8], any Error> {
+    public func read(fileID: String, range: Range<Int64>?) async throws -> AssetChunks {
         guard let size = try await size(fileID: fileID) else { throw StoreError(.notFound, "no such asset file") }
         let wanted = range ?? 0..<size
         let chunkSize = Int64(Self.chunkSize)
         let first = Int(wanted.lowerBound / chunkSize)
-        let last = Int(max(wanted.upperBound - 1, 0) / chunkSize)
+        let last = wanted.isEmpty ? first - 1 : Int((wanted.upperBound - 1) / chunkSize)
+        let next = Mutex(first)
         let client = self.client
         let logger = self.logger
-        return AsyncThrowingStream { continuation in
-            let task = Task {
-                do {
-                    guard !wanted.isEmpty else { return continuation.finish() }
-                    // A chunk at a time: a large file never sits in memory whole.
-                    for sequence in first...last {
-                        var data: Data?
-                        for try await bytes in try await client.query(
-                            "SELECT data FROM asset_chunks WHERE file_id = \(fileID) AND seq = \(sequence)", logger: logger
-                        ).decode(Data.self) {
-                            data = bytes
-                        }
-                        guard let data else { throw StoreError(.corrupt, "asset file \(fileID) is missing chunk \(sequence)") }
-                        let start = Int64(sequence) * chunkSize
-                        let from = Int(max(wanted.lowerBound - start, 0))
-                        let to = Int(min(wanted.upperBound - start, Int64(data.count)))
-                        if from < to { continuation.yield(Array(data[data.startIndex + from..<data.startIndex + to])) }
-                    }
-                    continuation.finish()
-                } catch {
-                    continuation.finish(throwing: error)
-                }
+        // A chunk a query, as the reader asks: a large file never sits in memory whole.
+        return AssetChunks {
+            let sequence = next.withLock { value in
+                defer { value += 1 }
+                return value
             }
-            continuation.onTermination = { _ in task.cancel() }
+            guard sequence <= last else { return nil }
+            var data: Data?
+            for try await bytes in try await client.query(
+                "SELECT data FROM asset_chunks WHERE file_id = \(fileID) AND seq = \(sequence)", logger: logger
+            ).decode(Data.self) {
+                data = bytes
+            }
+            guard let data else { throw StoreError(.corrupt, "asset file \(fileID) is missing chunk \(sequence)") }
+            let start = Int64(sequence) * chunkSize
+            let from = Int(max(wanted.lowerBound - start, 0))
+            let to = Int(min(wanted.upperBound - start, Int64(data.count)))
+            return from < to ? Array(data[data.startIndex + from..<data.startIndex + to]) : []
         }
     }
 

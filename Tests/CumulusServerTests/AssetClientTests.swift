@@ -1,0 +1,108 @@
+import CumulusClient
+import CumulusModel
+import CumulusSyncGRDB
+import CumulusTesting
+import Foundation
+import GRDB
+import Synchronization
+import Testing
+
+/// The client's assets against a real server: a record saved with a local file uploads it first, a lost upload answer
+/// is recovered with a new receipt, and a second device syncs the record and downloads the same bytes.
+@Suite("Assets in the client and the sync engine")
+struct AssetClientTests {
+    static let zone = ZoneID(zoneName: "Receipts")
+
+    static func file(_ bytes: [UInt8]) throws -> URL {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("cumulus-client-asset-\(UUID().uuidString)")
+        try Data(bytes).write(to: url)
+        return url
+    }
+
+    static func isAssetUpload(_ request: TransportRequest) -> Bool { request.url.path.contains("/assets/1/") && request.method == "POST" }
+
+    @Test func aSavedRecordUploadsItsFileAndALostAnswerIsRecovered() async throws {
+        let world = try await TestWorld.make()
+        try await SyncEngineTests.live(world) { container in
+            let faults = FaultInjectingTransport(wrapping: URLSessionTransport())
+            var flaky = container(world.alice)
+            flaky.transport = faults
+            let database = flaky.privateCloudDatabase
+            try await database.save(zones: [Self.zone])
+            let bytes = (0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 13) }
+
+            // The server stores the first upload's bytes; its answer is lost; the client starts again with a new receipt.
+            faults.inject(.dropAnswer, times: 1, when: Self.isAssetUpload)
+            var record = CloudRecord(recordType: "Receipt", recordID: RecordID(recordName: "lunch", zoneID: Self.zone))
+            record["total"] = .double(12.5)
+            record.setAsset(fileAt: try Self.file(bytes), forKey: "photo")
+            let result = try await database.modifyRecords(saving: [record], deleting: [], zoneID: Self.zone)
+            #expect(result.failedSaves.isEmpty, "\(result.failedSaves.map(\.error))")
+            #expect(faults.sentPaths.filter { $0.contains("/assets/1/") }.count == 2, "sent, lost, sent again with a new receipt")
+            #expect(result.saved.first?.asset(forKey: "photo")?.size == Int64(bytes.count))
+
+            // Another device reads the record and downloads the bytes; a lost download answer is an error to retry.
+            let other = container(world.alice).privateCloudDatabase
+            let fetched = try #require(try await other.records(named: ["lunch"], in: Self.zone)["lunch"])
+            let asset = try #require(fetched.asset(forKey: "photo"))
+            #expect(asset.downloadURL != nil)
+            let target = FileManager.default.temporaryDirectory.appendingPathComponent("cumulus-download-\(UUID().uuidString)")
+            faults.inject(.dropAnswer, times: 1) { $0.url.path.contains("/download/") }
+            await #expect(throws: CloudError.self) { try await database.downloadAsset(asset, to: target) }
+            try await database.downloadAsset(asset, to: target)
+            #expect(try Data(contentsOf: target) == Data(bytes))
+        }
+    }
+
+    /// A delegate that sends the records it is given and keeps what it fetches.
+    final class ReceiptsDelegate: SyncEngineDelegate {
+        let outgoing = Mutex<[RecordID: CloudRecord]>([:])
+        let fetched = Mutex<[String: CloudRecord]>([:])
+
+        func handleEvent(_ event: SyncEngine.Event, syncEngine: SyncEngine) async throws {
+            if case .fetchedRecordZoneChanges(_, let modified, _) = event {
+                fetched.withLock { for record in modified { $0[record.recordID.recordName] = record } }
+            }
+        }
+
+        func nextRecordZoneChangeBatch(_ pending: [PendingRecordZoneChange], syncEngine: SyncEngine) async throws -> RecordZoneChangeBatch? {
+            let records = outgoing.withLock { $0 }
+            let batch = await RecordZoneChangeBatch(pendingChanges: pending) { records[$0] }
+            return batch.recordsToSave.isEmpty && batch.recordIDsToDelete.isEmpty ? nil : batch
+        }
+    }
+
+    @Test func twoDevicesSyncARecordWithAnAsset() async throws {
+        let world = try await TestWorld.make()
+        try await SyncEngineTests.live(world) { container in
+            let database = container(world.alice).privateCloudDatabase
+            try await database.save(zones: [Self.zone])
+            func engine(_ name: String) throws -> (SyncEngine, ReceiptsDelegate) {
+                let queue = try DatabaseQueue(path: try SyncEngineTests.temporaryPath(name))
+                let delegate = ReceiptsDelegate()
+                let engine = SyncEngine(
+                    SyncEngine.Configuration(
+                        database: container(world.alice).privateCloudDatabase, stateStore: try GRDBSyncStore(writer: queue, scope: "private"),
+                        delegate: delegate))
+                return (engine, delegate)
+            }
+            let (phone, phoneDelegate) = try engine("phone")
+            let (laptop, laptopDelegate) = try engine("laptop")
+
+            let bytes = Array("a photo of the receipt".utf8)
+            let id = RecordID(recordName: "dinner", zoneID: Self.zone)
+            var record = CloudRecord(recordType: "Receipt", recordID: id)
+            record.setAsset(fileAt: try Self.file(bytes), forKey: "photo")
+            phoneDelegate.outgoing.withLock { $0[id] = record }
+            try await phone.add(pendingRecordZoneChanges: [.saveRecord(id)])
+            try await phone.sendChanges()
+
+            try await laptop.fetchChanges()
+            let synced = try #require(laptopDelegate.fetched.withLock { $0["dinner"] })
+            let asset = try #require(synced.asset(forKey: "photo"))
+            let target = FileManager.default.temporaryDirectory.appendingPathComponent("cumulus-synced-\(UUID().uuidString)")
+            try await database.downloadAsset(asset, to: target)
+            #expect(try Data(contentsOf: target) == Data(bytes))
+        }
+    }
+}
