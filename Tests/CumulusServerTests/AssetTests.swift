@@ -136,6 +136,20 @@ struct AssetTests {
                         #expect(try await Self.request(downloadURL, headers: [("Range", "bytes=\(bytes.count)-")]).status == 416)
                     }
                 }
+                // A form body (multipart), as some clients send an asset, is read for its file part.
+                let tokens = try await client.send(
+                    "assets/upload", as: .user(world.alice),
+                    body: #"{"zoneID":{"zoneName":"Z"},"tokens":[{"recordName":"form","fieldName":"photo"}]}"#)
+                let url = try #require(tokens.json["tokens"]?[0]?["url"]?.stringValue)
+                let file = Array("bytes sent as a form".utf8)
+                let form = MultipartFileTests.form(file)
+                let uploaded = try await Self.request(
+                    url, method: .POST, body: form, headers: [("Content-Type", "multipart/form-data; boundary=\(MultipartFileTests.boundary)")])
+                #expect(uploaded.status == 200, "\(String(decoding: uploaded.body, as: UTF8.self))")
+                let singleFile = try JSONValue(parsing: uploaded.body)["singleFile"]
+                #expect(singleFile?["size"] == .number(String(file.count)))
+                #expect(singleFile?["fileChecksum"]?.stringValue == Data(SHA256.hash(data: file)).base64EncodedString())
+
                 // The change feed carries download URLs too.
                 let feed = try await client.send("changes/zone", as: .user(world.alice), body: #"{"zones":[{"zoneID":{"zoneName":"Z"}}]}"#)
                 let records = feed.zones.first?["records"]?.arrayValue ?? []

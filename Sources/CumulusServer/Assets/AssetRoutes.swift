@@ -171,15 +171,31 @@ struct AssetRoutes {
         // Each upload writes a file of its own: two uploads racing on one receipt cannot mix their bytes.
         let fileID = TokenCodec.makeToken()
         let meter = UploadMeter(limit: limit)
+        // A form (multipart) body is accepted too: its file part is taken out as it streams.
+        let form = request.headers[.contentType].flatMap(MultipartFile.boundary(contentType:)).map(MultipartFileReader.init(boundary:))
+        let received = Mutex(Int64(0))
         do {
-            try await storage.write(fileID: fileID, chunks: request.body.map { try meter.pass($0) })
+            try await storage.write(
+                fileID: fileID,
+                chunks: request.body.map { buffer in
+                    received.withLock { $0 += Int64(buffer.readableBytes) }
+                    guard let form else { return try meter.pass(buffer) }
+                    let file = try form.feed(Array(buffer.readableBytesView))
+                    return try meter.pass(ByteBuffer(bytes: file))
+                })
+            try form?.finish()
         } catch let error as any HTTPResponseError where error.status == .contentTooLarge {
+            try? await storage.delete(fileIDs: [fileID])
             throw CloudKitErrorResponse(code: .quotaExceeded, reason: "asset: larger than the limit of \(limit) bytes", closesConnection: true)
+        } catch let error as MultipartFile.Failure {
+            try? await storage.delete(fileIDs: [fileID])
+            throw CumulusError(.badRequest, "\(error)")
         }
         let (size, checksum) = meter.result
-        if let expected = request.headers[.contentLength].flatMap(Int64.init), expected != size {
+        let arrived = received.withLock { $0 }
+        if let expected = request.headers[.contentLength].flatMap(Int64.init), expected != arrived {
             try? await storage.delete(fileIDs: [fileID])
-            throw CumulusError(.badRequest, "asset: \(size) bytes arrived of the \(expected) announced; upload again")
+            throw CumulusError(.badRequest, "asset: \(arrived) bytes arrived of the \(expected) announced; upload again")
         }
         // A client may say what it sends; bytes that do not match are refused and nothing is kept.
         if let claimed = request.headers[HTTPField.Name("X-Cumulus-Checksum")!] ?? request.uri.queryParameters["checksum"].map(String.init),

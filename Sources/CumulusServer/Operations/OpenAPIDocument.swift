@@ -532,7 +532,12 @@ enum OpenAPIDocument {
             "post", "/assets/1/{container}/{environment}/upload/{receipt}", id: "uploadAsset",
             summary: "The bytes of an asset, raw, streamed; answers the dictionary to save in the record's ASSETID field.", tag: .database,
             parameters: app + [pathParameter("receipt", "The receipt the upload URL names.")] + signed,
-            request: ["content": ["application/octet-stream": ["schema": ["type": "string", "format": "binary"]]]],
+            request: [
+                "content": [
+                    "application/octet-stream": ["schema": ["type": "string", "format": "binary"]],
+                    "multipart/form-data": ["schema": object(["file": ["type": "string", "format": "binary"]], required: ["file"])],
+                ]
+            ],
             responses: ["200": ok(ref("SingleFile"))], security: noSecurity)
         paths.add(
             "get", "/assets/1/{container}/{environment}/download/{file}", id: "downloadAsset",
