@@ -46,6 +46,15 @@ public struct ShareMetadata: Sendable, Hashable {
     public var participantPermission: SharePermission?
 }
 
+/// What an asset transfer reports, in order: progress, then its result.
+public enum AssetTransfer: Sendable, Hashable {
+    case progress(AssetProgress)
+    /// An upload finished: the asset to save in the record's field.
+    case uploaded(Asset)
+    /// A download finished: the file.
+    case downloaded(URL)
+}
+
 /// A database of a container, shaped like CKDatabase, over CloudKit Web Services.
 public struct CloudDatabase: Sendable {
     public let container: CloudContainer
@@ -188,9 +197,10 @@ public struct CloudDatabase: Sendable {
     /// Uploads a file for a record's `ASSETID` field and answers the asset to save in it (as `modifyRecords` does for
     /// ``CloudRecord/assetFiles``). An upload whose answer was lost is started again with a new receipt, since a
     /// receipt takes its bytes once.
-    public func uploadAsset(fileAt file: URL, recordName: String, recordType: String?, fieldName: String, zoneID: ZoneID, attempts: Int = 3)
-        async throws(CloudError) -> Asset
-    {
+    public func uploadAsset(
+        fileAt file: URL, recordName: String, recordType: String?, fieldName: String, zoneID: ZoneID, attempts: Int = 3,
+        progress: @escaping @Sendable (AssetProgress) -> Void = { _ in }
+    ) async throws(CloudError) -> Asset {
         var lastError = CloudError(code: .networkFailure, reason: "no attempt")
         for _ in 0..<max(attempts, 1) {
             let json = try await post("assets/upload") { writer in
@@ -216,7 +226,8 @@ public struct CloudDatabase: Sendable {
             let response: TransportResponse
             do {
                 response = try await container.transport.upload(
-                    TransportRequest(method: "POST", url: url, headers: ["Content-Type": "application/octet-stream"]), fromFile: file)
+                    TransportRequest(method: "POST", url: url, headers: ["Content-Type": "application/octet-stream"]), fromFile: file,
+                    progress: progress)
             } catch {
                 lastError = CloudError(code: .networkFailure, reason: "\(error)")
                 continue
@@ -243,13 +254,15 @@ public struct CloudDatabase: Sendable {
     }
 
     /// Downloads an asset's bytes into a file, from the `downloadURL` a fetched record carries.
-    public func downloadAsset(_ asset: Asset, to file: URL) async throws(CloudError) {
+    public func downloadAsset(_ asset: Asset, to file: URL, progress: @escaping @Sendable (AssetProgress) -> Void = { _ in })
+        async throws(CloudError)
+    {
         guard let text = asset.downloadURL, let url = URL(string: text) else {
             throw CloudError(code: .invalidResponse, reason: "the asset has no downloadURL: fetch its record first")
         }
         let response: TransportResponse
         do {
-            response = try await container.transport.download(TransportRequest(method: "GET", url: url), toFile: file)
+            response = try await container.transport.download(TransportRequest(method: "GET", url: url), toFile: file, progress: progress)
         } catch {
             throw CloudError(code: .networkFailure, reason: "\(error)")
         }
@@ -258,6 +271,42 @@ public struct CloudDatabase: Sendable {
                 throw CloudError(code: .invalidResponse, reason: "HTTP \(response.status) without a JSON body")
             }
             throw CloudError.read(json, status: response.status)
+        }
+    }
+
+    /// An upload as an `AsyncSequence`: its progress as it goes, then the asset to save (``AssetTransfer/uploaded(_:)``).
+    public func assetUpload(fileAt file: URL, recordName: String, recordType: String?, fieldName: String, zoneID: ZoneID)
+        -> AsyncThrowingStream<AssetTransfer, any Error>
+    {
+        AsyncThrowingStream { continuation in
+            let task = Task {
+                do {
+                    let asset = try await uploadAsset(
+                        fileAt: file, recordName: recordName, recordType: recordType, fieldName: fieldName, zoneID: zoneID,
+                        progress: { continuation.yield(.progress($0)) })
+                    continuation.yield(.uploaded(asset))
+                    continuation.finish()
+                } catch {
+                    continuation.finish(throwing: error)
+                }
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+    }
+
+    /// A download as an `AsyncSequence`: its progress as it goes, then where the file is (``AssetTransfer/downloaded(_:)``).
+    public func assetDownload(_ asset: Asset, to file: URL) -> AsyncThrowingStream<AssetTransfer, any Error> {
+        AsyncThrowingStream { continuation in
+            let task = Task {
+                do {
+                    try await downloadAsset(asset, to: file, progress: { continuation.yield(.progress($0)) })
+                    continuation.yield(.downloaded(file))
+                    continuation.finish()
+                } catch {
+                    continuation.finish(throwing: error)
+                }
+            }
+            continuation.onTermination = { _ in task.cancel() }
         }
     }
 

@@ -29,6 +29,9 @@ public struct CloudRecord: Sendable, Hashable {
     public var modified: RecordStamp?
     /// Local files to upload into `ASSETID` fields when the record is saved (``setAsset(fileAt:forKey:)``), by field.
     public var assetFiles: [String: URL] = [:]
+    /// Where a sync engine that downloads on fetch put the record's assets, by field
+    /// (``SyncEngine/AssetDownloads/onFetch(directory:)``). Never sent.
+    public var downloadedAssets: [String: URL] = [:]
 
     public init(recordType: String, recordID: RecordID = RecordID(), fields: [String: FieldValue] = [:], parent: String? = nil) {
         self.recordID = recordID

@@ -1,5 +1,5 @@
 public import CumulusModel
-import Foundation
+public import Foundation
 
 /// Receives a sync engine's events and supplies the records it sends, as CKSyncEngineDelegate does.
 public protocol SyncEngineDelegate: AnyObject, Sendable {
@@ -35,10 +35,13 @@ public actor SyncEngine {
         public var retryPolicy: RetryPolicy
         /// Waits between retries; tests inject a faster one.
         public var sleep: @Sendable (Duration) async throws -> Void
+        /// When fetched records' assets are downloaded.
+        public var assetDownloads: AssetDownloads
 
         public init(
             database: CloudDatabase, stateStore: any SyncStateStore, delegate: any SyncEngineDelegate, planner: SendPlanner = .init(),
-            retryPolicy: RetryPolicy = .init(), sleep: @escaping @Sendable (Duration) async throws -> Void = { try await Task.sleep(for: $0) }
+            retryPolicy: RetryPolicy = .init(), sleep: @escaping @Sendable (Duration) async throws -> Void = { try await Task.sleep(for: $0) },
+            assetDownloads: AssetDownloads = .onDemand
         ) {
             self.database = database
             self.stateStore = stateStore
@@ -46,7 +49,19 @@ public actor SyncEngine {
             self.planner = planner
             self.retryPolicy = retryPolicy
             self.sleep = sleep
+            self.assetDownloads = assetDownloads
         }
+    }
+
+    /// When fetched records' assets are downloaded.
+    public enum AssetDownloads: Sendable {
+        /// The app downloads an asset when it needs it, with ``CloudDatabase/downloadAsset(_:to:)`` (from the
+        /// record's `downloadURL`, which works for an hour; fetch again after that).
+        case onDemand
+        /// Before a page of fetched records reaches the delegate, each asset is downloaded into the directory, and the
+        /// record's ``CloudRecord/downloadedAssets`` says where. A file's name is its checksum, so an asset fetched
+        /// again is not downloaded again.
+        case onFetch(directory: URL)
     }
 
     /// Events, as CKSyncEngine.Event.
@@ -324,8 +339,12 @@ public actor SyncEngine {
             next = changes.moreComing ? request(changes.syncToken) : nil
             requestedWithToken = true
             if reconciling { present.formUnion(changes.records.map(\.recordID.recordName)) }
+            var records = changes.records
+            if case .onFetch(let directory) = configuration.assetDownloads {
+                records = try await downloadAssets(of: records, into: directory)
+            }
             try await delegate.handleEvent(
-                .fetchedRecordZoneChanges(zoneID: zoneID, modified: changes.records, deleted: changes.deletions.map(\.recordID)), syncEngine: self
+                .fetchedRecordZoneChanges(zoneID: zoneID, modified: records, deleted: changes.deletions.map(\.recordID)), syncEngine: self
             )
             try await store.setZoneToken(changes.syncToken, for: zoneID)
         }
@@ -338,6 +357,27 @@ public actor SyncEngine {
 
     /// Sends pending changes (those in `scope`), batch after batch, until none is left (or only failures the app must
     /// resolve).
+    /// Downloads the assets of fetched records into a directory, retrying as every request is, and notes where.
+    private func downloadAssets(of records: [CloudRecord], into directory: URL) async throws -> [CloudRecord] {
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        var records = records
+        for index in records.indices {
+            for (field, value) in records[index].fields {
+                guard case .asset(let asset) = value, asset.downloadURL != nil else { continue }
+                // Named by content: the same bytes fetched again are already here.
+                let name = (asset.fileChecksum ?? asset.receipt ?? UUID().uuidString)
+                    .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "=", with: "")
+                let file = directory.appendingPathComponent(name)
+                if !FileManager.default.fileExists(atPath: file.path) {
+                    let database = configuration.database
+                    try await withRetries { try await database.downloadAsset(asset, to: file) }
+                }
+                records[index].downloadedAssets[field] = file
+            }
+        }
+        return records
+    }
+
     public func sendChanges(_ scope: Scope = .all) async throws {
         await setPhase(.sending)
         do {

@@ -37,26 +37,56 @@ public struct TransportResponse: Sendable {
 public protocol Transport: Sendable {
     /// Sends a request and returns the response, whatever its status. Throws only when no response arrived.
     func send(_ request: TransportRequest) async throws -> TransportResponse
-    /// Sends a file as the request's body (an asset upload). The default reads the file and calls ``send(_:)``; a
-    /// transport that can stream from disk does so.
-    func upload(_ request: TransportRequest, fromFile file: URL) async throws -> TransportResponse
-    /// Receives the response's body into a file (an asset download), answering the response with an empty body when
-    /// its status is 2xx. The default calls ``send(_:)`` and writes the body; a transport that can stream to disk
-    /// does so.
-    func download(_ request: TransportRequest, toFile file: URL) async throws -> TransportResponse
+    /// Sends a file as the request's body (an asset upload), reporting the bytes sent as they go. The default reads
+    /// the file, calls ``send(_:)`` and reports the start and the end; a transport that can stream from disk does so.
+    func upload(_ request: TransportRequest, fromFile file: URL, progress: @escaping @Sendable (AssetProgress) -> Void) async throws
+        -> TransportResponse
+    /// Receives the response's body into a file (an asset download), reporting the bytes received, and answers the
+    /// response with an empty body when its status is 2xx. The default calls ``send(_:)``, writes the body and
+    /// reports the start and the end; a transport that can stream to disk does so.
+    func download(_ request: TransportRequest, toFile file: URL, progress: @escaping @Sendable (AssetProgress) -> Void) async throws
+        -> TransportResponse
+}
+
+/// How far an asset transfer has come.
+public struct AssetProgress: Sendable, Hashable {
+    public var completedBytes: Int64
+    /// `nil` while unknown (a download before its headers).
+    public var totalBytes: Int64?
+
+    public init(completedBytes: Int64, totalBytes: Int64?) {
+        self.completedBytes = completedBytes
+        self.totalBytes = totalBytes
+    }
+
+    /// From 0 to 1; 0 while the total is unknown.
+    public var fractionCompleted: Double {
+        guard let totalBytes, totalBytes > 0 else { return completedBytes > 0 ? 1 : 0 }
+        return min(1, Double(completedBytes) / Double(totalBytes))
+    }
 }
 
 extension Transport {
-    public func upload(_ request: TransportRequest, fromFile file: URL) async throws -> TransportResponse {
+    public func upload(_ request: TransportRequest, fromFile file: URL, progress: @escaping @Sendable (AssetProgress) -> Void) async throws
+        -> TransportResponse
+    {
         var request = request
-        request.body = try Data(contentsOf: file)
-        return try await send(request)
+        let body = try Data(contentsOf: file)
+        request.body = body
+        progress(AssetProgress(completedBytes: 0, totalBytes: Int64(body.count)))
+        let response = try await send(request)
+        progress(AssetProgress(completedBytes: Int64(body.count), totalBytes: Int64(body.count)))
+        return response
     }
 
-    public func download(_ request: TransportRequest, toFile file: URL) async throws -> TransportResponse {
+    public func download(_ request: TransportRequest, toFile file: URL, progress: @escaping @Sendable (AssetProgress) -> Void) async throws
+        -> TransportResponse
+    {
+        progress(AssetProgress(completedBytes: 0, totalBytes: nil))
         var response = try await send(request)
         guard (200..<300).contains(response.status) else { return response }
         try response.body.write(to: file, options: .atomic)
+        progress(AssetProgress(completedBytes: Int64(response.body.count), totalBytes: Int64(response.body.count)))
         response.body = Data()
         return response
     }
@@ -84,4 +114,66 @@ public struct URLSessionTransport: Transport {
         }
         return TransportResponse(status: http.statusCode, headers: headers, body: data)
     }
+
+    #if !canImport(FoundationNetworking)
+    // On Apple platforms URLSession streams a file up from disk and down to disk, and reports progress as it goes;
+    // elsewhere the protocol's defaults (through `send`) serve.
+    public func upload(_ request: TransportRequest, fromFile file: URL, progress: @escaping @Sendable (AssetProgress) -> Void) async throws
+        -> TransportResponse
+    {
+        var urlRequest = URLRequest(url: request.url)
+        urlRequest.httpMethod = request.method
+        for (name, value) in request.headers { urlRequest.setValue(value, forHTTPHeaderField: name) }
+        let (data, response) = try await session.upload(for: urlRequest, fromFile: file, delegate: ProgressDelegate(progress))
+        return try Self.transportResponse(response, body: data)
+    }
+
+    public func download(_ request: TransportRequest, toFile file: URL, progress: @escaping @Sendable (AssetProgress) -> Void) async throws
+        -> TransportResponse
+    {
+        var urlRequest = URLRequest(url: request.url)
+        urlRequest.httpMethod = request.method
+        for (name, value) in request.headers { urlRequest.setValue(value, forHTTPHeaderField: name) }
+        let (location, response) = try await session.download(for: urlRequest, delegate: ProgressDelegate(progress))
+        var answer = try Self.transportResponse(response, body: Data())
+        if (200..<300).contains(answer.status) {
+            _ = try? FileManager.default.removeItem(at: file)
+            try FileManager.default.moveItem(at: location, to: file)
+        } else {
+            answer.body = (try? Data(contentsOf: location)) ?? Data()
+        }
+        return answer
+    }
+
+    private static func transportResponse(_ response: URLResponse, body: Data) throws -> TransportResponse {
+        guard let http = response as? HTTPURLResponse else { throw URLError(.badServerResponse) }
+        var headers: [String: String] = [:]
+        for (name, value) in http.allHeaderFields {
+            if let name = name as? String, let value = value as? String { headers[name.lowercased()] = value }
+        }
+        return TransportResponse(status: http.statusCode, headers: headers, body: body)
+    }
+
+    /// Passes a task's byte counts on as ``AssetProgress``.
+    private final class ProgressDelegate: NSObject, URLSessionTaskDelegate, URLSessionDownloadDelegate, Sendable {
+        let progress: @Sendable (AssetProgress) -> Void
+
+        init(_ progress: @escaping @Sendable (AssetProgress) -> Void) { self.progress = progress }
+
+        func urlSession(
+            _ session: URLSession, task: URLSessionTask, didSendBodyData bytesSent: Int64, totalBytesSent: Int64, totalBytesExpectedToSend: Int64
+        ) {
+            progress(AssetProgress(completedBytes: totalBytesSent, totalBytes: totalBytesExpectedToSend > 0 ? totalBytesExpectedToSend : nil))
+        }
+
+        func urlSession(
+            _ session: URLSession, downloadTask: URLSessionDownloadTask, didWriteData bytesWritten: Int64, totalBytesWritten: Int64,
+            totalBytesExpectedToWrite: Int64
+        ) {
+            progress(AssetProgress(completedBytes: totalBytesWritten, totalBytes: totalBytesExpectedToWrite > 0 ? totalBytesExpectedToWrite : nil))
+        }
+
+        func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didFinishDownloadingTo location: URL) {}
+    }
+    #endif
 }

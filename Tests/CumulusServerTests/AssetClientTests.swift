@@ -51,6 +51,27 @@ struct AssetClientTests {
             await #expect(throws: CloudError.self) { try await database.downloadAsset(asset, to: target) }
             try await database.downloadAsset(asset, to: target)
             #expect(try Data(contentsOf: target) == Data(bytes))
+
+            // Progress as an AsyncSequence: progress, then the result.
+            var events: [AssetTransfer] = []
+            for try await event in database.assetUpload(
+                fileAt: try Self.file(bytes), recordName: "dinner", recordType: "Receipt", fieldName: "photo", zoneID: Self.zone)
+            {
+                events.append(event)
+            }
+            #expect(events.first == .progress(AssetProgress(completedBytes: 0, totalBytes: Int64(bytes.count))))
+            #expect(events.dropLast().last == .progress(AssetProgress(completedBytes: Int64(bytes.count), totalBytes: Int64(bytes.count))))
+            guard case .uploaded(let uploaded)? = events.last else {
+                Issue.record("no asset at the end: \(events)")
+                return
+            }
+            #expect(uploaded.size == Int64(bytes.count))
+            let again = FileManager.default.temporaryDirectory.appendingPathComponent("cumulus-download-\(UUID().uuidString)")
+            var downloadEvents: [AssetTransfer] = []
+            for try await event in database.assetDownload(asset, to: again) { downloadEvents.append(event) }
+            #expect(downloadEvents.last == .downloaded(again))
+            #expect(downloadEvents.contains { if case .progress(let progress) = $0 { progress.fractionCompleted == 1 } else { false } })
+            #expect(try Data(contentsOf: again) == Data(bytes))
         }
     }
 
@@ -77,17 +98,22 @@ struct AssetClientTests {
         try await SyncEngineTests.live(world) { container in
             let database = container(world.alice).privateCloudDatabase
             try await database.save(zones: [Self.zone])
-            func engine(_ name: String) throws -> (SyncEngine, ReceiptsDelegate) {
+            let faults = FaultInjectingTransport(wrapping: URLSessionTransport())
+            let downloads = FileManager.default.temporaryDirectory.appendingPathComponent("cumulus-engine-assets-\(UUID().uuidString)")
+            func engine(_ name: String, downloadingTo directory: URL? = nil) throws -> (SyncEngine, ReceiptsDelegate) {
                 let queue = try DatabaseQueue(path: try SyncEngineTests.temporaryPath(name))
                 let delegate = ReceiptsDelegate()
+                var account = container(world.alice)
+                if directory != nil { account.transport = faults }
                 let engine = SyncEngine(
                     SyncEngine.Configuration(
-                        database: container(world.alice).privateCloudDatabase, stateStore: try GRDBSyncStore(writer: queue, scope: "private"),
-                        delegate: delegate))
+                        database: account.privateCloudDatabase, stateStore: try GRDBSyncStore(writer: queue, scope: "private"),
+                        delegate: delegate, sleep: { _ in }, assetDownloads: directory.map { .onFetch(directory: $0) } ?? .onDemand))
                 return (engine, delegate)
             }
             let (phone, phoneDelegate) = try engine("phone")
             let (laptop, laptopDelegate) = try engine("laptop")
+            let (tablet, tabletDelegate) = try engine("tablet", downloadingTo: downloads)
 
             let bytes = Array("a photo of the receipt".utf8)
             let id = RecordID(recordName: "dinner", zoneID: Self.zone)
@@ -103,6 +129,14 @@ struct AssetClientTests {
             let target = FileManager.default.temporaryDirectory.appendingPathComponent("cumulus-synced-\(UUID().uuidString)")
             try await database.downloadAsset(asset, to: target)
             #expect(try Data(contentsOf: target) == Data(bytes))
+            #expect(synced.downloadedAssets.isEmpty, "on demand: the engine downloads nothing by itself")
+
+            // A device that downloads on fetch has the file before its delegate sees the record, a lost answer retried.
+            faults.inject(.dropAnswer, times: 1) { $0.url.path.contains("/download/") }
+            try await tablet.fetchChanges()
+            let local = try #require(tabletDelegate.fetched.withLock { $0["dinner"] }?.downloadedAssets["photo"])
+            #expect(try Data(contentsOf: local) == Data(bytes))
+            #expect(faults.sentPaths.filter { $0.contains("/download/") }.count == 2, "lost, then downloaded")
         }
     }
 }
