@@ -74,6 +74,13 @@ extension DatabaseService {
         return made
     }
 
+    /// Whether a receipt may be saved in this database, zone, record and field.
+    private func upload(_ upload: AssetUpload?, isFor database: DatabaseRef, zoneName: String, recordName: String, field: String) -> Bool {
+        guard let upload else { return false }
+        return upload.database == database && upload.zoneName == zoneName && (upload.recordName == nil || upload.recordName == recordName)
+            && (upload.fieldName == nil || upload.fieldName == field)
+    }
+
     /// The assets a field value holds: itself, or the elements of a list.
     static func assets(in value: FieldValue) -> [Asset] {
         switch value {
@@ -112,8 +119,10 @@ extension DatabaseService {
                 refuse("an asset needs the receipt its upload answered")
                 continue
             }
-            guard let upload = byReceipt[receipt], upload.database == database, upload.zoneName == zoneName, upload.uploader == author,
-                upload.recordName == nil || upload.recordName == recordName, upload.fieldName == nil || upload.fieldName == field
+            // A receipt is the uploader's to save where it was issued for; once saved there, it may be saved there again
+            // by anyone who may write the record (an edit of another field sends the record's assets back unchanged).
+            let placed = upload(byReceipt[receipt], isFor: database, zoneName: zoneName, recordName: recordName, field: field)
+            guard let upload = byReceipt[receipt], placed, upload.uploader == author || (upload.attached && upload.recordName == recordName)
             else {
                 refuse("the receipt was not issued to this caller for zone \(zoneName), record \(recordName) and field \(field)")
                 continue

@@ -244,6 +244,31 @@ struct AssetTests {
                 let url = try #require(seen.records.first?["fields"]?["photo"]?["value"]?["downloadURL"]?.stringValue, "\(seen.json)")
                 #expect(try await Self.request(url).body == Array("receipt.jpg".utf8))
 
+                // Bob may write: an edit of another field sends the record back with Alice's asset in it, unchanged.
+                let shareTag = try #require(
+                    try await client.lookup(["share-1"], zone: "Lists", as: .user(world.alice)).records.first?["recordChangeTag"]?.stringValue)
+                _ = try await client.modify(
+                    [shareOperation("update", tag: shareTag, participants: [("bob@example.com", "READ_WRITE")])], zone: "Lists",
+                    as: .user(world.alice))
+                let itemTag = try #require(seen.records.first?["recordChangeTag"]?.stringValue)
+                var fields = try #require(seen.records.first?["fields"]?.objectValue)
+                fields["note"] = ["value": "paid", "type": "STRING"]
+                let fieldsJSON = String(decoding: JSONValue.object(fields).jsonBytes, as: UTF8.self)
+                let edit = try await client.send(
+                    "records/modify", as: .user(world.bob), database: "shared",
+                    body:
+                        #"{\#(zone),"operations":[{"operationType":"update","record":{"recordName":"item","recordType":"Note","recordChangeTag":"\#(itemTag)","fields":\#(fieldsJSON)}}]}"#
+                )
+                #expect(edit.records.first?["serverErrorCode"] == nil, "\(edit.json)")
+                // But the receipt goes nowhere else: not into another record.
+                let photoJSON = String(decoding: try #require(fields["photo"]).jsonBytes, as: UTF8.self)
+                let elsewhere = try await client.send(
+                    "records/modify", as: .user(world.bob), database: "shared",
+                    body:
+                        #"{\#(zone),"operations":[{"operationType":"create","record":{"recordName":"copy","recordType":"Note","parent":{"recordName":"list"},"fields":{"photo":\#(photoJSON)}}}]}"#
+                )
+                #expect(elsewhere.records.first?["serverErrorCode"] == "BAD_REQUEST", "\(elsewhere.json)")
+
                 // Alice stops sharing with Bob: he can no longer read the record, so he gets no new URL.
                 let tag = try #require(
                     try await client.lookup(["share-1"], zone: "Lists", as: .user(world.alice)).records.first?["recordChangeTag"]?.stringValue)
