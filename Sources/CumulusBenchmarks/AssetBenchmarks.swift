@@ -13,20 +13,14 @@ extension Benchmarks {
     static func assets(on kind: BenchStore, megabytes: Int, largeMegabytes: Int) async throws {
         let (store, cleanUp, location) = try await kind.makeLocated()
         defer { cleanUp() }
-        let logger = Logger(label: "bench")
-        let container = "iCloud.com.example.bench"
-        let accounts = AccountService(store: store)
-        try await accounts.createContainer(container, logger: logger)
-        let apiToken = try await accounts.createAPIToken(container: container, environment: .development, logger: logger)
-        let user = try await accounts.createUser(container: container, name: "bench", password: nil, email: nil, logger: logger)
-        let webToken = try await accounts.issueWebAuthToken(for: user, logger: logger)
+        let (container, apiToken, webToken) = try await benchAccount(store)
 
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cumulus-asset-bench-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         func makeFile(_ name: String, megabytes: Int) throws -> URL {
             let url = directory.appendingPathComponent(name)
-            FileManager.default.createFile(atPath: url.path, contents: nil)
+            _ = FileManager.default.createFile(atPath: url.path, contents: nil)
             let handle = try FileHandle(forWritingTo: url)
             defer { try? handle.close() }
             var generator = SystemRandomNumberGenerator()

@@ -14,13 +14,7 @@ extension Benchmarks {
     static func requestPath(records: Int, on kind: BenchStore) async throws {
         let (store, cleanUp, location) = try await kind.makeLocated()
         defer { cleanUp() }
-        let logger = Logger(label: "bench")
-        let container = "iCloud.com.example.bench"
-        let accounts = AccountService(store: store)
-        try await accounts.createContainer(container, logger: logger)
-        let apiToken = try await accounts.createAPIToken(container: container, environment: .development, logger: logger)
-        let user = try await accounts.createUser(container: container, name: "bench", password: nil, email: nil, logger: logger)
-        let webToken = try await accounts.issueWebAuthToken(for: user, logger: logger)
+        let (container, apiToken, webToken) = try await benchAccount(store)
 
         // SQLite's ceiling first, while nothing else runs: the same rows inserted straight into the database.
         let ceiling = kind.name == BenchStore.sqlite.name ? try directSQLiteInserts(records: records) : nil
@@ -144,6 +138,17 @@ extension Benchmarks {
         print(
             "| request path \(kind.name): server memory after the run | | | | resident \(String(format: "%.0f", server.residentMiB)) MiB, "
                 + "peak \(String(format: "%.0f", server.peakResidentMiB)) MiB |")
+    }
+
+    /// A container with an API token and one signed-in user, as a benchmark against a server process uses them.
+    static func benchAccount(_ store: any RecordStore) async throws -> (container: String, apiToken: String, webToken: String) {
+        let logger = Logger(label: "bench")
+        let container = "iCloud.com.example.bench"
+        let accounts = AccountService(store: store)
+        try await accounts.createContainer(container, logger: logger)
+        let apiToken = try await accounts.createAPIToken(container: container, environment: .development, logger: logger)
+        let user = try await accounts.createUser(container: container, name: "bench", password: nil, email: nil, logger: logger)
+        return (container, apiToken, try await accounts.issueWebAuthToken(for: user, logger: logger))
     }
 
     /// One small record, created, with no fields asked back.

@@ -19,12 +19,24 @@ extension DatabaseService {
     }
 
     /// Receipts for uploads into a zone the caller may write, in the order asked.
-    public func issueAssetReceipts(caller: Caller, scope: DatabaseScope, zoneID: ZoneID?, tokens: [AssetUploadToken], logger: Logger) async throws
-        -> [AssetUpload]
-    {
+    ///
+    /// - Parameter maximumPending: How many receipts one uploader may hold that no record holds yet (made within the
+    ///   last day): what one holder of the app's token can make the server keep before anything is saved.
+    public func issueAssetReceipts(
+        caller: Caller, scope: DatabaseScope, zoneID: ZoneID?, tokens: [AssetUploadToken], maximumPending: Int = 1_000, logger: Logger
+    ) async throws -> [AssetUpload] {
         try checkCount(tokens.count, path: "tokens")
         let (database, zoneName, _) = try await zone(zoneID, caller: caller, scope: scope, access: .write, logger: logger)
         guard let author = caller.authorName else { throw CumulusError(.authenticationRequired, "request needs authorization") }
+        let pending = try await mapStoreErrors {
+            try await store.pendingAssetUploads(
+                uploader: author, container: caller.container, since: clock.milliseconds() - 24 * 3600 * 1000, logger: logger)
+        }
+        if pending.receipts + tokens.count > maximumPending {
+            throw CumulusError(
+                .quotaExceeded,
+                "tokens: \(pending.receipts) uploads are waiting to be saved in a record; at most \(maximumPending) may wait at once")
+        }
         for (index, token) in tokens.enumerated() {
             try NameRules.checkIdentifier(token.fieldName, kind: "field name", path: "tokens[\(index)].fieldName", limits: limits)
             try NameRules.checkRecordName(token.recordName, path: "tokens[\(index)].recordName", limits: limits)

@@ -105,6 +105,11 @@ public struct AssetLimits: Sendable {
     public var detachedGrace: Duration
     /// How often the cleanup runs.
     public var cleanupInterval: Duration
+    /// Receipts one uploader may hold that no record holds yet (made within a day).
+    public var maximumPendingUploads: Int = 1_000
+    /// Bytes one uploader may have uploaded that no record holds yet (within a day): with the size limit, what one
+    /// holder of the app's token can make the disk keep before anything is saved.
+    public var maximumPendingBytes: Int64 = 5 * 1024 * 1024 * 1024
 
     public init(
         maximumSize: Int64 = 250 * 1024 * 1024, uploadURLLifetime: Duration = .seconds(15 * 60), downloadURLLifetime: Duration = .seconds(3600),

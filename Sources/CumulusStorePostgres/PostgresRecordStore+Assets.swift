@@ -78,6 +78,16 @@ extension PostgresRecordStore {
             logger: logger)
     }
 
+    public func pendingAssetUploads(uploader: String, container: String, since: Int64, logger: Logger) async throws -> (receipts: Int, bytes: Int64) {
+        let rows = try await query(
+            """
+            SELECT count(*)::bigint, coalesce(sum(size), 0)::bigint FROM asset_uploads
+            WHERE uploader = \(uploader) AND container_id = \(container) AND NOT attached AND created_at >= \(since)
+            """, logger: logger)
+        let usage = try await first(rows.decode((Int64, Int64).self))
+        return (Int(usage?.0 ?? 0), usage?.1 ?? 0)
+    }
+
     public func collectAssetGarbage(unattachedBefore: Int64, detachedBefore: Int64, logger: Logger) async throws -> [String] {
         try await transaction(logger: logger) { connection in
             // A receipt is held while the live record it was saved in still names it (as a field value, or in a list).

@@ -69,6 +69,18 @@ extension SQLiteRecordStore {
         }
     }
 
+    public func pendingAssetUploads(uploader: String, container: String, since: Int64, logger: Logger) async throws -> (receipts: Int, bytes: Int64) {
+        try await read { db in
+            let row = try Row.fetchOne(
+                db.cachedStatement(
+                    sql: """
+                        SELECT count(*), coalesce(sum(size), 0) FROM asset_uploads
+                        WHERE uploader = ? AND container_id = ? AND attached = 0 AND created_at >= ?
+                        """), arguments: [uploader, container, since])
+            return (row?[0] ?? 0, row?[1] ?? 0)
+        }
+    }
+
     public func collectAssetGarbage(unattachedBefore: Int64, detachedBefore: Int64, logger: Logger) async throws -> [String] {
         try await write { db in
             // A receipt is held while the live record it was saved in still names it (as a field value, or in a list).

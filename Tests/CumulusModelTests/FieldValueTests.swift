@@ -100,3 +100,19 @@ struct FieldValueTests {
         #expect(String(decoding: writer.bytes, as: UTF8.self).contains(#""value":["7"]"#))
     }
 }
+
+@Suite("Finding assets in canonical fields")
+struct HoldsAssetsTests {
+    @Test func anAssetTypeIsFoundWhereverItIsAndNothingElseIs() {
+        func holds(_ text: String) -> Bool { JSONWriter.holdsAssets(Array(text.utf8)) }
+        #expect(holds(#"{"photo":{"type":"ASSETID","value":{}}}"#))
+        #expect(holds(#"{"photos":{"type":"ASSETID_LIST","value":[]}}"#))
+        #expect(holds(#""ASSETID"#))
+        #expect(holds(#"xx"ASSETID"#))
+        #expect(!holds(""))
+        #expect(!holds(#""ASSETI"#))
+        // A string value that reads so counts too: the fields are then parsed, and only assets get a URL.
+        #expect(holds(#"{"name":{"type":"STRING","value":"ASSETID"}}"#))
+        #expect(!holds(#"{"a":{"type":"STRING","value":"AAAA ASSET ID"}}"#))
+    }
+}

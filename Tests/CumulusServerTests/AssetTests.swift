@@ -219,6 +219,36 @@ struct AssetTests {
     }
 
     @Test(arguments: TestStore.all)
+    func anUploaderHoldsFewUnsavedUploadsAtOnce(_ store: TestStore) async throws {
+        var setup = try await AssetWorld(store)
+        setup.world.configuration.assetLimits.maximumPendingUploads = 3
+        setup.world.configuration.assetLimits.maximumPendingBytes = 100
+        let world = setup.world
+        try await world.test { client in
+            try await Self.$port.withValue(client.client.port) {
+                try await client.createZone("Z", as: world.alice)
+                let first = try await Self.upload(Array(repeating: 1, count: 150), record: "a", as: world.alice, client: client)
+                #expect(first.status == 200)
+                // Over the bytes waiting to be saved: the next upload is refused before its bytes are read.
+                let second = try await Self.upload(Array(repeating: 2, count: 10), record: "b", as: world.alice, client: client)
+                #expect(second.status == 413 && second.reason?.contains("waiting to be saved") == true, "\(second)")
+                // Two receipts wait (a and b): two more would make four, over the three allowed.
+                let third = try await client.send(
+                    "assets/upload", as: .user(world.alice),
+                    body: #"{"zoneID":{"zoneName":"Z"},"tokens":[{"recordName":"c","fieldName":"photo"},{"recordName":"d","fieldName":"photo"}]}"#)
+                #expect(third.status == 413 && third.serverErrorCode == "QUOTA_EXCEEDED", "\(third.json)")
+                // Saving the first in a record frees its place and its bytes; another user has places of their own.
+                let saved = try await client.modify(
+                    [operation("create", "a", fields: Self.assetField(try #require(first.singleFile)))], zone: "Z", as: .user(world.alice))
+                #expect(saved.records.first?["serverErrorCode"] == nil)
+                #expect(try await Self.upload(Array(repeating: 3, count: 10), record: "c", as: world.alice, client: client).status == 200)
+                try await client.createZone("Z", as: world.bob)
+                #expect(try await Self.upload(Array(repeating: 4, count: 10), record: "e", as: world.bob, client: client).status == 200)
+            }
+        }
+    }
+
+    @Test(arguments: TestStore.all)
     func aParticipantDownloadsASharedAssetAndARemovedOneGetsNoURL(_ store: TestStore) async throws {
         let setup = try await AssetWorld(store)
         let world = setup.world

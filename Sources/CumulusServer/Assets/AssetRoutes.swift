@@ -54,7 +54,8 @@ struct AssetRoutes {
                     fieldName: try token.requiredString("fieldName")))
         }
         let uploads = try await database.issueAssetReceipts(
-            caller: try context.requireCaller(), scope: try scope(context), zoneID: zoneID, tokens: tokens, logger: context.logger)
+            caller: try context.requireCaller(), scope: try scope(context), zoneID: zoneID, tokens: tokens,
+            maximumPending: links.limits.maximumPendingUploads, logger: context.logger)
         var writer = JSONWriter()
         writer.beginObject()
         writer.key("tokens")
@@ -167,6 +168,14 @@ struct AssetRoutes {
             upload.database.container == container, upload.database.environment == environment
         else { throw CumulusError(.notFound, "receipt: no such upload") }
         guard upload.fileID == nil else { throw CumulusError(.conflict, "receipt: its bytes were uploaded already; ask assets/upload for another") }
+        let pending = try await store.pendingAssetUploads(
+            uploader: upload.uploader, container: container, since: links.clock.milliseconds() - 24 * 3600 * 1000, logger: context.logger)
+        if pending.bytes >= links.limits.maximumPendingBytes {
+            throw CloudKitErrorResponse(
+                code: .quotaExceeded,
+                reason: "asset: \(pending.bytes) bytes are uploaded and waiting to be saved in a record; save them or wait a day",
+                closesConnection: true)
+        }
 
         // Each upload writes a file of its own: two uploads racing on one receipt cannot mix their bytes.
         let fileID = TokenCodec.makeToken()
