@@ -40,6 +40,20 @@ public struct CloudRecord: Sendable, Hashable {
         self.parent = parent
     }
 
+    /// A field's local file to upload, as `CKRecord`'s subscript takes a `CKAsset`: setting one is
+    /// ``setAsset(fileAt:forKey:)``; `nil` removes the file and the field.
+    public subscript(asset key: String) -> CloudAsset? {
+        get { assetFiles[key].map(CloudAsset.init(fileURL:)) }
+        set {
+            if let newValue {
+                setAsset(fileAt: newValue.fileURL, forKey: key)
+            } else {
+                assetFiles[key] = nil
+                fields[key] = nil
+            }
+        }
+    }
+
     /// Sets a field to a local file, as a `CKAsset` is: ``CloudDatabase/modifyRecords(saving:deleting:zoneID:atomic:)``
     /// (and so the sync engine) uploads it before saving the record, and the field then holds the uploaded asset.
     public mutating func setAsset(fileAt file: URL, forKey key: String) {
@@ -160,5 +174,15 @@ public struct CloudRecord: Sendable, Hashable {
             writer.null()
         }
         writer.endObject()
+    }
+}
+
+/// A local file for a record's `ASSETID` field, as `CKAsset` is: `record[asset: "photo"] = CloudAsset(fileURL: url)`.
+/// Saving the record uploads it; a fetched record's field then holds the uploaded ``Asset``, with its `downloadURL`.
+public struct CloudAsset: Sendable, Hashable {
+    public var fileURL: URL
+
+    public init(fileURL: URL) {
+        self.fileURL = fileURL
     }
 }

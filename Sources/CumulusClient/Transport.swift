@@ -116,7 +116,7 @@ public struct URLSessionTransport: Transport {
     }
 
     #if !canImport(FoundationNetworking)
-    // On Apple platforms URLSession streams a file up from disk and down to disk, and reports progress as it goes;
+    // On Apple platforms URLSession streams a file up from disk (reporting progress as it goes) and down to disk;
     // elsewhere the protocol's defaults (through `send`) serve.
     public func upload(_ request: TransportRequest, fromFile file: URL, progress: @escaping @Sendable (AssetProgress) -> Void) async throws
         -> TransportResponse
@@ -134,11 +134,15 @@ public struct URLSessionTransport: Transport {
         var urlRequest = URLRequest(url: request.url)
         urlRequest.httpMethod = request.method
         for (name, value) in request.headers { urlRequest.setValue(value, forHTTPHeaderField: name) }
-        let (location, response) = try await session.download(for: urlRequest, delegate: ProgressDelegate(progress))
+        progress(AssetProgress(completedBytes: 0, totalBytes: nil))
+        // No download delegate: one that handles the finished file would have it removed before this call returns.
+        let (location, response) = try await session.download(for: urlRequest)
         var answer = try Self.transportResponse(response, body: Data())
         if (200..<300).contains(answer.status) {
             _ = try? FileManager.default.removeItem(at: file)
             try FileManager.default.moveItem(at: location, to: file)
+            let size = (try? FileManager.default.attributesOfItem(atPath: file.path)[.size] as? NSNumber)?.int64Value ?? 0
+            progress(AssetProgress(completedBytes: size, totalBytes: size))
         } else {
             answer.body = (try? Data(contentsOf: location)) ?? Data()
         }
@@ -154,8 +158,8 @@ public struct URLSessionTransport: Transport {
         return TransportResponse(status: http.statusCode, headers: headers, body: body)
     }
 
-    /// Passes a task's byte counts on as ``AssetProgress``.
-    private final class ProgressDelegate: NSObject, URLSessionTaskDelegate, URLSessionDownloadDelegate, Sendable {
+    /// Passes an upload's byte counts on as ``AssetProgress``.
+    private final class ProgressDelegate: NSObject, URLSessionTaskDelegate, Sendable {
         let progress: @Sendable (AssetProgress) -> Void
 
         init(_ progress: @escaping @Sendable (AssetProgress) -> Void) { self.progress = progress }
@@ -166,14 +170,6 @@ public struct URLSessionTransport: Transport {
             progress(AssetProgress(completedBytes: totalBytesSent, totalBytes: totalBytesExpectedToSend > 0 ? totalBytesExpectedToSend : nil))
         }
 
-        func urlSession(
-            _ session: URLSession, downloadTask: URLSessionDownloadTask, didWriteData bytesWritten: Int64, totalBytesWritten: Int64,
-            totalBytesExpectedToWrite: Int64
-        ) {
-            progress(AssetProgress(completedBytes: totalBytesWritten, totalBytes: totalBytesExpectedToWrite > 0 ? totalBytesExpectedToWrite : nil))
-        }
-
-        func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didFinishDownloadingTo location: URL) {}
     }
     #endif
 }

@@ -75,7 +75,7 @@ public final class GRDBSyncAdapter: SyncEngineDelegate {
             var records: [RecordID: CloudRecord] = [:]
             for case .saveRecord(let id) in pending {
                 for table in tables where table.holds(id.zoneID) {
-                    if var record = try table.record(id, in: db) {
+                    if var record = try table.record(id, ancestor: try store.lastServerFields(for: id, in: db), in: db) {
                         record.recordID = id
                         record.recordChangeTag = try store.changeTag(for: id, in: db)
                         records[id] = record
@@ -126,7 +126,9 @@ public final class GRDBSyncAdapter: SyncEngineDelegate {
             stored.reserveCapacity(records.count)
             for record in records {
                 guard let table = self.table(recordType: record.recordType) else { continue }
-                if pendingSaves.contains(record.recordID), let local = try table.record(record.recordID, in: db) {
+                if pendingSaves.contains(record.recordID),
+                    let local = try table.record(record.recordID, ancestor: try store.lastServerFields(for: record.recordID, in: db), in: db)
+                {
                     // A local edit not sent yet meets a newer server version: merge them, and send the merge if it differs.
                     reports += try self.settle(local: local, server: record, table: table, existsConflict: false, in: db)
                     continue
@@ -162,6 +164,8 @@ public final class GRDBSyncAdapter: SyncEngineDelegate {
         merged.recordID = id
         merged.fields = server.fields.filter { !names.contains($0.key) }.merging(outcome.fields) { _, new in new }
         merged.parent = local.parent
+        // A local file that won the merge stays in its row (and is uploaded when the merge is sent).
+        for (field, file) in local.assetFiles where merged.fields[field] == local.fields[field] { merged.downloadedAssets[field] = file }
         try table.upsert(merged, in: db)
         try store.setServerRecord(server, for: id, in: db)
         if outcome.differsFromServer || local.parent != server.parent {
@@ -232,7 +236,7 @@ public final class GRDBSyncAdapter: SyncEngineDelegate {
                         continue
                     }
                     // Merge with the row as it is now (it may have changed while the batch was in flight).
-                    let local = try table.record(id, in: db) ?? failure.record
+                    let local = try table.record(id, ancestor: try store.lastServerFields(for: id, in: db), in: db) ?? failure.record
                     reports += try self.settle(
                         local: local, server: server, table: table, existsConflict: failure.error.code == .server(.exists), in: db)
                 case .server(.zoneNotFound) where shared:

@@ -1,3 +1,4 @@
+import Crypto
 public import CumulusClient
 public import CumulusModel
 import Foundation
@@ -7,7 +8,9 @@ import GRDB
 public struct SyncedColumn: Sendable, Hashable {
     public var column: String
     public var field: String
-    /// `STRING` (TEXT), `INT64` (INTEGER), `DOUBLE` (REAL), `TIMESTAMP` (INTEGER milliseconds), or `BYTES` (BLOB).
+    /// `STRING` (TEXT), `INT64` (INTEGER), `DOUBLE` (REAL), `TIMESTAMP` (INTEGER milliseconds), `BYTES` (BLOB), or
+    /// `ASSETID` (TEXT: the path of a local file, uploaded when it changed; fetched records write the path of the
+    /// downloaded file, so the engine needs `assetDownloads: .onFetch(directory:)`).
     public var type: FieldType
 
     public init(_ column: String, field: String? = nil, type: FieldType) {
@@ -102,8 +105,9 @@ public struct SyncedTable: Sendable, Hashable {
         return all
     }
 
-    /// Reads a row into a record.
-    func record(_ id: RecordID, in db: Database) throws -> CloudRecord? {
+    /// Reads a row into a record. An asset column's file goes into ``CloudRecord/assetFiles`` to be uploaded, unless
+    /// it is the file of the server's last version (`ancestor`), whose asset the record then keeps.
+    func record(_ id: RecordID, ancestor: ServerFields? = nil, in db: Database) throws -> CloudRecord? {
         var selected = allColumns.map { Self.quoted($0.column) }
         if let parentColumn { selected.append(Self.quoted(parentColumn)) }
         let (condition, arguments) = rowCondition(id)
@@ -116,10 +120,42 @@ public struct SyncedTable: Sendable, Hashable {
         var record = CloudRecord(recordType: recordType, recordID: recordID(id.recordName, owner: id.zoneID.ownerRecordName))
         for (index, column) in allColumns.enumerated() {
             let value: DatabaseValue = row[index]
+            if column.type == .asset {
+                if case .string(let path) = value.storage { try Self.attach(path, to: &record, field: column.field, ancestor: ancestor) }
+                continue
+            }
             if let field = Self.fieldValue(value, type: column.type) { record.fields[column.field] = field }
         }
         if let parentColumn { record.parent = row[parentColumn] }
         return record
+    }
+
+    /// Puts a local file into an asset field: the server's asset when the file is the one it holds (no upload),
+    /// else the file, to upload, with its checksum as the field's value, so a merge sees a change.
+    static func attach(_ path: String, to record: inout CloudRecord, field: String, ancestor: ServerFields?) throws {
+        let file = URL(fileURLWithPath: path)
+        let (checksum, size) = try checksum(of: file)
+        if case .asset(let held)? = ancestor?.values[field], held.fileChecksum == checksum {
+            var kept = held
+            kept.downloadURL = nil
+            record.fields[field] = .asset(kept)
+        } else {
+            record.fields[field] = .asset(Asset(fileChecksum: checksum, size: size))
+            record.assetFiles[field] = file
+        }
+    }
+
+    /// A file's SHA-256, base64 (as the server's `fileChecksum`), and size, read in chunks.
+    static func checksum(of file: URL) throws -> (String, Int64) {
+        let handle = try FileHandle(forReadingFrom: file)
+        defer { try? handle.close() }
+        var hasher = SHA256()
+        var size: Int64 = 0
+        while let chunk = try handle.read(upToCount: 1 << 20), !chunk.isEmpty {
+            hasher.update(data: chunk)
+            size += Int64(chunk.count)
+        }
+        return (Data(hasher.finalize()).base64EncodedString(), size)
     }
 
     /// Writes a fetched record into its row (fields the record lacks keep the row's value or the column default).
@@ -134,8 +170,10 @@ public struct SyncedTable: Sendable, Hashable {
         let columns = allColumns
         // Which columns each record carries, as a bit set: records with the same set share a statement.
         var groups: [[Bool]: [CloudRecord]] = [:]
+        // An asset column is written from the downloaded file's path; without one it keeps the row's value.
         for record in records {
-            groups[columns.map { record.fields[$0.field] != nil }, default: []].append(record)
+            groups[columns.map { $0.type == .asset ? record.downloadedAssets[$0.field] != nil : record.fields[$0.field] != nil }, default: []]
+                .append(record)
         }
         for (present, group) in groups {
             var names = [Self.quoted(primaryKey)]
@@ -161,7 +199,13 @@ public struct SyncedTable: Sendable, Hashable {
                 for record in chunk {
                     values.append(record.recordID.recordName.databaseValue)
                     if ownerColumn != nil { values.append((record.recordID.zoneID.ownerRecordName ?? "").databaseValue) }
-                    for column in mapped { values.append(record.fields[column.field].map(Self.databaseValue) ?? .null) }
+                    for column in mapped {
+                        if column.type == .asset {
+                            values.append(record.downloadedAssets[column.field].map { $0.path.databaseValue } ?? .null)
+                        } else {
+                            values.append(record.fields[column.field].map(Self.databaseValue) ?? .null)
+                        }
+                    }
                     if parentColumn != nil { values.append(record.parent?.databaseValue ?? .null) }
                 }
                 let sql =

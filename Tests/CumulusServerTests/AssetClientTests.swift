@@ -35,7 +35,8 @@ struct AssetClientTests {
             faults.inject(.dropAnswer, times: 1, when: Self.isAssetUpload)
             var record = CloudRecord(recordType: "Receipt", recordID: RecordID(recordName: "lunch", zoneID: Self.zone))
             record["total"] = .double(12.5)
-            record.setAsset(fileAt: try Self.file(bytes), forKey: "photo")
+            record[asset: "photo"] = CloudAsset(fileURL: try Self.file(bytes))
+            #expect(record[asset: "photo"] != nil && record["photo"] == nil, "a file to upload, no value yet")
             let result = try await database.modifyRecords(saving: [record], deleting: [], zoneID: Self.zone)
             #expect(result.failedSaves.isEmpty, "\(result.failedSaves.map(\.error))")
             #expect(faults.sentPaths.filter { $0.contains("/assets/1/") }.count == 2, "sent, lost, sent again with a new receipt")
@@ -137,6 +138,65 @@ struct AssetClientTests {
             let local = try #require(tabletDelegate.fetched.withLock { $0["dinner"] }?.downloadedAssets["photo"])
             #expect(try Data(contentsOf: local) == Data(bytes))
             #expect(faults.sentPaths.filter { $0.contains("/download/") }.count == 2, "lost, then downloaded")
+        }
+    }
+
+    /// A GRDB table whose `photo` column is a local file: the adapter uploads it when it changed, and another device's
+    /// row gets the path of the downloaded file.
+    @Test func aGRDBColumnHoldsAnAssetAsALocalFile() async throws {
+        let world = try await TestWorld.make()
+        try await SyncEngineTests.live(world) { container in
+            let table = SyncedTable(
+                tableName: "receipts", recordType: "Receipt", zoneID: Self.zone,
+                columns: [SyncedColumn("total", type: .double), SyncedColumn("photo", type: .asset)])
+            let faults = FaultInjectingTransport(wrapping: URLSessionTransport())
+            var account = container(world.alice)
+            account.transport = faults
+            let database = account.privateCloudDatabase
+            try await database.save(zones: [Self.zone])
+            func device(_ name: String) throws -> (DatabaseQueue, SyncEngine) {
+                let queue = try DatabaseQueue(path: try SyncEngineTests.temporaryPath(name))
+                try queue.write { db in try db.execute(sql: "CREATE TABLE receipts (id TEXT PRIMARY KEY NOT NULL, total REAL, photo TEXT)") }
+                let store = try GRDBSyncStore(writer: queue, scope: "private")
+                let adapter = try GRDBSyncAdapter(writer: queue, store: store, tables: [table])
+                let downloads = FileManager.default.temporaryDirectory.appendingPathComponent("cumulus-\(name)-assets-\(UUID().uuidString)")
+                let engine = SyncEngine(
+                    SyncEngine.Configuration(
+                        database: database, stateStore: store, delegate: adapter, sleep: { _ in }, assetDownloads: .onFetch(directory: downloads)))
+                return (queue, engine)
+            }
+            let (phoneDatabase, phone) = try device("phone")
+            let (laptopDatabase, laptop) = try device("laptop")
+            let photo = try Self.file(Array("scan of the receipt".utf8))
+            try await phoneDatabase.write { db in
+                try db.execute(sql: "INSERT INTO receipts (id, total, photo) VALUES ('lunch', 12.5, ?)", arguments: [photo.path])
+            }
+            try await phone.add(pendingRecordZoneChanges: [.saveRecord(RecordID(recordName: "lunch", zoneID: Self.zone))])
+            try await phone.sendChanges()
+            func uploads() -> Int { faults.sentPaths.filter { $0.contains("/assets/1/") && $0.contains("/upload/") }.count }
+            #expect(uploads() == 1)
+
+            try await laptop.fetchChanges()
+            let path = try #require(
+                try await laptopDatabase.read { db in try String.fetchOne(db, sql: "SELECT photo FROM receipts WHERE id = 'lunch'") })
+            #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == Data("scan of the receipt".utf8))
+
+            // An edit of another column sends the record again without uploading the unchanged file.
+            try await phoneDatabase.write { db in try db.execute(sql: "UPDATE receipts SET total = 13 WHERE id = 'lunch'") }
+            try await phone.add(pendingRecordZoneChanges: [.saveRecord(RecordID(recordName: "lunch", zoneID: Self.zone))])
+            try await phone.sendChanges()
+            #expect(uploads() == 1, "the same file is not uploaded again")
+            // A new file is.
+            let newer = try Self.file(Array("a better scan".utf8))
+            try await phoneDatabase.write { db in try db.execute(sql: "UPDATE receipts SET photo = ? WHERE id = 'lunch'", arguments: [newer.path]) }
+            try await phone.add(pendingRecordZoneChanges: [.saveRecord(RecordID(recordName: "lunch", zoneID: Self.zone))])
+            try await phone.sendChanges()
+            #expect(uploads() == 2)
+            try await laptop.fetchChanges()
+            let updated = try #require(
+                try await laptopDatabase.read { db in try String.fetchOne(db, sql: "SELECT photo FROM receipts WHERE id = 'lunch'") })
+            #expect(try Data(contentsOf: URL(fileURLWithPath: updated)) == Data("a better scan".utf8))
+            #expect(try await laptopDatabase.read { db in try Double.fetchOne(db, sql: "SELECT total FROM receipts WHERE id = 'lunch'") } == 13)
         }
     }
 }
