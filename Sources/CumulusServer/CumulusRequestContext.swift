@@ -1,4 +1,5 @@
 public import CumulusCore
+import CumulusModel
 import CumulusStore
 public import Hummingbird
 
@@ -20,5 +21,13 @@ public struct CumulusRequestContext: RequestContext {
     public func requireCaller() throws(CumulusError) -> Caller {
         guard let caller else { throw CumulusError(.internalError, "request was not authenticated") }
         return caller
+    }
+
+    /// The database the path names (`…/{database}/…`).
+    func databaseScope() throws(CumulusError) -> DatabaseScope {
+        guard let name = parameters.get("database"), let scope = DatabaseScope(rawValue: name) else {
+            throw CumulusError(.badRequest, "path: database must be public, private or shared")
+        }
+        return scope
     }
 }

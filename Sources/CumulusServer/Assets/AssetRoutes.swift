@@ -32,13 +32,6 @@ struct AssetRoutes {
         router.get("assets/1/:container/:environment/download/:file", use: download)
     }
 
-    private func scope(_ context: CumulusRequestContext) throws -> DatabaseScope {
-        guard let name = context.parameters.get("database"), let scope = DatabaseScope(rawValue: name) else {
-            throw CumulusError(.badRequest, "path: database must be public, private or shared")
-        }
-        return scope
-    }
-
     // MARK: - assets/upload and assets/rereference
 
     @Sendable func requestUpload(_ request: Request, context: CumulusRequestContext) async throws -> Response {
@@ -54,7 +47,7 @@ struct AssetRoutes {
                     fieldName: try token.requiredString("fieldName")))
         }
         let uploads = try await database.issueAssetReceipts(
-            caller: try context.requireCaller(), scope: try scope(context), zoneID: zoneID, tokens: tokens,
+            caller: try context.requireCaller(), scope: try context.databaseScope(), zoneID: zoneID, tokens: tokens,
             maximumPending: links.limits.maximumPendingUploads, logger: context.logger)
         var writer = JSONWriter()
         writer.beginObject()
@@ -85,7 +78,7 @@ struct AssetRoutes {
             fields.append((try asset.requiredString("recordName"), try asset.requiredString("fieldName")))
         }
         let made = try await database.rereferenceAssets(
-            caller: try context.requireCaller(), scope: try scope(context), zoneID: zoneID, fields: fields, logger: context.logger)
+            caller: try context.requireCaller(), scope: try context.databaseScope(), zoneID: zoneID, fields: fields, logger: context.logger)
         var writer = JSONWriter()
         writer.beginObject()
         writer.key("assets")

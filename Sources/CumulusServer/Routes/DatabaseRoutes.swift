@@ -73,7 +73,7 @@ struct DatabaseRoutes {
     // MARK: - Zones
 
     @Sendable func listZones(_ request: Request, context: CumulusRequestContext) async throws -> Response {
-        let zones = try await database.listZones(caller: try context.requireCaller(), scope: try scope(context), logger: context.logger)
+        let zones = try await database.listZones(caller: try context.requireCaller(), scope: try context.databaseScope(), logger: context.logger)
         var writer = JSONWriter(reservingCapacity: 128 * zones.count)
         writer.beginObject()
         writer.key("zones")
@@ -87,7 +87,8 @@ struct DatabaseRoutes {
     @Sendable func lookupZones(_ request: Request, context: CumulusRequestContext) async throws -> Response {
         let body = try await RequestBody.object(request, limits: limits)
         let results = try await database.lookupZones(
-            caller: try context.requireCaller(), scope: try scope(context), request: try ZonesLookupRequest(wire: body), logger: context.logger
+            caller: try context.requireCaller(), scope: try context.databaseScope(), request: try ZonesLookupRequest(wire: body),
+            logger: context.logger
         )
         var writer = JSONWriter()
         writer.beginObject()
@@ -112,7 +113,8 @@ struct DatabaseRoutes {
     @Sendable func modifyZones(_ request: Request, context: CumulusRequestContext) async throws -> Response {
         let body = try await RequestBody.object(request, limits: limits)
         let results = try await database.modifyZones(
-            caller: try context.requireCaller(), scope: try scope(context), request: try ZonesModifyRequest(wire: body), logger: context.logger
+            caller: try context.requireCaller(), scope: try context.databaseScope(), request: try ZonesModifyRequest(wire: body),
+            logger: context.logger
         )
         var writer = JSONWriter()
         writer.beginObject()
@@ -128,7 +130,7 @@ struct DatabaseRoutes {
 
     @Sendable func listSubscriptions(_ request: Request, context: CumulusRequestContext) async throws -> Response {
         let subscriptions = try await database.listSubscriptions(
-            caller: try context.requireCaller(), scope: try scope(context), logger: context.logger)
+            caller: try context.requireCaller(), scope: try context.databaseScope(), logger: context.logger)
         var writer = JSONWriter()
         writer.beginObject()
         writer.key("subscriptions")
@@ -142,7 +144,7 @@ struct DatabaseRoutes {
     @Sendable func lookupSubscriptions(_ request: Request, context: CumulusRequestContext) async throws -> Response {
         let body = try await RequestBody.object(request, limits: limits)
         let results = try await database.lookupSubscriptions(
-            caller: try context.requireCaller(), scope: try scope(context), request: try SubscriptionsLookupRequest(wire: body),
+            caller: try context.requireCaller(), scope: try context.databaseScope(), request: try SubscriptionsLookupRequest(wire: body),
             logger: context.logger)
         var writer = JSONWriter()
         writer.beginObject()
@@ -166,7 +168,7 @@ struct DatabaseRoutes {
     @Sendable func modifySubscriptions(_ request: Request, context: CumulusRequestContext) async throws -> Response {
         let body = try await RequestBody.object(request, limits: limits)
         let results = try await database.modifySubscriptions(
-            caller: try context.requireCaller(), scope: try scope(context), request: try SubscriptionsModifyRequest(wire: body),
+            caller: try context.requireCaller(), scope: try context.databaseScope(), request: try SubscriptionsModifyRequest(wire: body),
             logger: context.logger)
         var writer = JSONWriter()
         writer.beginObject()
@@ -200,7 +202,7 @@ struct DatabaseRoutes {
         let body = try await RequestBody.object(request, limits: limits)
         let lookup = try RecordsLookupRequest(wire: body)
         let caller = try context.requireCaller()
-        let response = try await database.lookupRecords(caller: caller, scope: try scope(context), request: lookup, logger: context.logger)
+        let response = try await database.lookupRecords(caller: caller, scope: try context.databaseScope(), request: lookup, logger: context.logger)
         metrics.read(response.results.count { if case .found = $0 { true } else { false } }, operation: "lookup")
         let options = try await assetLinks.options(
             numbersAsStrings: lookup.numbersAsStrings,
@@ -230,7 +232,8 @@ struct DatabaseRoutes {
     @Sendable func modifyRecords(_ request: Request, context: CumulusRequestContext) async throws -> Response {
         let body = try await RequestBody.object(request, limits: limits)
         let response = try await database.modifyRecords(
-            caller: try context.requireCaller(), scope: try scope(context), request: try RecordsModifyRequest(wire: body), logger: context.logger
+            caller: try context.requireCaller(), scope: try context.databaseScope(), request: try RecordsModifyRequest(wire: body),
+            logger: context.logger
         )
         metrics.wrote(response.results.count { if case .failed = $0.0 { false } else { true } })
         let options = try await assetLinks.options(
@@ -254,7 +257,7 @@ struct DatabaseRoutes {
         let body = try await RequestBody.object(request, limits: limits)
         let caller = try context.requireCaller()
         let response = try await database.query(
-            caller: caller, scope: try scope(context), request: try RecordsQueryRequest(wire: body), logger: context.logger
+            caller: caller, scope: try context.databaseScope(), request: try RecordsQueryRequest(wire: body), logger: context.logger
         )
         metrics.read(response.records.count, operation: "query")
         let options = try await assetLinks.options(
@@ -302,7 +305,8 @@ struct DatabaseRoutes {
     @Sendable func databaseChanges(_ request: Request, context: CumulusRequestContext) async throws -> Response {
         let body = try await RequestBody.object(request, limits: limits)
         let response = try await database.databaseChanges(
-            caller: try context.requireCaller(), scope: try scope(context), request: try DatabaseChangesRequest(wire: body), logger: context.logger
+            caller: try context.requireCaller(), scope: try context.databaseScope(), request: try DatabaseChangesRequest(wire: body),
+            logger: context.logger
         )
         var writer = JSONWriter()
         writer.beginObject()
@@ -335,7 +339,7 @@ struct DatabaseRoutes {
         let body = try await RequestBody.object(request, limits: limits)
         let changes = try ZoneChangesRequest(wire: body)
         let caller = try context.requireCaller()
-        let results = try await database.zoneChanges(caller: caller, scope: try scope(context), request: changes, logger: context.logger)
+        let results = try await database.zoneChanges(caller: caller, scope: try context.databaseScope(), request: changes, logger: context.logger)
         countFeedPages(results)
         let options = try await assetLinks.options(
             numbersAsStrings: changes.numbersAsStrings, records: results.flatMap(Self.changedRecords), request: request, logger: context.logger)
@@ -383,7 +387,7 @@ struct DatabaseRoutes {
         let body = try await RequestBody.object(request, limits: limits)
         let changes = try ZoneChangesRequest(legacyWire: body)
         let caller = try context.requireCaller()
-        let results = try await database.zoneChanges(caller: caller, scope: try scope(context), request: changes, logger: context.logger)
+        let results = try await database.zoneChanges(caller: caller, scope: try context.databaseScope(), request: changes, logger: context.logger)
         countFeedPages(results)
         guard case .page(let page, let syncToken, let desiredKeys, let shares) = results.first else {
             throw CumulusError(.internalError, "no result for records/changes")
@@ -458,12 +462,6 @@ struct DatabaseRoutes {
         }
     }
 
-    private func scope(_ context: CumulusRequestContext) throws(CumulusError) -> DatabaseScope {
-        guard let name = context.parameters.get("database"), let scope = DatabaseScope(rawValue: name) else {
-            throw CumulusError(.badRequest, "path: database must be public, private or shared")
-        }
-        return scope
-    }
 }
 
 /// Reading request bodies as JSON, whatever their content type (CloudKit clients send `text/plain` too).
