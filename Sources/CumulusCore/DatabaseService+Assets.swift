@@ -28,14 +28,14 @@ extension DatabaseService {
         try checkCount(tokens.count, path: "tokens")
         let (database, zoneName, _) = try await zone(zoneID, caller: caller, scope: scope, access: .write, logger: logger)
         guard let author = caller.authorName else { throw CumulusError(.authenticationRequired, "request needs authorization") }
-        let pending = try await mapStoreErrors {
-            try await store.pendingAssetUploads(
-                uploader: author, container: caller.container, since: clock.milliseconds() - 24 * 3600 * 1000, logger: logger)
+        let usage = try await mapStoreErrors {
+            try await store.assetUsage(
+                uploader: author, container: caller.container, pendingSince: clock.milliseconds() - 24 * 3600 * 1000, logger: logger)
         }
-        if pending.receipts + tokens.count > maximumPending {
+        if usage.pendingReceipts + tokens.count > maximumPending {
             throw CumulusError(
                 .quotaExceeded,
-                "tokens: \(pending.receipts) uploads are waiting to be saved in a record; at most \(maximumPending) may wait at once")
+                "tokens: \(usage.pendingReceipts) uploads are waiting to be saved in a record; at most \(maximumPending) may wait at once")
         }
         for (index, token) in tokens.enumerated() {
             try NameRules.checkIdentifier(token.fieldName, kind: "field name", path: "tokens[\(index)].fieldName", limits: limits)

@@ -110,6 +110,10 @@ public struct AssetLimits: Sendable {
     /// Bytes one uploader may have uploaded that no record holds yet (within a day): with the size limit, what one
     /// holder of the app's token can make the disk keep before anything is saved.
     public var maximumPendingBytes: Int64 = 5 * 1024 * 1024 * 1024
+    /// Bytes of assets one uploader may keep in a container, saved or not (each file counted once): a user's asset
+    /// quota, as CloudKit gives each user one. Past it, uploads are refused until records holding assets are deleted
+    /// (their files go with the cleanup).
+    public var maximumStoredBytes: Int64 = 20 * 1024 * 1024 * 1024
 
     public init(
         maximumSize: Int64 = 250 * 1024 * 1024, uploadURLLifetime: Duration = .seconds(15 * 60), downloadURLLifetime: Duration = .seconds(3600),

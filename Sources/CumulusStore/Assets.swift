@@ -43,6 +43,22 @@ public struct AssetUpload: Sendable, Hashable {
     }
 }
 
+/// What one uploader holds in a container's assets.
+public struct AssetUsage: Sendable, Hashable {
+    /// Receipts no record holds yet, made within the window asked about.
+    public var pendingReceipts: Int
+    /// The bytes uploaded into those.
+    public var pendingBytes: Int64
+    /// The bytes of every file the uploader's receipts name, saved or not (a file counted once).
+    public var storedBytes: Int64
+
+    public init(pendingReceipts: Int, pendingBytes: Int64, storedBytes: Int64) {
+        self.pendingReceipts = pendingReceipts
+        self.pendingBytes = pendingBytes
+        self.storedBytes = storedBytes
+    }
+}
+
 /// A receipt saved in a record's field.
 public struct AssetAttachment: Sendable, Hashable {
     public var receipt: String

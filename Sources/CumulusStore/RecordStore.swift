@@ -73,8 +73,9 @@ public protocol RecordStore: Sendable {
     func completeAssetUpload(receipt: String, fileID: String, size: Int64, checksum: String, logger: Logger) async throws -> Bool
     /// Marks receipts as held by saved records, binding a receipt `assets/rereference` made to the record that holds it.
     func markAssetsAttached(_ attachments: [AssetAttachment], logger: Logger) async throws
-    /// The receipts an uploader holds that no record holds yet, made since `since`, and the bytes uploaded into them.
-    func pendingAssetUploads(uploader: String, container: String, since: Int64, logger: Logger) async throws -> (receipts: Int, bytes: Int64)
+    /// What an uploader holds in a container's assets: receipts no record holds yet (made since `pendingSince`) and their
+    /// bytes, and the bytes of all the uploader's files.
+    func assetUsage(uploader: String, container: String, pendingSince: Int64, logger: Logger) async throws -> AssetUsage
     /// Forgets receipts never attached and made before `unattachedBefore`, and attached receipts made before
     /// `detachedBefore` that no live record holds any more; answers the files no receipt names now, to delete.
     func collectAssetGarbage(unattachedBefore: Int64, detachedBefore: Int64, logger: Logger) async throws -> [String]

@@ -78,14 +78,17 @@ extension PostgresRecordStore {
             logger: logger)
     }
 
-    public func pendingAssetUploads(uploader: String, container: String, since: Int64, logger: Logger) async throws -> (receipts: Int, bytes: Int64) {
+    public func assetUsage(uploader: String, container: String, pendingSince: Int64, logger: Logger) async throws -> AssetUsage {
         let rows = try await query(
             """
-            SELECT count(*)::bigint, coalesce(sum(size), 0)::bigint FROM asset_uploads
-            WHERE uploader = \(uploader) AND container_id = \(container) AND NOT attached AND created_at >= \(since)
+            SELECT count(*) FILTER (WHERE NOT attached AND created_at >= \(pendingSince))::bigint,
+                coalesce(sum(size) FILTER (WHERE NOT attached AND created_at >= \(pendingSince)), 0)::bigint,
+                (SELECT coalesce(sum(size), 0) FROM (SELECT DISTINCT file_id, size FROM asset_uploads
+                    WHERE uploader = \(uploader) AND container_id = \(container) AND file_id IS NOT NULL) AS files)::bigint
+            FROM asset_uploads WHERE uploader = \(uploader) AND container_id = \(container)
             """, logger: logger)
-        let usage = try await first(rows.decode((Int64, Int64).self))
-        return (Int(usage?.0 ?? 0), usage?.1 ?? 0)
+        let usage = try await first(rows.decode((Int64, Int64, Int64).self))
+        return AssetUsage(pendingReceipts: Int(usage?.0 ?? 0), pendingBytes: usage?.1 ?? 0, storedBytes: usage?.2 ?? 0)
     }
 
     public func collectAssetGarbage(unattachedBefore: Int64, detachedBefore: Int64, logger: Logger) async throws -> [String] {

@@ -69,15 +69,21 @@ extension SQLiteRecordStore {
         }
     }
 
-    public func pendingAssetUploads(uploader: String, container: String, since: Int64, logger: Logger) async throws -> (receipts: Int, bytes: Int64) {
+    public func assetUsage(uploader: String, container: String, pendingSince: Int64, logger: Logger) async throws -> AssetUsage {
         try await read { db in
-            let row = try Row.fetchOne(
+            let pending = try Row.fetchOne(
                 db.cachedStatement(
                     sql: """
                         SELECT count(*), coalesce(sum(size), 0) FROM asset_uploads
                         WHERE uploader = ? AND container_id = ? AND attached = 0 AND created_at >= ?
-                        """), arguments: [uploader, container, since])
-            return (row?[0] ?? 0, row?[1] ?? 0)
+                        """), arguments: [uploader, container, pendingSince])
+            let stored = try Int64.fetchOne(
+                db.cachedStatement(
+                    sql: """
+                        SELECT coalesce(sum(size), 0) FROM (SELECT DISTINCT file_id, size FROM asset_uploads
+                        WHERE uploader = ? AND container_id = ? AND file_id IS NOT NULL)
+                        """), arguments: [uploader, container])
+            return AssetUsage(pendingReceipts: pending?[0] ?? 0, pendingBytes: pending?[1] ?? 0, storedBytes: stored ?? 0)
         }
     }
 

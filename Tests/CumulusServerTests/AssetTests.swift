@@ -249,6 +249,31 @@ struct AssetTests {
     }
 
     @Test(arguments: TestStore.all)
+    func anUploaderKeepsAssetsUpToAQuotaAndDeletingRecordsMakesRoom(_ store: TestStore) async throws {
+        var setup = try await AssetWorld(store)
+        setup.world.configuration.assetLimits.maximumStoredBytes = 100
+        let world = setup.world
+        let time = setup.time
+        let cleanup = AssetCleanup(store: world.store, storage: setup.storage, clock: world.clock, limits: world.configuration.assetLimits)
+        try await world.test { client in
+            try await Self.$port.withValue(client.client.port) {
+                try await client.createZone("Z", as: world.alice)
+                let first = try #require(
+                    try await Self.upload(Array(repeating: 1, count: 120), record: "a", as: world.alice, client: client).singleFile)
+                _ = try await client.modify([operation("create", "a", fields: Self.assetField(first))], zone: "Z", as: .user(world.alice))
+                // 120 bytes kept, over the quota of 100: the next upload is refused.
+                let refused = try await Self.upload(Array(repeating: 2, count: 10), record: "b", as: world.alice, client: client)
+                #expect(refused.status == 413 && refused.reason?.contains("quota") == true, "\(refused)")
+                // Deleting the record lets the cleanup delete the file, and the room comes back.
+                _ = try await client.modify([operation("forceDelete", "a")], zone: "Z", as: .user(world.alice))
+                time.advance(by: 2 * 3600)
+                try await cleanup.run(logger: logger)
+                #expect(try await Self.upload(Array(repeating: 3, count: 10), record: "c", as: world.alice, client: client).status == 200)
+            }
+        }
+    }
+
+    @Test(arguments: TestStore.all)
     func aParticipantDownloadsASharedAssetAndARemovedOneGetsNoURL(_ store: TestStore) async throws {
         let setup = try await AssetWorld(store)
         let world = setup.world

@@ -161,12 +161,19 @@ struct AssetRoutes {
             upload.database.container == container, upload.database.environment == environment
         else { throw CumulusError(.notFound, "receipt: no such upload") }
         guard upload.fileID == nil else { throw CumulusError(.conflict, "receipt: its bytes were uploaded already; ask assets/upload for another") }
-        let pending = try await store.pendingAssetUploads(
-            uploader: upload.uploader, container: container, since: links.clock.milliseconds() - 24 * 3600 * 1000, logger: context.logger)
-        if pending.bytes >= links.limits.maximumPendingBytes {
+        let usage = try await store.assetUsage(
+            uploader: upload.uploader, container: container, pendingSince: links.clock.milliseconds() - 24 * 3600 * 1000, logger: context.logger)
+        if usage.pendingBytes >= links.limits.maximumPendingBytes {
             throw CloudKitErrorResponse(
                 code: .quotaExceeded,
-                reason: "asset: \(pending.bytes) bytes are uploaded and waiting to be saved in a record; save them or wait a day",
+                reason: "asset: \(usage.pendingBytes) bytes are uploaded and waiting to be saved in a record; save them or wait a day",
+                closesConnection: true)
+        }
+        if usage.storedBytes >= links.limits.maximumStoredBytes {
+            throw CloudKitErrorResponse(
+                code: .quotaExceeded,
+                reason: "asset: \(usage.storedBytes) bytes of assets are stored for this uploader, the quota is \(links.limits.maximumStoredBytes); "
+                    + "delete records that hold assets to make room",
                 closesConnection: true)
         }
 
