@@ -23,6 +23,19 @@ public final class ChangeSignal: Sendable {
         /// Which wait the continuation belongs to, so that a late timer of an earlier wait leaves a later one be.
         var round: UInt64 = 0
         var continuation: CheckedContinuation<Void, Never>?
+        /// Called on every wake-up, for connections that wait without a task (``register(_:onWake:)``).
+        var onWake: (@Sendable () -> Void)?
+    }
+
+    /// What a wake-up must resume or call, gathered under the lock and run outside it.
+    private struct Wakeups {
+        var continuations: [CheckedContinuation<Void, Never>] = []
+        var callbacks: [@Sendable () -> Void] = []
+
+        func run() {
+            for continuation in continuations { continuation.resume() }
+            for callback in callbacks { callback() }
+        }
     }
 
     private struct State {
@@ -41,11 +54,15 @@ public final class ChangeSignal: Sendable {
             }
         }
 
-        /// Marks a waiter woken, returning its continuation if it is waiting.
-        mutating func wake(_ id: UInt64) -> CheckedContinuation<Void, Never>? {
+        /// Marks a waiter woken, gathering its continuation if it is waiting and its callback if it has one.
+        mutating func wake(_ id: UInt64, into wakeups: inout Wakeups) {
+            guard let waiter = waiters[id] else { return }
             waiters[id]?.woken = true
-            defer { waiters[id]?.continuation = nil }
-            return waiters[id]?.continuation
+            if let continuation = waiter.continuation {
+                wakeups.continuations.append(continuation)
+                waiters[id]?.continuation = nil
+            }
+            if let onWake = waiter.onWake { wakeups.callbacks.append(onWake) }
         }
     }
 
@@ -73,28 +90,35 @@ public final class ChangeSignal: Sendable {
 
     /// Something changed under these keys, here or on another instance: their waiters re-check.
     public func wake(_ keys: Set<String>) {
-        let woken = state.withLock { state in
+        let wakeups = state.withLock { state in
             var ids = Set<UInt64>()
             for key in keys { ids.formUnion(state.waitersByKey[key] ?? []) }
-            return ids.compactMap { state.wake($0) }
+            var wakeups = Wakeups()
+            for id in ids { state.wake(id, into: &wakeups) }
+            return wakeups
         }
-        for continuation in woken { continuation.resume() }
+        wakeups.run()
     }
 
     /// Anything may have changed (a listener reconnected and may have missed announcements): every waiter re-checks.
     public func wakeAll() {
-        let woken = state.withLock { state in state.waiters.keys.compactMap { state.wake($0) } }
-        for continuation in woken { continuation.resume() }
+        let wakeups = state.withLock { state in
+            var wakeups = Wakeups()
+            for id in state.waiters.keys { state.wake(id, into: &wakeups) }
+            return wakeups
+        }
+        wakeups.run()
     }
 
     /// Registered waiters (for tests and benchmarks).
     public var waiting: Int { state.withLock { $0.waiters.count } }
 
-    /// Starts remembering wake-ups under `keys`.
-    public func register(_ keys: Set<String>) -> Registration {
+    /// Starts remembering wake-ups under `keys`; `onWake`, when given, is called (on the waking thread) at each one, for
+    /// a connection that waits without a task of its own.
+    public func register(_ keys: Set<String>, onWake: (@Sendable () -> Void)? = nil) -> Registration {
         state.withLock { state in
             state.next += 1
-            state.waiters[state.next] = Waiter(keys: keys)
+            state.waiters[state.next] = Waiter(keys: keys, onWake: onWake)
             state.index(state.next, keys)
             return Registration(id: state.next)
         }
@@ -108,6 +132,11 @@ public final class ChangeSignal: Sendable {
             state.index(registration.id, keys.subtracting(old))
             state.waiters[registration.id]?.keys = keys
         }
+    }
+
+    /// Whether a wake-up came since the last ``consume(_:)``.
+    public func isWoken(_ registration: Registration) -> Bool {
+        state.withLock { $0.waiters[registration.id]?.woken ?? false }
     }
 
     /// Forgets the wake-ups remembered so far: call it just before looking at what changed.

@@ -29,52 +29,76 @@ public struct PushConnection: Sendable {
     /// Whether a newer connection for the same token took over; this one then carries nothing more.
     public var isSuperseded: Bool { !service.connections.isCurrent(token, generation: generation) }
 
+    /// Whether the connection watches its user's databases yet (``register(logger:onWake:)``).
+    public var isRegistered: Bool { registration != nil }
+
+    /// Starts watching the user's own databases, before the first look reads them, so that a commit during it is not
+    /// missed. `onWake`, when given, is called at each wake-up (on the waking thread): a connection served without a
+    /// task of its own (the server's courier channel handler) looks again from there.
+    public mutating func register(logger: Logger, onWake: (@Sendable () -> Void)? = nil) async throws {
+        guard registration == nil else { return }
+        keys = try await service.ownKeys(token, logger: logger)
+        registration = service.signal.register(keys.union([ChangeSignal.key(token: token)]), onWake: onWake)
+    }
+
+    /// Whether a look at the feeds is due: never looked, woken since the last look began, or the re-check interval
+    /// (if any) passed.
+    public func isDue(at now: ContinuousClock.Instant = .now) -> Bool {
+        guard let checkedAt else { return true }
+        if let registration, service.signal.isWoken(registration) { return true }
+        return service.recheckInterval.map { now - checkedAt >= $0 } ?? false
+    }
+
+    /// When a look falls due although nothing wakes the connection (the re-check interval over a shared store); `nil`
+    /// when only a wake-up makes one due.
+    public var nextRecheck: ContinuousClock.Instant? {
+        guard let checkedAt else { return .now }
+        return service.recheckInterval.map { checkedAt + $0 }
+    }
+
+    /// Looks at the feeds once: the first notification due, advancing the token's positions past it, or `nil`. Call
+    /// ``register(logger:onWake:)`` first; after a notification another look is due at once (more may be waiting).
+    public mutating func look(logger: Logger) async throws -> PushNotification? {
+        guard let registration else {
+            try await register(logger: logger)
+            return try await look(logger: logger)
+        }
+        let signal = service.signal
+        let now = ContinuousClock.now
+        // Wake-ups from here on concern changes this check may not see: they make the connection due again.
+        signal.consume(registration)
+        let check = try await service.check(token, container: container, environment: environment, logger: logger)
+        checkedAt = now
+        if check.keys != keys {
+            let added = !check.keys.isSubset(of: keys)
+            keys = check.keys
+            signal.update(registration, keys: keys.union([ChangeSignal.key(token: token)]))
+            // A commit to a newly watched database between the check and the update woke nobody: look again.
+            if added && check.notification == nil { checkedAt = nil }
+        }
+        if check.notification != nil { checkedAt = nil }
+        return check.notification
+    }
+
     /// The next notification, waiting up to `timeout` for one; `nil` when none came, or when the connection was
     /// superseded or the task cancelled.
     ///
     /// The feeds are checked at the start, when a commit to a watched database wakes the connection, and every
     /// ``PushService/recheckInterval`` if set; a connection whose wait only timed out does not read the store.
     public mutating func next(upTo timeout: Duration, logger: Logger) async throws -> PushNotification? {
-        let signal = service.signal
-        let registration: ChangeSignal.Registration
-        if let registered = self.registration {
-            registration = registered
-        } else {
-            // Watch the user's own databases before the first check reads them, so a commit during it is not missed.
-            keys = try await service.ownKeys(token, logger: logger)
-            registration = signal.register(keys.union([ChangeSignal.key(token: token)]))
-            self.registration = registration
-        }
+        try await register(logger: logger)
         let deadline = ContinuousClock.now + timeout
         while !isSuperseded, !Task.isCancelled {
-            let now = ContinuousClock.now
-            // Due when never checked or woken since, or when the re-check interval (if any) has passed.
-            let due = checkedAt.map { checked in service.recheckInterval.map { now - checked >= $0 } ?? false } ?? true
-            if due {
-                // Wake-ups from here on concern changes this check may not see: they make the next wait return at once.
-                signal.consume(registration)
-                let check = try await service.check(token, container: container, environment: environment, logger: logger)
-                checkedAt = now
-                if check.keys != keys {
-                    let added = !check.keys.isSubset(of: keys)
-                    keys = check.keys
-                    signal.update(registration, keys: keys.union([ChangeSignal.key(token: token)]))
-                    // A commit to a newly watched database between the check and the update woke nobody: look again.
-                    if added && check.notification == nil { checkedAt = nil }
-                }
-                if let notification = check.notification {
-                    // More may be due: the next call checks again at once.
-                    checkedAt = nil
-                    return notification
-                }
-                if checkedAt == nil { continue }
+            if isDue() {
+                if let notification = try await look(logger: logger) { return notification }
+                continue
             }
-            let wakeAt = service.recheckInterval.map { min(deadline, (checkedAt ?? now) + $0) } ?? deadline
+            let wakeAt = min(deadline, nextRecheck ?? deadline)
             if wakeAt <= ContinuousClock.now {
                 if deadline <= ContinuousClock.now { return nil }
                 continue
             }
-            if await signal.wait(registration, until: wakeAt) { checkedAt = nil }
+            if let registration { await service.signal.wait(registration, until: wakeAt) }
         }
         return nil
     }

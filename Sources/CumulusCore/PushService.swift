@@ -56,7 +56,7 @@ public struct PushService: Sendable {
     }
 
     /// Whether a value has the shape of a token this service makes: 64 lowercase hexadecimal digits.
-    static func isWellFormed(_ token: String) -> Bool {
+    public static func isWellFormed(_ token: String) -> Bool {
         token.utf8.count == 64 && token.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }
     }
 

@@ -32,7 +32,11 @@ public func buildApplication(
     let assetStorage = configuration.assetStorage ?? temporaryAssetStorage()
     var routed = configuration
     routed.assetStorage = assetStorage
-    let router = buildRouter(configuration: routed, store: store, clock: clock, changes: changes, metrics: metrics)
+    let push = pushService(configuration: configuration, store: store, clock: clock, changes: changes)
+    let router = buildRouter(configuration: routed, store: store, clock: clock, changes: changes, metrics: metrics, push: push)
+    let serverName = "Cumulus"
+    let courier = Courier(
+        push: push, heartbeat: configuration.pushHeartbeatInterval, metrics: metrics, logger: logger, serverName: serverName)
     let host = configuration.host
     let cleanup = LinkCleanupService(
         links: LinkService(store: store, clock: clock, limits: configuration.linkLimits), interval: configuration.linkCleanupInterval, logger: logger
@@ -52,11 +56,14 @@ public func buildApplication(
     }
     return Application(
         router: router,
-        server: .http1(
+        server: shallowHTTP1(
             configuration: .init(
-                additionalChannelHandlers: [ConnectionGuardHandler(counts: connections), LingeringCloseHandler(linger: linger)],
-                idleTimeout: TimeAmount(configuration.connectionLimits.idleTimeout))),
-        configuration: .init(address: .hostname(host, port: configuration.port), serverName: "Cumulus"),
+                additionalChannelHandlers: [
+                    ConnectionGuardHandler(counts: connections), LingeringCloseHandler(linger: linger), CourierChannelHandler(courier: courier),
+                ],
+                // ConnectionGuardHandler keeps the idle timeout: it sees the courier's answers, which Hummingbird's does not.
+                idleTimeout: nil)),
+        configuration: .init(address: .hostname(host, port: configuration.port), serverName: serverName),
         services: services,
         onServerRunning: { channel in
             let port = channel.localAddress?.port ?? configuration.port
@@ -70,7 +77,7 @@ public func buildApplication(
 /// Builds the router: the CloudKit Web Services routes, the sign-in routes, and error mapping.
 public func buildRouter(
     configuration: ServerConfiguration, store: any RecordStore, clock: WallClock = .system, changes: ChangeSignal? = nil,
-    metrics: ServerMetrics = ServerMetrics()
+    metrics: ServerMetrics = ServerMetrics(), push: PushService? = nil
 ) -> Router<CumulusRequestContext> {
     let changes = changes ?? changeSignal(for: store)
     let limits = configuration.limits
@@ -78,10 +85,7 @@ public func buildRouter(
         store: store, signInLimits: configuration.signInLimits, webAuthTokenLifetime: configuration.webAuthTokenLifetime,
         credentialCacheLifetime: configuration.credentialCacheLifetime, clock: clock)
     let database = DatabaseService(store: store, limits: limits, clock: clock, changes: changes)
-    let push = PushService(
-        store: store, signal: changes, clock: clock, limits: configuration.pushLimits,
-        // One instance on its own store hears of every commit; over a shared store a wake-up can be missed.
-        recheckInterval: store is any ChangeBroadcasting ? configuration.pushRecheckInterval : nil)
+    let push = push ?? pushService(configuration: configuration, store: store, clock: clock, changes: changes)
 
     let address = PublicAddress(configured: configuration.publicBaseURL)
     let router = Router(context: CumulusRequestContext.self)
@@ -148,6 +152,14 @@ func metricsResponse(_ metrics: ServerMetrics) -> Response {
     Response(
         status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
         body: .init(byteBuffer: ByteBuffer(bytes: metrics.exposition())))
+}
+
+/// Push delivery: one per application, shared by the router's courier route and the courier channel handlers.
+func pushService(configuration: ServerConfiguration, store: any RecordStore, clock: WallClock, changes: ChangeSignal) -> PushService {
+    PushService(
+        store: store, signal: changes, clock: clock, limits: configuration.pushLimits,
+        // One instance on its own store hears of every commit; over a shared store a wake-up can be missed.
+        recheckInterval: store is any ChangeBroadcasting ? configuration.pushRecheckInterval : nil)
 }
 
 /// The signal that wakes waiting push polls; over a store shared by instances it also tells the others.

@@ -69,15 +69,24 @@ final class ConnectionCounts: Sendable {
     }
 }
 
-/// Admits a connection under ``ConnectionLimits`` (closing it at once when it is one too many) and closes it when a
-/// request's body takes longer than ``ConnectionLimits/requestBodyTimeout``.
-final class ConnectionGuardHandler: ChannelInboundHandler, RemovableChannelHandler {
+/// Admits a connection under ``ConnectionLimits`` (closing it at once when it is one too many), closes it when a
+/// request's body takes longer than ``ConnectionLimits/requestBodyTimeout``, and closes it when it stays idle for
+/// ``ConnectionLimits/idleTimeout``.
+///
+/// The idle timeout is kept here, ahead of every other handler, rather than by Hummingbird's connection handler: this
+/// one sees every request and answer, those of the courier (``CourierChannelHandler``, which answers below the router)
+/// included, so an open stream is never taken for an idle connection.
+final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
+    typealias OutboundIn = HTTPResponsePart
+    typealias OutboundOut = HTTPResponsePart
 
     private let counts: ConnectionCounts
     private var admittedAddress: String?
     private var bodyDeadline: Scheduled<Void>?
+    private var idle = IdleConnectionState()
+    private var idleCheck: Scheduled<Void>?
 
     init(counts: ConnectionCounts) {
         self.counts = counts
@@ -89,11 +98,18 @@ final class ConnectionGuardHandler: ChannelInboundHandler, RemovableChannelHandl
             admittedAddress = address
         } else {
             context.close(promise: nil)
+            return
         }
+        if context.channel.isActive { scheduleIdleCheck(context: context) }
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
         forget()
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        scheduleIdleCheck(context: context)
+        context.fireChannelActive()
     }
 
     func channelInactive(context: ChannelHandlerContext) {
@@ -101,11 +117,13 @@ final class ConnectionGuardHandler: ChannelInboundHandler, RemovableChannelHandl
         context.fireChannelInactive()
     }
 
-    /// Cancels the body deadline and gives back the connection's place, once, whichever comes first: the connection
-    /// closing or the handler leaving the pipeline.
+    /// Cancels the timers and gives back the connection's place, once, whichever comes first: the connection closing
+    /// or the handler leaving the pipeline.
     private func forget() {
         bodyDeadline?.cancel()
         bodyDeadline = nil
+        idleCheck?.cancel()
+        idleCheck = nil
         if let address = admittedAddress {
             admittedAddress = nil
             counts.release(address)
@@ -113,7 +131,9 @@ final class ConnectionGuardHandler: ChannelInboundHandler, RemovableChannelHandl
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        switch unwrapInboundIn(data) {
+        let part = unwrapInboundIn(data)
+        idle.read(part)
+        switch part {
         case .head:
             bodyDeadline?.cancel()
             let loopBoundContext = NIOLoopBound(context, eventLoop: context.eventLoop)
@@ -127,5 +147,81 @@ final class ConnectionGuardHandler: ChannelInboundHandler, RemovableChannelHandl
             bodyDeadline = nil
         }
         context.fireChannelRead(data)
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        if idle.wrote(unwrapOutboundIn(data)) { scheduleIdleCheck(context: context) }
+        context.write(data, promise: promise)
+    }
+
+    private func scheduleIdleCheck(context: ChannelHandlerContext) {
+        guard idleCheck == nil, admittedAddress != nil else { return }
+        let loopBoundContext = NIOLoopBound(context, eventLoop: context.eventLoop)
+        let loopBoundSelf = NIOLoopBound(self, eventLoop: context.eventLoop)
+        idleCheck = context.eventLoop.scheduleTask(deadline: .now() + TimeAmount(counts.limits.idleTimeout)) {
+            loopBoundSelf.value.checkIdle(context: loopBoundContext.value)
+        }
+    }
+
+    private func checkIdle(context: ChannelHandlerContext) {
+        idleCheck = nil
+        switch idle.check(now: .now, timeout: counts.limits.idleTimeout) {
+        case .answering:
+            // Scheduled again when the answer ends.
+            break
+        case .idle:
+            context.close(promise: nil)
+        case .activeUntil(let deadline):
+            let loopBoundContext = NIOLoopBound(context, eventLoop: context.eventLoop)
+            let loopBoundSelf = NIOLoopBound(self, eventLoop: context.eventLoop)
+            idleCheck = context.eventLoop.scheduleTask(in: TimeAmount(ContinuousClock.now.duration(to: deadline))) {
+                loopBoundSelf.value.checkIdle(context: loopBoundContext.value)
+            }
+        }
+    }
+}
+
+/// When a connection is idle: no request part read and no answer under way for the idle timeout. A connection whose
+/// request was read and whose answer is still being written (a long poll, a stream) is never idle.
+struct IdleConnectionState: Sendable, Equatable {
+    enum Verdict: Sendable, Equatable {
+        /// An answer is under way: look again when it ends.
+        case answering
+        case idle
+        /// Active lately: look again at this instant.
+        case activeUntil(ContinuousClock.Instant)
+    }
+
+    private var answersUnderWay = 0
+    private var readingRequest = false
+    private var lastActive = ContinuousClock.now
+
+    mutating func read(_ part: HTTPRequestPart, at now: ContinuousClock.Instant = .now) {
+        lastActive = now
+        switch part {
+        case .head:
+            readingRequest = true
+            answersUnderWay += 1
+        case .body:
+            break
+        case .end:
+            readingRequest = false
+        }
+    }
+
+    /// Returns `true` when the last answer under way ended, so the idle time starts again.
+    mutating func wrote(_ part: HTTPResponsePart, at now: ContinuousClock.Instant = .now) -> Bool {
+        guard case .end = part else { return false }
+        // An answer written with no request read (a malformed head's 400) counts nothing.
+        answersUnderWay = max(0, answersUnderWay - 1)
+        guard answersUnderWay == 0 else { return false }
+        lastActive = now
+        return true
+    }
+
+    func check(now: ContinuousClock.Instant, timeout: Duration) -> Verdict {
+        if !readingRequest, answersUnderWay > 0 { return .answering }
+        let deadline = lastActive + timeout
+        return now >= deadline ? .idle : .activeUntil(deadline)
     }
 }

@@ -20,10 +20,16 @@ struct CloudKitErrorResponse: HTTPResponseError {
     var status: HTTPResponse.Status { .init(code: code.httpStatus) }
 
     func response(from request: Request, context: some RequestContext) throws -> Response {
-        var writer = JSONWriter()
-        writer.beginObject()
         // The request's ID, also in the `X-Request-ID` header and the access log.
         let requestID = RequestIdentity.uuid(context)
+        return Response(
+            status: status, headers: headers(requestID: requestID), body: .init(byteBuffer: ByteBuffer(bytes: envelope(requestID: requestID))))
+    }
+
+    /// The envelope's JSON.
+    func envelope(requestID: String) -> [UInt8] {
+        var writer = JSONWriter()
+        writer.beginObject()
         writer.key("uuid")
         writer.string(requestID)
         writer.key("serverErrorCode")
@@ -39,10 +45,15 @@ struct CloudKitErrorResponse: HTTPResponseError {
             writer.string(redirectURL)
         }
         writer.endObject()
+        return writer.bytes
+    }
+
+    /// The answer's headers, but for its length.
+    func headers(requestID: String) -> HTTPFields {
         var headers: HTTPFields = [.contentType: "application/json; charset=utf-8", RequestIdentity.header: requestID]
         if let retryAfter { headers[.retryAfter] = String(retryAfter) }
         if closesConnection { headers[.connection] = "close" }
-        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: writer.bytes)))
+        return headers
     }
 }
 

@@ -28,23 +28,39 @@ struct AccessLogMiddleware<Context: RequestContext>: RouterMiddleware {
     }
 
     private func log(_ request: Request, context: Context, requestID: String, status: Int, bytesOut: Int?, start: ContinuousClock.Instant) {
+        var parameters: [(String, String)] = []
+        for name in ["container", "environment", "database"] {
+            if let value = context.parameters.get(name) { parameters.append((name, String(value))) }
+        }
+        AccessLog(logger: context.logger, metrics: metrics).record(
+            requestID: requestID, method: request.method.rawValue, route: context.endpointPath ?? "NotFound", status: status,
+            start: start, parameters: parameters, bytesIn: request.headers[.contentLength], bytesOut: bytesOut)
+    }
+}
+
+/// The access log's line and the request metrics of one request, for the router's requests and for those answered
+/// below it (the courier, ``CourierChannelHandler``).
+struct AccessLog {
+    let logger: Logger
+    let metrics: ServerMetrics
+
+    func record(
+        requestID: String, method: String, route: String, status: Int, start: ContinuousClock.Instant, parameters: [(String, String)],
+        bytesIn: String?, bytesOut: Int?
+    ) {
         let elapsed = ContinuousClock.now - start
-        let route = context.endpointPath ?? "NotFound"
-        metrics.request(route: route, method: request.method.rawValue, status: status, duration: elapsed)
-        let logger = context.logger
+        metrics.request(route: route, method: method, status: status, duration: elapsed)
         guard logger.logLevel <= .info else { return }
         let milliseconds = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
         var metadata: Logger.Metadata = [
             "request_id": "\(requestID)",
-            "method": "\(request.method.rawValue)",
+            "method": "\(method)",
             "route": "\(route)",
             "status": "\(status)",
             "duration_ms": "\((milliseconds * 1000).rounded() / 1000)",
         ]
-        for name in ["container", "environment", "database"] {
-            if let value = context.parameters.get(name) { metadata[name] = "\(value)" }
-        }
-        if let length = request.headers[.contentLength] { metadata["bytes_in"] = "\(length)" }
+        for (name, value) in parameters { metadata[name] = "\(value)" }
+        if let bytesIn { metadata["bytes_in"] = "\(bytesIn)" }
         if let bytesOut { metadata["bytes_out"] = "\(bytesOut)" }
         logger.info("request", metadata: metadata)
     }

@@ -1,0 +1,185 @@
+import AsyncHTTPClient
+import CumulusCore
+import CumulusModel
+import CumulusStore
+import CumulusStoreSQLite
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import Logging
+import NIOCore
+import NIOEmbedded
+import NIOHTTP1
+import NIOHTTPTypes
+import Testing
+
+@testable import CumulusServer
+
+/// The courier answered below the router (``CourierChannelHandler``): which requests it takes, that the router never
+/// sees them, that later requests on the connection still reach the router in order, and that an open stream is not
+/// taken for an idle connection.
+@Suite("Push: the courier below the router")
+struct CourierHandlerTests {
+    static let token = String(repeating: "ab", count: 32)
+
+    static func head(_ target: String, headers: HTTPFields = [:]) -> HTTPRequest {
+        HTTPRequest(method: .get, scheme: "http", authority: "127.0.0.1", path: target, headerFields: headers)
+    }
+
+    @Test func onlyWellFormedCourierGetsAreTakenBelowTheRouter() throws {
+        let base = "/courier/1/iCloud.com.example.tests/development/\(Self.token)"
+        #expect(CourierRequest(Self.head(base))?.kind == .poll(wait: .seconds(PushRoutes.defaultWait)))
+        #expect(CourierRequest(Self.head(base + "?timeout=5"))?.kind == .poll(wait: .seconds(5)))
+        #expect(CourierRequest(Self.head(base + "?stream=1"))?.kind == .stream(lastEventID: nil))
+        #expect(CourierRequest(Self.head(base, headers: [.accept: "text/event-stream"]))?.kind == .stream(lastEventID: nil))
+        let resumed = CourierRequest(Self.head(base, headers: [.accept: "text/event-stream", PushRoutes.lastEventID: " 7 "]))
+        #expect(resumed?.kind == .stream(lastEventID: 7))
+        #expect(resumed?.container == "iCloud.com.example.tests" && resumed?.environment == .development && resumed?.token == Self.token)
+        // Everything the router refuses with a reason (or answers otherwise) goes on to it.
+        #expect(CourierRequest(Self.head(base + "?timeout=61")) == nil)
+        #expect(CourierRequest(Self.head(base + "?timeout=soon")) == nil)
+        #expect(CourierRequest(Self.head(base + "?stream=1&lastEventID=yesterday")) == nil)
+        #expect(CourierRequest(Self.head("/courier/1/iCloud.com.example.tests/staging/\(Self.token)")) == nil)
+        #expect(CourierRequest(Self.head("/courier/1/iCloud.com.example.tests/development/nosuchtoken")) == nil)
+        #expect(CourierRequest(Self.head("/courier/1/iCloud%2Ecom/development/\(Self.token)")) == nil)
+        #expect(CourierRequest(Self.head(base + "/more")) == nil)
+        var post = Self.head(base)
+        post.method = .post
+        #expect(CourierRequest(post) == nil)
+    }
+
+    @Test func anIdleConnectionIsOneWithNoRequestReadAndNoAnswerUnderWay() {
+        let start = ContinuousClock.now
+        let timeout = Duration.seconds(60)
+        var state = IdleConnectionState()
+        #expect(state.check(now: start + .seconds(61), timeout: timeout) == .idle)
+        state.read(.head(Self.head("/health")), at: start)
+        // Reading a request: idle only when no part of it came for the timeout.
+        #expect(state.check(now: start + .seconds(30), timeout: timeout) == .activeUntil(start + timeout))
+        #expect(state.check(now: start + .seconds(61), timeout: timeout) == .idle)
+        state.read(.end(nil), at: start + .seconds(1))
+        // Read, and answered slowly (a long poll, a stream): never idle.
+        #expect(state.check(now: start + .seconds(3600), timeout: timeout) == .answering)
+        #expect(state.wrote(.head(HTTPResponse(status: .ok)), at: start + .seconds(2)) == false)
+        #expect(state.wrote(.end(nil), at: start + .seconds(3)) == true)
+        #expect(state.check(now: start + .seconds(62), timeout: timeout) == .activeUntil(start + .seconds(63)))
+        #expect(state.check(now: start + .seconds(63), timeout: timeout) == .idle)
+        // An answer to no request (a malformed head's 400) does not count below zero.
+        #expect(state.wrote(.end(nil), at: start + .seconds(4)) == true)
+        state.read(.head(Self.head("/health")), at: start + .seconds(5))
+        state.read(.end(nil), at: start + .seconds(5))
+        #expect(state.check(now: start + .seconds(600), timeout: timeout) == .answering)
+    }
+
+    /// The handler in a pipeline of its own: a poll is answered by the handler and never reaches what stands behind it
+    /// (the router); the next request on the connection does, after the poll's answer.
+    @Test func aPollIsAnsweredBelowTheRouterAndTheNextRequestReachesIt() async throws {
+        let store = try SQLiteRecordStore.inMemory()
+        let courier = Courier(
+            push: PushService(store: store), heartbeat: .seconds(15), metrics: ServerMetrics(), logger: Logger(label: "test"),
+            serverName: "Cumulus")
+        let channel = NIOAsyncTestingChannel()
+        try await channel.pipeline.addHandler(CourierChannelHandler(courier: courier))
+        try await channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).get()
+
+        // A well-formed token that is not stored: its poll answers empty once its (zero) wait is over.
+        let poll = Self.head("/courier/1/iCloud.com.example.tests/development/\(Self.token)?timeout=0")
+        try await channel.writeInbound(HTTPRequestPart.head(poll))
+        try await channel.writeInbound(HTTPRequestPart.end(nil))
+        // Pipelined behind it, before its answer: held until the poll is answered.
+        try await channel.writeInbound(HTTPRequestPart.head(Self.head("/health")))
+        try await channel.writeInbound(HTTPRequestPart.end(nil))
+
+        guard case .head(let answer) = try await channel.waitForOutboundWrite(as: HTTPResponsePart.self) else {
+            Issue.record("the poll's answer did not start with a head")
+            return
+        }
+        #expect(answer.status == .ok)
+        #expect(answer.headerFields[.contentLength] == "0")
+        #expect(answer.headerFields[.contentType] == "application/json; charset=utf-8")
+        #expect(answer.headerFields[.server] == "Cumulus" && answer.headerFields[.date]?.hasSuffix(" GMT") == true)
+        #expect(answer.headerFields[RequestIdentity.header]?.count == 36)
+        guard case .end = try await channel.waitForOutboundWrite(as: HTTPResponsePart.self) else {
+            Issue.record("the poll's answer did not end")
+            return
+        }
+
+        // Behind the handler only the pipelined request arrives, whole; the poll never did.
+        await channel.testingEventLoop.run()
+        guard case .head(let routed) = try await channel.readInbound(as: HTTPRequestPart.self) else {
+            Issue.record("the request after the poll did not reach the router")
+            return
+        }
+        #expect(routed.path == "/health")
+        guard case .end = try await channel.readInbound(as: HTTPRequestPart.self) else {
+            Issue.record("the request after the poll arrived without its end")
+            return
+        }
+        #expect(try await channel.readInbound(as: HTTPRequestPart.self) == nil)
+
+        // While the router answers that request, a courier request waits its turn: it goes to the router too.
+        try await channel.writeInbound(HTTPRequestPart.head(poll))
+        guard case .head(let second) = try await channel.readInbound(as: HTTPRequestPart.self) else {
+            Issue.record("a courier request behind an unanswered one was not handed to the router")
+            return
+        }
+        #expect(second.path == poll.path)
+        _ = try await channel.finish()
+    }
+
+    /// Through a real server and a plain socket: a poll and a request pipelined behind it are answered in order.
+    @Test func aPipelinedRequestAfterAPollIsAnsweredAfterIt() async throws {
+        let world = try await TestWorld.make()
+        try await world.test { client in
+            let port = try #require(client.client.port)
+            let head =
+                "GET /courier/1/\(TestWorld.container)/development/\(Self.token)?timeout=1 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+                + "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+            let exchange = try await RawHTTPClient.exchange(port: port, head: head, body: [], readTimeout: 30)
+            #expect(exchange.closedByServer)
+            let answers = exchange.response.components(separatedBy: "HTTP/1.1 200 OK")
+            #expect(answers.count == 3, "\(exchange.response)")
+            #expect(answers.count == 3 && answers[1].lowercased().contains("content-length: 0"), "\(exchange.response)")
+            #expect(exchange.response.hasSuffix("ok"), "\(exchange.response)")
+        }
+    }
+
+    /// A stream that sends nothing for longer than the idle timeout (no notification, no heartbeat yet) is an answer
+    /// under way, not an idle connection: it stays open and still carries the next notification.
+    @Test func anOpenStreamOutlivesTheIdleTimeout() async throws {
+        var world = try await TestWorld.make()
+        world.configuration.connectionLimits.idleTimeout = .seconds(1)
+        world.configuration.pushHeartbeatInterval = .seconds(120)
+        let alice = world.alice
+        try await world.test { client in
+            // Every request on a connection of its own pool (the test client's one connection would be closed as idle
+            // between two requests of a loaded machine).
+            let base = "http://127.0.0.1:\(try #require(client.client.port))"
+            let credentials = "ckAPIToken=\(client.apiToken)&ckWebAuthToken=\(alice.webAuthToken)"
+            @Sendable func post(_ path: String, _ body: String) async throws -> JSONValue {
+                var request = HTTPClientRequest(url: "\(base)\(path)?\(credentials)")
+                request.method = .POST
+                request.body = .bytes(ByteBuffer(string: body))
+                let response = try await HTTPClient.shared.execute(request, timeout: .seconds(60))
+                #expect(response.status == .ok)
+                return try JSONValue(parsing: Array(try await response.body.collect(upTo: 1 << 20).readableBytesView))
+            }
+            let database = "/database/1/\(TestWorld.container)/development/private"
+            _ = try await post("\(database)/zones/modify", #"{"operations":[{"operationType":"create","zone":{"zoneID":{"zoneName":"Drives"}}}]}"#)
+            _ = try await post(
+                "\(database)/subscriptions/modify",
+                #"{"operations":[{"operationType":"create","subscription":{"subscriptionID":"drives","subscriptionType":"zone","zoneID":{"zoneName":"Drives"}}}]}"#
+            )
+            let courier = try #require(
+                try await post("/device/1/\(TestWorld.container)/development/tokens/create", "{}")["webcourierURL"]?.stringValue)
+            var (stream, response) = try await EventStreamReader.open(client, courier)
+            #expect(response.status == .ok)
+            #expect(try await stream.next()?.comment == "connected")
+            try await Task.sleep(for: .seconds(3))
+            _ = try await post(
+                "\(database)/records/modify", #"{"zoneID":{"zoneName":"Drives"},"operations":[\#(PushTests.drive("late", distance: 1))]}"#)
+            let event = try #require(try await stream.nextEvent())
+            #expect(event.id == "1", "\(event)")
+        }
+    }
+}
