@@ -56,7 +56,7 @@ public func buildApplication(
     }
     return Application(
         router: router,
-        server: shallowHTTP1(
+        server: smallBufferHTTP1(
             configuration: .init(
                 additionalChannelHandlers: [
                     ConnectionGuardHandler(counts: connections), LingeringCloseHandler(linger: linger), CourierChannelHandler(courier: courier),

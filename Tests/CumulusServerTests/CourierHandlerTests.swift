@@ -11,6 +11,7 @@ import NIOCore
 import NIOEmbedded
 import NIOHTTP1
 import NIOHTTPTypes
+import Synchronization
 import Testing
 
 @testable import CumulusServer
@@ -46,6 +47,23 @@ struct CourierHandlerTests {
         var post = Self.head(base)
         post.method = .post
         #expect(CourierRequest(post) == nil)
+    }
+
+    @Test func looksAtTheFeedsQueueBeyondTheGatesMaximumAndStartInOrder() {
+        let gate = LookGate(maximum: 2)
+        let started = Mutex<[Int]>([])
+        for look in 0..<5 { gate.enter { started.withLock { $0.append(look) } } }
+        #expect(started.withLock { $0 } == [0, 1])
+        gate.leave()
+        #expect(started.withLock { $0 } == [0, 1, 2])
+        gate.leave()
+        gate.leave()
+        #expect(started.withLock { $0 } == [0, 1, 2, 3, 4])
+        // Two running, none waiting: two leave, and the gate has room for two again.
+        gate.leave()
+        gate.leave()
+        for look in 5..<8 { gate.enter { started.withLock { $0.append(look) } } }
+        #expect(started.withLock { $0 } == [0, 1, 2, 3, 4, 5, 6])
     }
 
     @Test func anIdleConnectionIsOneWithNoRequestReadAndNoAnswerUnderWay() {

@@ -8,6 +8,7 @@ import HummingbirdCore
 import Logging
 import NIOCore
 import NIOHTTPTypes
+import Synchronization
 
 /// What every connection's ``CourierChannelHandler`` shares (one object, so that each waiting exchange holds a
 /// reference rather than a copy).
@@ -18,6 +19,9 @@ final class Courier: Sendable {
     let metrics: ServerMetrics
     let logger: Logger
     let serverName: String
+    /// Bounds the looks at the feeds under way at once, so that thousands of connections woken together (a listener
+    /// that reconnected wakes them all) queue for the store instead of all waiting on its connection pool at once.
+    let looks = LookGate(maximum: 32)
 
     static let route = "/courier/1/{container}/{environment}/{token}"
 
@@ -214,6 +218,8 @@ final class CourierExchange {
     private var timer: Scheduled<Void>?
     private var deadline: ContinuousClock.Instant?
     private var nextHeartbeat: ContinuousClock.Instant?
+    /// When a stream looks again after the store was unavailable.
+    private var retryAt: ContinuousClock.Instant?
 
     init(request: CourierRequest, courier: Courier, context: ChannelHandlerContext, onEnd: @escaping () -> Void) {
         self.request = request
@@ -262,8 +268,10 @@ final class CourierExchange {
         }
     }
 
-    /// Runs async work in a short task of its own, then `then` back on the event loop (unless the exchange ended).
+    /// Runs async work in a short task of its own, then `then` back on the event loop. With a gate, the task starts
+    /// when the gate lets it in.
     private func run<Value: Sendable>(
+        through gate: LookGate? = nil,
         _ work: @escaping @Sendable (ExchangeWaker) async throws -> Value,
         then: @escaping (CourierExchange, Result<Value, any Error>) -> Void
     ) {
@@ -271,11 +279,15 @@ final class CourierExchange {
         let this = NIOLoopBound(self, eventLoop: loop)
         let then = NIOLoopBound(then, eventLoop: loop)
         let waker = ExchangeWaker(loop: loop, exchange: this)
-        Task {
-            let result: Result<Value, any Error>
-            do { result = .success(try await work(waker)) } catch { result = .failure(error) }
-            loop.execute { then.value(this.value, result) }
+        let start: @Sendable () -> Void = {
+            Task {
+                let result: Result<Value, any Error>
+                do { result = .success(try await work(waker)) } catch { result = .failure(error) }
+                gate?.leave()
+                loop.execute { then.value(this.value, result) }
+            }
         }
+        if let gate { gate.enter(start) } else { start() }
     }
 
     // MARK: - Looking at the feeds
@@ -287,8 +299,9 @@ final class CourierExchange {
             return
         }
         looking = true
+        retryAt = nil
         let logger = courier.logger
-        run { waker -> (PushConnection, Result<PushNotification?, any Error>) in
+        run(through: courier.looks) { waker -> (PushConnection, Result<PushNotification?, any Error>) in
             var connection = connection
             do {
                 if !connection.isRegistered { try await connection.register(logger: logger, onWake: waker.wake) }
@@ -314,7 +327,12 @@ final class CourierExchange {
         }
         switch outcome {
         case .failure(let error):
-            if headWritten {
+            if headWritten, (error as? CumulusError)?.code == .unavailable {
+                // The store is busy or down for a moment: the stream stays open and looks again shortly.
+                courier.logger.warning("a push stream's look at the feeds will be retried", metadata: ["error": "\(error)"])
+                retryAt = ContinuousClock.now + .seconds(1)
+                schedule()
+            } else if headWritten {
                 courier.logger.error("a push stream's look at the feeds failed", metadata: ["error": "\(error)"])
                 end(close: true)
             } else {
@@ -361,7 +379,7 @@ final class CourierExchange {
         timer?.cancel()
         timer = nil
         guard !ended else { return }
-        let next = [deadline, nextHeartbeat, connection?.nextRecheck].compactMap { $0 }.min()
+        let next = [deadline, nextHeartbeat, retryAt, connection?.nextRecheck].compactMap { $0 }.min()
         guard let next else { return }
         let this = NIOLoopBound(self, eventLoop: context.eventLoop)
         timer = context.eventLoop.scheduleTask(in: TimeAmount(max(.zero, ContinuousClock.now.duration(to: next)))) {
@@ -382,7 +400,7 @@ final class CourierExchange {
             finish()
             return
         }
-        if !looking, let connection, connection.isDue(at: now) {
+        if !looking, let connection, connection.isDue(at: now) || retryAt.map({ now >= $0 }) == true {
             look()
         }
         schedule()
@@ -492,6 +510,57 @@ final class CourierExchange {
         AccessLog(logger: courier.logger, metrics: courier.metrics).record(
             requestID: requestID, method: "GET", route: Courier.route, status: status, start: started,
             parameters: [("container", request.container), ("environment", request.environment.rawValue)], bytesIn: nil, bytesOut: bytesOut)
+    }
+}
+
+/// At most `maximum` looks at the feeds under way at once; the others wait, in order, as closures (not tasks, which
+/// would each hold memory while waiting).
+final class LookGate: Sendable {
+    private struct State {
+        var running = 0
+        var waiting: [@Sendable () -> Void] = []
+        var next = 0
+    }
+
+    private let state = Mutex(State())
+    let maximum: Int
+
+    init(maximum: Int) {
+        self.maximum = maximum
+    }
+
+    /// Runs `start` now if there is room, or when a look under way leaves.
+    func enter(_ start: @escaping @Sendable () -> Void) {
+        let now = state.withLock { state -> Bool in
+            guard state.running < maximum else {
+                state.waiting.append(start)
+                return false
+            }
+            state.running += 1
+            return true
+        }
+        if now { start() }
+    }
+
+    /// A look ended: the next waiting one starts in its place.
+    func leave() {
+        let next = state.withLock { state -> (@Sendable () -> Void)? in
+            guard state.next < state.waiting.count else {
+                state.running -= 1
+                state.waiting.removeAll()
+                state.next = 0
+                return nil
+            }
+            defer {
+                state.next += 1
+                if state.next == state.waiting.count {
+                    state.waiting.removeAll(keepingCapacity: false)
+                    state.next = 0
+                }
+            }
+            return state.waiting[state.next]
+        }
+        next?()
     }
 }
 
