@@ -162,6 +162,26 @@ struct CourierHandlerTests {
         }
     }
 
+    /// What a client pipelines behind a waiting poll is not read while the poll waits (the handler holds at most what
+    /// one read brought, and stops reading), then reaches the router after the poll's answer: a large body behind a
+    /// poll costs the server no buffer.
+    @Test func aLargeRequestBehindAPollWaitsInTheSocketAndIsAnsweredAfterIt() async throws {
+        let world = try await TestWorld.make()
+        try await world.test { client in
+            let port = try #require(client.client.port)
+            let head =
+                "GET /courier/1/\(TestWorld.container)/development/\(Self.token)?timeout=2 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+                + "POST /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Length: 40000\r\n\r\n"
+            let exchange = try await RawHTTPClient.exchange(
+                port: port, head: head, body: Array(repeating: UInt8(ascii: "x"), count: 40_000), readTimeout: 30)
+            #expect(exchange.closedByServer, "\(exchange)")
+            let poll = try #require(exchange.response.range(of: "HTTP/1.1 200 OK"), "\(exchange.response)")
+            let second = try #require(
+                exchange.response.range(of: "HTTP/1.1 ", range: poll.upperBound..<exchange.response.endIndex), "\(exchange.response)")
+            #expect(exchange.response[poll.upperBound..<second.lowerBound].lowercased().contains("content-length: 0"))
+        }
+    }
+
     /// A stream that sends nothing for longer than the idle timeout (no notification, no heartbeat yet) is an answer
     /// under way, not an idle connection: it stays open and still carries the next notification.
     @Test func anOpenStreamOutlivesTheIdleTimeout() async throws {

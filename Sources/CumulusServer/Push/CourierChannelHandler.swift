@@ -97,7 +97,9 @@ final class CourierChannelHandler: ChannelDuplexHandler, RemovableChannelHandler
     typealias OutboundOut = HTTPResponsePart
 
     /// The most bytes of later requests held while a courier request is answered; a client sending more is closed.
-    static let maximumHeldBytes = 64 * 1024
+    /// Reading from the socket stops while anything is held, so only what one read brought can pile up here: kept
+    /// small, since every waiting poll of every connection could hold it.
+    static let maximumHeldBytes = 16 * 1024
 
     private let courier: Courier
     /// Requests handed on to the router whose answers are not complete yet.
@@ -108,6 +110,8 @@ final class CourierChannelHandler: ChannelDuplexHandler, RemovableChannelHandler
     /// Parts of the requests after a courier request, while it is answered.
     private var held: [HTTPRequestPart] = []
     private var heldBytes = 0
+    /// A read from the socket asked for while parts were held, made once they are handed on.
+    private var readDeferred = false
 
     init(courier: Courier) {
         self.courier = courier
@@ -170,6 +174,20 @@ final class CourierChannelHandler: ChannelDuplexHandler, RemovableChannelHandler
         if held.isEmpty { heldBytes = 0 }
         // Outside a read from the socket: Hummingbird's inbound stream hands on what it buffered at a read's completion.
         context.fireChannelReadComplete()
+        if held.isEmpty, readDeferred {
+            readDeferred = false
+            context.read()
+        }
+    }
+
+    func read(context: ChannelHandlerContext) {
+        // Holding a pipelined request: read no more from a client that may keep sending (backpressure, as
+        // Hummingbird's inbound stream applies it).
+        guard held.isEmpty else {
+            readDeferred = true
+            return
+        }
+        context.read()
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
