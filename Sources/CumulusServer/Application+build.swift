@@ -54,15 +54,13 @@ public func buildApplication(
     if let metricsPort = configuration.metricsPort {
         services.append(metricsApplication(metrics: metrics, host: host, port: metricsPort, logger: logger, onServerRunning: onMetricsServerRunning))
     }
+    let responder = router.buildResponder()
     return Application(
-        router: router,
-        server: smallBufferHTTP1(
-            configuration: .init(
-                additionalChannelHandlers: [
-                    ConnectionGuardHandler(counts: connections), LingeringCloseHandler(linger: linger), CourierChannelHandler(courier: courier),
-                ],
-                // ConnectionGuardHandler keeps the idle timeout: it sees the courier's answers, which Hummingbird's does not.
-                idleTimeout: nil)),
+        responder: responder,
+        server: .http1Connections(responder: responder, serverName: serverName, logger: logger) {
+            // ConnectionGuardHandler keeps the idle timeout: it sees the courier's answers.
+            [ConnectionGuardHandler(counts: connections), LingeringCloseHandler(linger: linger), CourierChannelHandler(courier: courier)]
+        },
         configuration: .init(address: .hostname(host, port: configuration.port), serverName: serverName),
         services: services,
         onServerRunning: { channel in

@@ -145,6 +145,36 @@ struct CourierHandlerTests {
         _ = try await channel.finish()
     }
 
+    /// A look that waits long (for the gate, or a slow store) leaves the event loop idle: while it is under way only the
+    /// heartbeat is timed. A deadline or re-check already past would fire the timer again at once, over and over (this
+    /// busy loop once starved every connection of an event loop while PostgreSQL was slow); here it would never let
+    /// the testing event loop's `run` return.
+    @Test func aLookWaitingItsTurnLeavesTheEventLoopIdle() async throws {
+        let store = try SQLiteRecordStore.inMemory()
+        let courier = Courier(
+            push: PushService(store: store), heartbeat: .seconds(15), metrics: ServerMetrics(), logger: Logger(label: "test"),
+            serverName: "Cumulus")
+        // Every place at the gate taken: the stream's first look waits.
+        for _ in 0..<courier.looks.maximum { courier.looks.enter {} }
+        let channel = NIOAsyncTestingChannel()
+        try await channel.pipeline.addHandler(CourierChannelHandler(courier: courier))
+        try await channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).get()
+        let stream = Self.head("/courier/1/iCloud.com.example.tests/development/\(Self.token)", headers: [.accept: "text/event-stream"])
+        try await channel.writeInbound(HTTPRequestPart.head(stream))
+        try await channel.writeInbound(HTTPRequestPart.end(nil))
+        guard case .head(let opened) = try await channel.waitForOutboundWrite(as: HTTPResponsePart.self) else {
+            Issue.record("the stream did not open")
+            return
+        }
+        #expect(opened.headerFields[.contentType]?.hasPrefix("text/event-stream") == true)
+        for _ in 0..<20 {
+            await channel.testingEventLoop.advanceTime(by: .seconds(1))
+            await channel.testingEventLoop.run()
+        }
+        courier.looks.leave()
+        _ = try await channel.finish()
+    }
+
     /// Through a real server and a plain socket: a poll and a request pipelined behind it are answered in order.
     @Test func aPipelinedRequestAfterAPollIsAnsweredAfterIt() async throws {
         let world = try await TestWorld.make()

@@ -318,6 +318,8 @@ final class CourierExchange {
         }
         looking = true
         retryAt = nil
+        // Only the heartbeat is timed while the look is under way (it may wait for the gate, or for a slow store).
+        schedule()
         let logger = courier.logger
         run(through: courier.looks) { waker -> (PushConnection, Result<PushNotification?, any Error>) in
             var connection = connection
@@ -392,12 +394,14 @@ final class CourierExchange {
 
     // MARK: - Time
 
-    /// Schedules the next of: the poll's deadline, the stream's heartbeat, the re-check over a shared store.
+    /// Schedules the next of: the poll's deadline, the stream's heartbeat, the re-check over a shared store. While a
+    /// look is under way only the heartbeat counts: the look's end sees the deadline and what falls due, and a time
+    /// already past would fire the timer again at once, over and over, until the look ends (a busy event loop).
     private func schedule() {
         timer?.cancel()
         timer = nil
         guard !ended else { return }
-        let next = [deadline, nextHeartbeat, retryAt, connection?.nextRecheck].compactMap { $0 }.min()
+        let next = (looking ? [nextHeartbeat] : [deadline, nextHeartbeat, retryAt, connection?.nextRecheck]).compactMap { $0 }.min()
         guard let next else { return }
         let this = NIOLoopBound(self, eventLoop: context.eventLoop)
         timer = context.eventLoop.scheduleTask(in: TimeAmount(max(.zero, ContinuousClock.now.duration(to: next)))) {
@@ -615,13 +619,22 @@ extension CloudKitErrorResponse {
     }
 }
 
-/// The `Date` header's value (RFC 9110's IMF-fixdate).
+/// The `Date` header's value (RFC 9110's IMF-fixdate), formatted once a second.
 enum HTTPDate {
     private static let days = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
     private static let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+    private static let formatted = Mutex<(second: time_t, value: String)>((0, ""))
 
     static func now() -> String {
-        var seconds = time(nil)
+        let second = time(nil)
+        return formatted.withLock { formatted in
+            if formatted.second != second { formatted = (second, format(second)) }
+            return formatted.value
+        }
+    }
+
+    private static func format(_ second: time_t) -> String {
+        var seconds = second
         var parts = tm()
         gmtime_r(&seconds, &parts)
         func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }

@@ -27,8 +27,11 @@ enum RawHTTPClient {
     }
 
     /// Sends `head` and `body` in full, then reads until the server closes the connection or `readTimeout` passes.
-    static func exchange(port: Int, head: String, body: [UInt8], readTimeout: Double = 10) async throws -> Exchange {
-        try await onThread { try blockingExchange(port: port, head: head, body: body, readTimeout: readTimeout) }
+    /// With `halfClose`, the client then shuts down its sending side, as a client with nothing more to ask does.
+    static func exchange(port: Int, head: String, body: [UInt8], readTimeout: Double = 10, halfClose: Bool = false) async throws
+        -> Exchange
+    {
+        try await onThread { try blockingExchange(port: port, head: head, body: body, readTimeout: readTimeout, halfClose: halfClose) }
     }
 
     /// Runs blocking socket work on a thread of its own, so it never holds a Swift concurrency thread the server needs.
@@ -108,10 +111,13 @@ enum RawHTTPClient {
     /// Closes a connection from ``openConnection(port:)``.
     static func closeConnection(_ socket: Int32) { close(socket) }
 
-    private static func blockingExchange(port: Int, head: String, body: [UInt8], readTimeout: Double) throws -> Exchange {
+    private static func blockingExchange(port: Int, head: String, body: [UInt8], readTimeout: Double, halfClose: Bool) throws
+        -> Exchange
+    {
         let socket = try connect(port: port)
         defer { close(socket) }
         let writeFailed = !write(socket, Array(head.utf8) + body)
+        if halfClose { shutdown(socket, Int32(SHUT_WR)) }
         let wrote = Date()
         var timeout = timeval(tv_sec: Int(readTimeout), tv_usec: 0)
         setsockopt(socket, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
