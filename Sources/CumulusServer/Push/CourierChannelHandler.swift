@@ -234,6 +234,7 @@ final class CourierExchange {
     private var closesConnection = false
     private var headWritten = false
     private var timer: Scheduled<Void>?
+    private var timerDeadline: ContinuousClock.Instant?
     private var deadline: ContinuousClock.Instant?
     private var nextHeartbeat: ContinuousClock.Instant?
     /// When a stream looks again after the store was unavailable.
@@ -398,10 +399,12 @@ final class CourierExchange {
     /// look is under way only the heartbeat counts: the look's end sees the deadline and what falls due, and a time
     /// already past would fire the timer again at once, over and over, until the look ends (a busy event loop).
     private func schedule() {
+        let next = ended ? nil : (looking ? [nextHeartbeat] : [deadline, nextHeartbeat, retryAt, connection?.nextRecheck]).compactMap { $0 }.min()
+        // Most looks leave the next time as it was (a stream's heartbeat): the timer stays.
+        if timer != nil, next == timerDeadline { return }
         timer?.cancel()
         timer = nil
-        guard !ended else { return }
-        let next = (looking ? [nextHeartbeat] : [deadline, nextHeartbeat, retryAt, connection?.nextRecheck]).compactMap { $0 }.min()
+        timerDeadline = next
         guard let next else { return }
         let this = NIOLoopBound(self, eventLoop: context.eventLoop)
         timer = context.eventLoop.scheduleTask(in: TimeAmount(max(.zero, ContinuousClock.now.duration(to: next)))) {
@@ -411,6 +414,7 @@ final class CourierExchange {
 
     private func tick() {
         timer = nil
+        timerDeadline = nil
         guard !ended else { return }
         let now = ContinuousClock.now
         if let heartbeat = nextHeartbeat, now >= heartbeat {
