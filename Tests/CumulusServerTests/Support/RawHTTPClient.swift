@@ -1,4 +1,5 @@
 import Foundation
+import NIOCore
 
 #if canImport(Glibc)
 import Glibc
@@ -145,18 +146,14 @@ enum RawHTTPClient {
         let socket = Darwin.socket(AF_INET, SOCK_STREAM, 0)
         #endif
         guard socket >= 0 else { throw POSIXError(.EIO) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let result = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                #if canImport(Glibc)
-                Glibc.connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-                #else
-                Darwin.connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-                #endif
-            }
+        // NIO's address spells the sockaddr, whose C struct's members another module of the build may claim.
+        let address = try SocketAddress(ipAddress: "127.0.0.1", port: port)
+        let result = address.withSockAddr { pointer, size in
+            #if canImport(Glibc)
+            Glibc.connect(socket, pointer, socklen_t(size))
+            #else
+            Darwin.connect(socket, pointer, socklen_t(size))
+            #endif
         }
         guard result == 0 else {
             close(socket)
