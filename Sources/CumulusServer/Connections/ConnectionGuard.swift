@@ -3,7 +3,7 @@ import NIOHTTPTypes
 import Synchronization
 
 /// Limits on connections: how many one instance holds, how many one address holds, and how long a request's body may
-/// take. (Idle connections, and request heads that never complete, are closed by Hummingbird's idle timeout.)
+/// take. (Idle connections, and request heads that never complete, are closed by the idle timeout.)
 public struct ConnectionLimits: Sendable, Hashable {
     /// Connections this instance holds open at once; more are closed as soon as they are accepted. `cumulus serve`
     /// keeps it below the process's open-file limit, which it raises to the hard limit at start.

@@ -85,8 +85,7 @@ struct CourierRequest: Sendable {
 /// for hours in a task that went through the middleware, authentication and the first feed check: about 40 KiB a
 /// stream. Here a waiting poll or stream is a few objects on the connection's event loop; each look at the feeds runs
 /// in a short task of its own that ends when the look does, and a commit wakes the connection through a callback
-/// (``ChangeSignal/register(_:onWake:)``). The connection's own Hummingbird task stays where it was, waiting for the
-/// next request.
+/// (``ChangeSignal/register(_:onWake:)``). The connection itself holds no task either (``RequestDispatchHandler``).
 ///
 /// A courier request is taken only when no earlier request on the connection is still being answered (HTTP
 /// pipelining), and parts of later requests that come while it is answered are held (bounded) and handed on after it.
@@ -172,7 +171,7 @@ final class CourierChannelHandler: ChannelDuplexHandler, RemovableChannelHandler
             process(part, context: context)
         }
         if held.isEmpty { heldBytes = 0 }
-        // Outside a read from the socket: Hummingbird's inbound stream hands on what it buffered at a read's completion.
+        // Outside a read from the socket: what stands behind (``RequestDispatchHandler``) acts on a read's completion.
         context.fireChannelReadComplete()
         if held.isEmpty, readDeferred {
             readDeferred = false
@@ -182,7 +181,7 @@ final class CourierChannelHandler: ChannelDuplexHandler, RemovableChannelHandler
 
     func read(context: ChannelHandlerContext) {
         // Holding a pipelined request: read no more from a client that may keep sending (backpressure, as
-        // Hummingbird's inbound stream applies it).
+        // the dispatcher behind applies it).
         guard held.isEmpty else {
             readDeferred = true
             return
