@@ -33,8 +33,22 @@ struct RequestDispatchTests {
         func wait() async { for await _ in opened.stream {} }
     }
 
-    static func channel(gate: Gate = Gate()) async throws -> (NIOAsyncTestingChannel, ReadCounter) {
+    /// What the `/reported` route found reading its body.
+    final class BodyReports: Sendable {
+        let reports = AsyncStream<String>.makeStream()
+    }
+
+    static func channel(gate: Gate = Gate(), reports: BodyReports = BodyReports()) async throws -> (NIOAsyncTestingChannel, ReadCounter) {
         let router = Router(context: CumulusRequestContext.self)
+        router.post("/reported") { request, _ in
+            do {
+                let body = try await request.body.collect(upTo: 1 << 20)
+                reports.reports.continuation.yield("read \(body.readableBytes)")
+            } catch {
+                reports.reports.continuation.yield("failed")
+            }
+            return "done"
+        }
         router.get("/named/{name}") { _, context in context.parameters.get("name") ?? "" }
         router.post("/length") { request, _ in
             String(try await request.body.collect(upTo: 1 << 20).readableBytes)
@@ -146,6 +160,18 @@ struct RequestDispatchTests {
         let (head, body) = try await Self.response(from: channel)
         #expect(head.headerFields[.contentLength] == "5" && body == "whole")
         _ = try await channel.finish()
+    }
+
+    @Test func aClientGoneMidBodyFailsTheRoutesRead() async throws {
+        let reports = BodyReports()
+        let (channel, _) = try await Self.channel(reports: reports)
+        try await channel.writeInbound(Self.request(.post, "/reported", headers: [.contentLength: "5000"]))
+        try await channel.writeInbound(HTTPRequestPart.body(ByteBuffer(repeating: 0x78, count: 1000)))
+        channel.pipeline.fireChannelReadComplete()
+        // The connection drops before the rest of the body.
+        try await channel.close()
+        var iterator = reports.reports.stream.makeAsyncIterator()
+        #expect(await iterator.next() == "failed")
     }
 
     @Test func aClientThatHalfClosesAfterItsRequestsGetsEveryAnswerThenTheConnectionCloses() async throws {
