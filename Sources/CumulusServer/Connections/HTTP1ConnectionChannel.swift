@@ -161,7 +161,7 @@ where Responder.Context: InitializableFromSource<ApplicationRequestContextSource
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let part = unwrapInboundIn(data)
-        if answering, case .read = reading {
+        if awaitingAnswer {
             held.append(part)
             return
         }
@@ -285,16 +285,17 @@ where Responder.Context: InitializableFromSource<ApplicationRequestContextSource
 
     /// After an answer: the requests pipelined meanwhile, in order, until one is being answered again.
     private func handOnHeld(context: ChannelHandlerContext) {
-        while !held.isEmpty, !(answering && isRead) {
+        while !held.isEmpty, !awaitingAnswer {
             read(held.removeFirst(), context: context)
         }
         if case .gathering(let head, let body) = reading { stream(head, gathered: body, context: context) }
         resumeReading(context: context)
     }
 
-    private var isRead: Bool {
-        if case .read = reading { return true }
-        return false
+    /// The request is all read and its answer under way: what comes now belongs to later requests.
+    private var awaitingAnswer: Bool {
+        guard answering, case .read = reading else { return false }
+        return true
     }
 
     // MARK: Reading from the socket
@@ -302,7 +303,7 @@ where Responder.Context: InitializableFromSource<ApplicationRequestContextSource
     func read(context: ChannelHandlerContext) {
         // Read no more from a client that keeps sending while its requests wait (backpressure), nor while a streamed
         // body's reader is behind.
-        if bodyPaused || !held.isEmpty || (answering && isRead) {
+        if bodyPaused || !held.isEmpty || awaitingAnswer {
             readDeferred = true
             return
         }
@@ -310,7 +311,7 @@ where Responder.Context: InitializableFromSource<ApplicationRequestContextSource
     }
 
     private func resumeReading(context: ChannelHandlerContext) {
-        guard readDeferred, !bodyPaused, held.isEmpty, !(answering && isRead) else { return }
+        guard readDeferred, !bodyPaused, held.isEmpty, !awaitingAnswer else { return }
         readDeferred = false
         context.read()
     }
