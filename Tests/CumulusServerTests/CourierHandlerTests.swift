@@ -97,7 +97,9 @@ struct CourierHandlerTests {
             push: PushService(store: store), heartbeat: .seconds(15), metrics: ServerMetrics(), logger: Logger(label: "test"),
             serverName: "Cumulus")
         let channel = NIOAsyncTestingChannel()
-        try await channel.pipeline.addHandler(CourierChannelHandler(courier: courier))
+        try await channel.testingEventLoop.executeInContext {
+            try channel.pipeline.syncOperations.addHandler(CourierChannelHandler(courier: courier))
+        }
         try await channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).get()
 
         // A well-formed token that is not stored: its poll answers empty once its (zero) wait is over.
@@ -157,7 +159,9 @@ struct CourierHandlerTests {
         // Every place at the gate taken: the stream's first look waits.
         for _ in 0..<courier.looks.maximum { courier.looks.enter {} }
         let channel = NIOAsyncTestingChannel()
-        try await channel.pipeline.addHandler(CourierChannelHandler(courier: courier))
+        try await channel.testingEventLoop.executeInContext {
+            try channel.pipeline.syncOperations.addHandler(CourierChannelHandler(courier: courier))
+        }
         try await channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).get()
         let stream = Self.head("/courier/1/iCloud.com.example.tests/development/\(Self.token)", headers: [.accept: "text/event-stream"])
         try await channel.writeInbound(HTTPRequestPart.head(stream))

@@ -15,7 +15,7 @@ import Testing
 @Suite("Requests answered a task each")
 struct RequestDispatchTests {
     /// Counts the reads from the socket asked for by what stands behind it.
-    final class ReadCounter: ChannelOutboundHandler, RemovableChannelHandler {
+    final class ReadCounter: ChannelOutboundHandler, RemovableChannelHandler, Sendable {
         typealias OutboundIn = HTTPResponsePart
         let reads = Mutex(0)
 
@@ -68,8 +68,9 @@ struct RequestDispatchTests {
         let requests = RequestAnswering(responder: router.buildResponder(), serverName: "Cumulus", logger: Logger(label: "test"))
         let channel = NIOAsyncTestingChannel()
         let counter = ReadCounter()
-        try await channel.pipeline.addHandler(counter)
-        try await channel.pipeline.addHandler(RequestDispatchHandler(requests: requests))
+        try await channel.testingEventLoop.executeInContext {
+            try channel.pipeline.syncOperations.addHandlers(counter, RequestDispatchHandler(requests: requests))
+        }
         try await channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).get()
         return (channel, counter)
     }

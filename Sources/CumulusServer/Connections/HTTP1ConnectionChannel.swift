@@ -179,13 +179,10 @@ where Responder.Context: InitializableFromSource<ApplicationRequestContextSource
         case (.head(let head), .idle):
             if head.headerFields[.connection]?.lowercased() == "close" { closesAfterAnswer = true }
             reading = .gathering(head, nil)
-        case (.body(var bytes), .gathering(let head, var body)):
-            if body == nil {
-                body = bytes
-            } else {
-                body!.writeBuffer(&bytes)
-            }
-            if body!.readableBytes > Self.gatheredBodyLimit {
+        case (.body(var bytes), .gathering(let head, let gathered)):
+            var body = gathered ?? ByteBuffer()
+            body.writeBuffer(&bytes)
+            if body.readableBytes > Self.gatheredBodyLimit {
                 stream(head, gathered: body, context: context)
             } else {
                 reading = .gathering(head, body)
