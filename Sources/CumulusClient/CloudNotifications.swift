@@ -167,7 +167,10 @@ extension CloudDatabase {
 /// Awaits `operation` in a task of its own and stops waiting as soon as the caller is cancelled: a long poll on a
 /// transport that does not honour cancellation (URLSession on Linux) then finishes in the background, unread, instead
 /// of holding a cancelled sync engine for up to its timeout.
-func abandoningOnCancel<T: Sendable>(_ operation: @escaping @Sendable () async throws -> T) async throws -> T {
+///
+/// - Parameter cancelsOperation: Whether the caller's cancellation is passed on to `operation`'s task; `false` for an
+///   operation that must never be cancelled (see ``URLSessionTransport``).
+func abandoningOnCancel<T: Sendable>(cancelsOperation: Bool = true, _ operation: @escaping @Sendable () async throws -> T) async throws -> T {
     let task = Task { try await operation() }
     let outcome = FirstOutcome<T>()
     return try await withTaskCancellationHandler {
@@ -176,7 +179,7 @@ func abandoningOnCancel<T: Sendable>(_ operation: @escaping @Sendable () async t
             Task { outcome.deliver(await task.result) }
         }
     } onCancel: {
-        task.cancel()
+        if cancelsOperation { task.cancel() }
         outcome.deliver(.failure(CancellationError()))
     }
 }

@@ -106,7 +106,16 @@ public struct URLSessionTransport: Transport {
         urlRequest.httpMethod = request.method
         urlRequest.httpBody = request.body
         for (name, value) in request.headers { urlRequest.setValue(value, forHTTPHeaderField: name) }
+        #if canImport(FoundationNetworking)
+        // FoundationNetworking's URLSession deadlocks when a request's task is cancelled just as its answer arrives: the
+        // cancellation holds the task's lock while it waits for the session's queue, where the answer waits for that
+        // lock to resume the task (both threads stuck for good; seen in this package's tests). So the request runs in a
+        // task that is never cancelled, and a cancelled caller only stops waiting for it.
+        let (session, sent) = (self.session, urlRequest)
+        let (data, response) = try await abandoningOnCancel(cancelsOperation: false) { try await session.data(for: sent) }
+        #else
         let (data, response) = try await session.data(for: urlRequest)
+        #endif
         guard let http = response as? HTTPURLResponse else { throw URLError(.badServerResponse) }
         var headers: [String: String] = [:]
         for (name, value) in http.allHeaderFields {
