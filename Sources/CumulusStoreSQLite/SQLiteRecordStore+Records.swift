@@ -69,7 +69,7 @@ extension SQLiteRecordStore {
 
     public func modifyRecords(_ batch: RecordBatch, logger: Logger) async throws -> [RecordModificationResult] {
         let planner = self.planner
-        return try await write { db in
+        return try await boundedWrite { db in
             let databaseID: Int64
             if batch.zoneName == ZoneID.defaultZoneName {
                 databaseID = try Self.ensureDatabase(db, batch.database, timestamp: batch.timestamp)

@@ -56,6 +56,9 @@ public final class SQLiteRecordStore: RecordStore {
     let checkpointInterval: Duration
     let maximumWriteAheadLogBytes: Int64
     let checkpointsRun = Atomic(0)
+    /// Transactions queued or running on `writer`, and restart checkpoints under way: a ``boundedWrite(_:)`` that finds
+    /// none runs on its caller's thread.
+    let writesUnderWay = Atomic(0)
     let metrics: StoreMetrics
 
     /// How many background checkpoints have run since the store was opened.
@@ -128,8 +131,31 @@ public final class SQLiteRecordStore: RecordStore {
 
     /// Runs a write transaction, translating database errors.
     func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        writesUnderWay.add(1, ordering: .relaxed)
+        defer { writesUnderWay.subtract(1, ordering: .relaxed) }
         do {
             return try await metrics.measure(.write) { try await writer.write(body) }
+        } catch let error as StoreError {
+            throw error
+        } catch {
+            throw Self.storeError(error, "write failed")
+        }
+    }
+
+    /// Runs a write transaction whose work the request limits bound (a `records/modify` batch), translating database
+    /// errors.
+    ///
+    /// When no other write is queued or running, the transaction runs on the caller's thread (GRDB's writer queue is
+    /// entered synchronously), sparing the request two thread wake-ups, a fifth of a single write's CPU on these
+    /// machines; otherwise it waits its turn on the writer queue like any write, so a caller's thread is never held
+    /// behind another request's transaction. An idle writer can still find SQLite's lock taken by another process (a
+    /// `cumulus` command): the caller's thread then waits up to the busy timeout, as the writer queue would.
+    func boundedWrite<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        let (idle, _) = writesUnderWay.compareExchange(expected: 0, desired: 1, ordering: .acquiringAndReleasing)
+        guard idle else { return try await write(body) }
+        defer { writesUnderWay.subtract(1, ordering: .releasing) }
+        do {
+            return try await metrics.measure(.write) { try writer.write(body) }
         } catch let error as StoreError {
             throw error
         } catch {

@@ -134,6 +134,8 @@ where Responder.Context: InitializableFromSource<ApplicationRequestContextSource
 
     private let requests: RequestAnswering<Responder>
     private var context: ChannelHandlerContext?
+    /// Where requests' tasks run: this connection's event loop.
+    private var executor: EventLoopTaskExecutor?
     private var reading = Reading.idle
     /// A request's task has not finished its response yet.
     private var answering = false
@@ -153,6 +155,7 @@ where Responder.Context: InitializableFromSource<ApplicationRequestContextSource
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
+        executor = EventLoopTaskExecutor(context.eventLoop)
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
@@ -221,7 +224,7 @@ where Responder.Context: InitializableFromSource<ApplicationRequestContextSource
         let channel = context.channel
         let response = ResponseChannel(handler: NIOLoopBound(self, eventLoop: context.eventLoop))
         let requests = self.requests
-        Task { await requests.answer(request, channel: channel, response: response) }
+        Task(executorPreference: executor) { await requests.answer(request, channel: channel, response: response) }
     }
 
     // MARK: The response, from the request's task (on the event loop)
@@ -409,7 +412,11 @@ where Responder.Context: InitializableFromSource<ApplicationRequestContextSource
     func finish(_ parts: [HTTPResponsePart]) {
         finished.store(true, ordering: .relaxed)
         let handler = self.handler
-        handler.eventLoop.execute { handler.value.finishResponse(parts) }
+        if handler.eventLoop.inEventLoop {
+            handler.value.finishResponse(parts)
+        } else {
+            handler.eventLoop.execute { handler.value.finishResponse(parts) }
+        }
     }
 
     /// Closes the connection if the response was cut short.
