@@ -272,8 +272,6 @@ public struct DatabaseService: Sendable {
         if case .set(let parent) = draft.parent {
             try NameRules.checkRecordName(parent, path: "\(path).parent.recordName", limits: limits)
         }
-        var sentFields: [String: FieldValue] = [:]
-        sentFields.reserveCapacity(draft.fields.count)
         for (name, value) in draft.fields {
             // Built only for an error: this loop runs for every field of every record written.
             func fieldPath() -> String { "\(path).fields.\(name)" }
@@ -282,7 +280,6 @@ public struct DatabaseService: Sendable {
                 try NameRules.checkIdentifier(name, kind: "field name", path: fieldPath(), limits: limits)
             }
             guard let value else { continue }
-            sentFields[name] = value
             for reference in value.references {
                 try NameRules.checkRecordName(reference.recordName, path: "\(fieldPath()).value.recordName", limits: limits)
                 if let zoneID = reference.zoneID, zoneID.zoneName != zoneName {
@@ -290,7 +287,7 @@ public struct DatabaseService: Sendable {
                 }
             }
         }
-        let sentJSON = RecordFieldsCoding.canonical(sentFields)
+        let sentJSON = RecordFieldsCoding.canonical(sent: draft.fields)
         let size = sentJSON.count
         if size > limits.maximumRecordSize {
             throw CumulusError(

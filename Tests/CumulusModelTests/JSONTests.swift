@@ -161,4 +161,18 @@ struct JSONTests {
             #expect(field == .bytes(bytes))
         }
     }
+
+    @Test func bytesAreWrittenAsFoundationsStandardBase64() {
+        for length in [0, 1, 2, 3, 4, 5, 6, 7, 255, 256, 257, 675] {
+            let data = Data((0..<length).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ length) })
+            var writer = JSONWriter()
+            writer.fieldValue(.bytes(data))
+            #expect(String(decoding: writer.bytes, as: UTF8.self) == "\"\(data.base64EncodedString())\"", "\(length) bytes")
+        }
+    }
+
+    @Test func sentFieldsEncodeAsTheirSetValuesDo() {
+        let sent: [String: FieldValue?] = ["b": .string("two"), "a": .int64(1), "cleared": FieldValue?.none, "c": .bytes(Data([1, 2, 3, 4]))]
+        #expect(RecordFieldsCoding.canonical(sent: sent) == RecordFieldsCoding.canonical(sent.compactMapValues { $0 }))
+    }
 }

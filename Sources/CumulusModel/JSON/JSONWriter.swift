@@ -54,6 +54,45 @@ public struct JSONWriter: Sendable {
         needsComma = true
     }
 
+    /// Writes bytes as a standard base64 string (with padding), straight into the output: base64 needs no escaping.
+    public mutating func base64String(_ data: some Collection<UInt8>) {
+        separate()
+        bytes.append(UInt8(ascii: "\""))
+        let count = data.count
+        let start = bytes.count
+        let encodedCount = (count + 2) / 3 * 4
+        bytes.append(contentsOf: repeatElement(0, count: encodedCount))
+        bytes.withUnsafeMutableBufferPointer { output in
+            var out = start
+            var pending: UInt32 = 0
+            var held = 0
+            for byte in data {
+                pending = pending << 8 | UInt32(byte)
+                held += 1
+                if held == 3 {
+                    output[out] = Self.base64Alphabet[Int(pending >> 18 & 0x3F)]
+                    output[out + 1] = Self.base64Alphabet[Int(pending >> 12 & 0x3F)]
+                    output[out + 2] = Self.base64Alphabet[Int(pending >> 6 & 0x3F)]
+                    output[out + 3] = Self.base64Alphabet[Int(pending & 0x3F)]
+                    out += 4
+                    pending = 0
+                    held = 0
+                }
+            }
+            if held > 0 {
+                pending <<= UInt32(8 * (3 - held))
+                output[out] = Self.base64Alphabet[Int(pending >> 18 & 0x3F)]
+                output[out + 1] = Self.base64Alphabet[Int(pending >> 12 & 0x3F)]
+                output[out + 2] = held == 2 ? Self.base64Alphabet[Int(pending >> 6 & 0x3F)] : UInt8(ascii: "=")
+                output[out + 3] = UInt8(ascii: "=")
+            }
+        }
+        bytes.append(UInt8(ascii: "\""))
+        needsComma = true
+    }
+
+    private static let base64Alphabet: [UInt8] = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
+
     /// Writes an integer value.
     public mutating func int(_ value: some BinaryInteger) {
         separate()

@@ -385,7 +385,7 @@ extension JSONWriter {
         case .int64(let int): options.numbersAsStrings ? self.string(String(int)) : self.int(int)
         case .double(let double): options.numbersAsStrings ? self.string(double.description) : self.double(double)
         case .timestamp(let milliseconds): self.int(milliseconds)
-        case .bytes(let data): self.string(data.base64EncodedString())
+        case .bytes(let data): base64String(data)
         case .reference(let reference): self.reference(reference)
         case .location(let location): self.location(location)
         case .asset(var asset):
@@ -457,9 +457,20 @@ extension JSONWriter {
     /// Writes a fields dictionary with keys in sorted order, so equal records encode to equal bytes.
     public mutating func fields(_ fields: [String: FieldValue], options: FieldWriteOptions = .init()) {
         beginObject()
-        for name in fields.keys.sorted() {
+        for (name, value) in fields.sorted(by: { $0.key < $1.key }) {
             key(name)
-            field(fields[name]!, options: options)
+            field(value, options: options)
+        }
+        endObject()
+    }
+
+    /// Writes the fields a request sent, leaving out those it cleared (`nil`), as ``fields(_:options:)`` would write
+    /// the rest.
+    public mutating func fields(sent fields: [String: FieldValue?], options: FieldWriteOptions = .init()) {
+        beginObject()
+        for case (let name, let value?) in fields.sorted(by: { $0.key < $1.key }) {
+            key(name)
+            field(value, options: options)
         }
         endObject()
     }

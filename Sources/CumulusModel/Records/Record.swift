@@ -225,6 +225,14 @@ public enum RecordFieldsCoding {
         return writer.bytes
     }
 
+    /// Encodes the fields a request sent canonically, leaving out those it cleared: what ``canonical(_:)`` makes of the
+    /// values that are set, without building that dictionary.
+    public static func canonical(sent fields: [String: FieldValue?]) -> [UInt8] {
+        var writer = JSONWriter(reservingCapacity: 64 * max(fields.count, 1))
+        writer.fields(sent: fields)
+        return writer.bytes
+    }
+
     /// Parses canonical (or any well-formed) fields JSON.
     public static func parseCanonical(_ json: [UInt8]) throws -> [String: FieldValue] {
         let object = try WireObject(JSONValue(parsing: json), path: "fields")
