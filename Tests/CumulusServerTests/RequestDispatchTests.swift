@@ -40,6 +40,12 @@ struct RequestDispatchTests {
 
     static func channel(gate: Gate = Gate(), reports: BodyReports = BodyReports()) async throws -> (NIOAsyncTestingChannel, ReadCounter) {
         let router = Router(context: CumulusRequestContext.self)
+        let channel = NIOAsyncTestingChannel()
+        let loop = channel.testingEventLoop
+        router.get("/thread") { _, _ in
+            try await Task.sleep(for: .milliseconds(1))
+            return loop.inEventLoop ? "its connection's event loop" : "elsewhere"
+        }
         router.post("/reported") { request, _ in
             do {
                 let body = try await request.body.collect(upTo: 1 << 20)
@@ -66,7 +72,6 @@ struct RequestDispatchTests {
                 })
         }
         let requests = RequestAnswering(responder: router.buildResponder(), serverName: "Cumulus", logger: Logger(label: "test"))
-        let channel = NIOAsyncTestingChannel()
         let counter = ReadCounter()
         try await channel.testingEventLoop.executeInContext {
             try channel.pipeline.syncOperations.addHandlers(counter, RequestDispatchHandler(requests: requests))
@@ -119,6 +124,16 @@ struct RequestDispatchTests {
         // All answered: the deferred read goes out.
         await channel.testingEventLoop.run()
         #expect(counter.reads.withLock { $0 } == 1)
+        _ = try await channel.finish()
+    }
+
+    /// No thread wake-up between reading a request and writing its answer: the request's task, and where it resumes
+    /// after awaiting something else, is its connection's event loop.
+    @Test func aRequestIsAnsweredOnItsConnectionsEventLoop() async throws {
+        let (channel, _) = try await Self.channel()
+        try await channel.writeInbound(Self.request(.get, "/thread"))
+        try await channel.writeInbound(HTTPRequestPart.end(nil))
+        #expect(try await Self.response(from: channel).1 == "its connection's event loop")
         _ = try await channel.finish()
     }
 
