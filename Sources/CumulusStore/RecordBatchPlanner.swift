@@ -255,8 +255,14 @@ public struct RecordBatchPlanner: Sendable {
             fields = [:]
         }
 
-        for (key, value) in operation.fields {
-            fields[key] = value
+        // Without a stored record to merge with, the fields are exactly those sent: their encoding may be made already,
+        // and no dictionary of them is needed.
+        let mergedWithStored = current != nil && operation.operationType.merges
+        let sentJSON = mergedWithStored ? nil : operation.sentFieldsJSON
+        if sentJSON == nil {
+            for (key, value) in operation.fields {
+                fields[key] = value
+            }
         }
         switch operation.parent {
         case .unchanged: break
@@ -269,17 +275,20 @@ public struct RecordBatchPlanner: Sendable {
         if operation.createShortGUID && shortGUID == nil {
             shortGUID = makeShortGUID()
         }
-        // Without a stored record to merge with, the fields are exactly those sent: their encoding may be made already.
-        let mergedWithStored = current != nil && operation.operationType.merges
-        let json = (mergedWithStored ? nil : operation.sentFieldsJSON) ?? RecordFieldsCoding.canonical(fields)
+        let json = sentJSON ?? RecordFieldsCoding.canonical(fields)
         if json.count > maximumSize {
             return failure(.quotaExceeded, "record \(name) is \(json.count) bytes; the limit is \(maximumSize) bytes (assets excluded)")
         }
         var targets = Set<String>()
-        for value in fields.values {
+        func collectTargets(_ value: FieldValue) {
             for reference in value.references where reference.action == .deleteSelf {
                 targets.insert(reference.recordName)
             }
+        }
+        if sentJSON == nil {
+            for value in fields.values { collectTargets(value) }
+        } else {
+            for case let value? in operation.fields.values { collectTargets(value) }
         }
         return .success(
             PlannedWrite(

@@ -162,6 +162,25 @@ struct JSONTests {
         }
     }
 
+    @Test func base64WithWhitespaceOrAStrayByteAnywhereIsReadOrRefusedAsAWhole() throws {
+        func read(_ text: String) -> FieldValue? {
+            try? FieldValue.read(field: .object(["value": .string(text), "type": .string("BYTES")]), path: "f")
+        }
+        let bytes = Data((0..<30).map { UInt8(truncatingIfNeeded: $0 &* 41) })
+        let text = bytes.base64EncodedString()
+        for position in 0...text.count {
+            let index = text.index(text.startIndex, offsetBy: position)
+            var spaced = text
+            spaced.insert(contentsOf: " \n", at: index)
+            #expect(read(spaced) == .bytes(bytes), "whitespace at \(position)")
+            var stray = text
+            stray.insert("!", at: index)
+            #expect(read(stray) == nil, "a stray byte at \(position)")
+        }
+        #expect(read("QUJD") == .bytes(Data("ABC".utf8)))
+        #expect(read("QUJ!") == nil && read("QU=D") == nil && read("Q") == nil)
+    }
+
     @Test func bytesAreWrittenAsFoundationsStandardBase64() {
         for length in [0, 1, 2, 3, 4, 5, 6, 7, 255, 256, 257, 675] {
             let data = Data((0..<length).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ length) })

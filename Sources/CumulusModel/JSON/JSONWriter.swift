@@ -55,36 +55,34 @@ public struct JSONWriter: Sendable {
     }
 
     /// Writes bytes as a standard base64 string (with padding), straight into the output: base64 needs no escaping.
-    public mutating func base64String(_ data: some Collection<UInt8>) {
+    public mutating func base64String(_ input: UnsafeRawBufferPointer) {
         separate()
         bytes.append(UInt8(ascii: "\""))
-        let count = data.count
-        let start = bytes.count
-        let encodedCount = (count + 2) / 3 * 4
-        bytes.append(contentsOf: repeatElement(0, count: encodedCount))
-        bytes.withUnsafeMutableBufferPointer { output in
-            var out = start
-            var pending: UInt32 = 0
-            var held = 0
-            for byte in data {
-                pending = pending << 8 | UInt32(byte)
-                held += 1
-                if held == 3 {
-                    output[out] = Self.base64Alphabet[Int(pending >> 18 & 0x3F)]
-                    output[out + 1] = Self.base64Alphabet[Int(pending >> 12 & 0x3F)]
-                    output[out + 2] = Self.base64Alphabet[Int(pending >> 6 & 0x3F)]
-                    output[out + 3] = Self.base64Alphabet[Int(pending & 0x3F)]
-                    out += 4
-                    pending = 0
-                    held = 0
+        do {
+            let count = input.count
+            let start = bytes.count
+            bytes.append(contentsOf: repeatElement(0, count: (count + 2) / 3 * 4))
+            Self.base64Alphabet.withUnsafeBufferPointer { alphabet in
+                bytes.withUnsafeMutableBufferPointer { output in
+                    var out = start
+                    var index = 0
+                    while index + 3 <= count {
+                        let group = UInt32(input[index]) << 16 | UInt32(input[index + 1]) << 8 | UInt32(input[index + 2])
+                        output[out] = alphabet[Int(group >> 18)]
+                        output[out + 1] = alphabet[Int(group >> 12 & 0x3F)]
+                        output[out + 2] = alphabet[Int(group >> 6 & 0x3F)]
+                        output[out + 3] = alphabet[Int(group & 0x3F)]
+                        index += 3
+                        out += 4
+                    }
+                    guard index < count else { return }
+                    let second = index + 1 < count ? UInt32(input[index + 1]) : 0
+                    let group = UInt32(input[index]) << 16 | second << 8
+                    output[out] = alphabet[Int(group >> 18)]
+                    output[out + 1] = alphabet[Int(group >> 12 & 0x3F)]
+                    output[out + 2] = index + 1 < count ? alphabet[Int(group >> 6 & 0x3F)] : UInt8(ascii: "=")
+                    output[out + 3] = UInt8(ascii: "=")
                 }
-            }
-            if held > 0 {
-                pending <<= UInt32(8 * (3 - held))
-                output[out] = Self.base64Alphabet[Int(pending >> 18 & 0x3F)]
-                output[out + 1] = Self.base64Alphabet[Int(pending >> 12 & 0x3F)]
-                output[out + 2] = held == 2 ? Self.base64Alphabet[Int(pending >> 6 & 0x3F)] : UInt8(ascii: "=")
-                output[out + 3] = UInt8(ascii: "=")
             }
         }
         bytes.append(UInt8(ascii: "\""))

@@ -307,9 +307,40 @@ extension Data {
         var decoded = Data(count: bytes.count / 4 * 3 + 3)
         var count = 0
         let valid = decoded.withUnsafeMutableBytes { (output: UnsafeMutableRawBufferPointer) -> Bool in
+            base64Digits.withUnsafeBufferPointer { table in
+                // Whole groups of four digits first (nearly all of a value), then the general loop for whatever follows.
+                var start = 0
+                while start + 4 <= bytes.count {
+                    let (first, second, third, fourth) = (
+                        table[Int(bytes[start])], table[Int(bytes[start + 1])], table[Int(bytes[start + 2])], table[Int(bytes[start + 3])]
+                    )
+                    // Padding, whitespace or a stray byte (no digit: 64 or more) is left to the general loop.
+                    guard first | second | third | fourth < 64 else { break }
+                    let group = UInt32(first) << 18 | UInt32(second) << 12 | UInt32(third) << 6 | UInt32(fourth)
+                    output[count] = UInt8(truncatingIfNeeded: group >> 16)
+                    output[count + 1] = UInt8(truncatingIfNeeded: group >> 8)
+                    output[count + 2] = UInt8(truncatingIfNeeded: group)
+                    count += 3
+                    start += 4
+                }
+                return Self.decodeBase64Rest(UnsafeBufferPointer(rebasing: bytes[start...]), digitsBefore: start, into: output, at: &count, table: table)
+            }
+        }
+        guard valid else { return nil }
+        decoded.count = count
+        self = decoded
+    }
+
+    /// Decodes the digits, padding and whitespace after the whole groups ``init(lenientBase64:)-(UnsafeBufferPointer<UInt8>)``
+    /// read; `false` for what is not base64.
+    private static func decodeBase64Rest(
+        _ bytes: UnsafeBufferPointer<UInt8>, digitsBefore: Int, into output: UnsafeMutableRawBufferPointer, at count: inout Int,
+        table base64Digits: UnsafeBufferPointer<UInt8>
+    ) -> Bool {
+        do {
             var accumulator: UInt32 = 0
             var bits = 0
-            var digits = 0
+            var digits = digitsBefore
             var padding = 0
             for byte in bytes {
                 let digit = base64Digits[Int(byte)]
@@ -333,9 +364,6 @@ extension Data {
             // One digit alone cannot make a byte; padding, when present, completes the last group of four.
             return digits % 4 != 1 && (padding == 0 || (digits + padding) % 4 == 0) && padding <= 2
         }
-        guard valid else { return nil }
-        decoded.count = count
-        self = decoded
     }
 }
 
@@ -385,7 +413,7 @@ extension JSONWriter {
         case .int64(let int): options.numbersAsStrings ? self.string(String(int)) : self.int(int)
         case .double(let double): options.numbersAsStrings ? self.string(double.description) : self.double(double)
         case .timestamp(let milliseconds): self.int(milliseconds)
-        case .bytes(let data): base64String(data)
+        case .bytes(let data): data.withUnsafeBytes { base64String($0) }
         case .reference(let reference): self.reference(reference)
         case .location(let location): self.location(location)
         case .asset(var asset):
