@@ -323,7 +323,8 @@ extension Data {
                     count += 3
                     start += 4
                 }
-                return Self.decodeBase64Rest(UnsafeBufferPointer(rebasing: bytes[start...]), digitsBefore: start, into: output, at: &count, table: table)
+                return Self.decodeBase64Rest(
+                    UnsafeBufferPointer(rebasing: bytes[start...]), digitsBefore: start, into: output, at: &count, table: table)
             }
         }
         guard valid else { return nil }
