@@ -120,46 +120,36 @@ public final class SQLiteRecordStore: RecordStore {
 
     /// Runs a read, translating database errors.
     func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
-        do {
-            return try await metrics.measure(.read) { try await writer.read(body) }
-        } catch let error as StoreError {
-            throw error
-        } catch {
-            throw Self.storeError(error, "read failed")
-        }
+        try await translatingErrors("read failed") { try await metrics.measure(.read) { try await writer.read(body) } }
     }
 
     /// Runs a write transaction, translating database errors.
     func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
         writesUnderWay.add(1, ordering: .relaxed)
         defer { writesUnderWay.subtract(1, ordering: .relaxed) }
-        do {
-            return try await metrics.measure(.write) { try await writer.write(body) }
-        } catch let error as StoreError {
-            throw error
-        } catch {
-            throw Self.storeError(error, "write failed")
-        }
+        return try await translatingErrors("write failed") { try await metrics.measure(.write) { try await writer.write(body) } }
     }
 
     /// Runs a write transaction whose work the request limits bound (a `records/modify` batch), translating database
     /// errors.
     ///
     /// When no other write is queued or running, the transaction runs on the caller's thread (GRDB's writer queue is
-    /// entered synchronously), sparing the request two thread wake-ups, a fifth of a single write's CPU on these
-    /// machines; otherwise it waits its turn on the writer queue like any write, so a caller's thread is never held
-    /// behind another request's transaction. An idle writer can still find SQLite's lock taken by another process (a
-    /// `cumulus` command): the caller's thread then waits up to the busy timeout, as the writer queue would.
+    /// entered synchronously), sparing the request two thread wake-ups (see the request path in `docs/BENCHMARKS.md`);
+    /// otherwise it waits its turn on the writer queue like any write, so a caller's thread is never held behind another
+    /// request's transaction. An idle writer can still find SQLite's lock taken by another process (a `cumulus`
+    /// command): the caller's thread then waits up to the busy timeout, as the writer queue would.
     func boundedWrite<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
         let (idle, _) = writesUnderWay.compareExchange(expected: 0, desired: 1, ordering: .acquiringAndReleasing)
         guard idle else { return try await write(body) }
         defer { writesUnderWay.subtract(1, ordering: .releasing) }
+        return try await translatingErrors("write failed") { try await metrics.measure(.write) { try writer.write(body) } }
+    }
+
+    private func translatingErrors<T>(_ message: String, _ body: () async throws -> T) async throws -> T {
         do {
-            return try await metrics.measure(.write) { try writer.write(body) }
-        } catch let error as StoreError {
-            throw error
+            return try await body()
         } catch {
-            throw Self.storeError(error, "write failed")
+            throw Self.storeError(error, message)
         }
     }
 
