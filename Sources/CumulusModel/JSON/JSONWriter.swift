@@ -58,31 +58,29 @@ public struct JSONWriter: Sendable {
     public mutating func base64String(_ input: UnsafeRawBufferPointer) {
         separate()
         bytes.append(UInt8(ascii: "\""))
-        do {
-            let count = input.count
-            let start = bytes.count
-            bytes.append(contentsOf: repeatElement(0, count: (count + 2) / 3 * 4))
-            Self.base64Alphabet.withUnsafeBufferPointer { alphabet in
-                bytes.withUnsafeMutableBufferPointer { output in
-                    var out = start
-                    var index = 0
-                    while index + 3 <= count {
-                        let group = UInt32(input[index]) << 16 | UInt32(input[index + 1]) << 8 | UInt32(input[index + 2])
-                        output[out] = alphabet[Int(group >> 18)]
-                        output[out + 1] = alphabet[Int(group >> 12 & 0x3F)]
-                        output[out + 2] = alphabet[Int(group >> 6 & 0x3F)]
-                        output[out + 3] = alphabet[Int(group & 0x3F)]
-                        index += 3
-                        out += 4
-                    }
-                    guard index < count else { return }
-                    let second = index + 1 < count ? UInt32(input[index + 1]) : 0
-                    let group = UInt32(input[index]) << 16 | second << 8
+        let count = input.count
+        let start = bytes.count
+        bytes.append(contentsOf: repeatElement(0, count: (count + 2) / 3 * 4))
+        Self.base64Alphabet.withUnsafeBufferPointer { alphabet in
+            bytes.withUnsafeMutableBufferPointer { output in
+                var out = start
+                var index = 0
+                while index + 3 <= count {
+                    let group = UInt32(input[index]) << 16 | UInt32(input[index + 1]) << 8 | UInt32(input[index + 2])
                     output[out] = alphabet[Int(group >> 18)]
                     output[out + 1] = alphabet[Int(group >> 12 & 0x3F)]
-                    output[out + 2] = index + 1 < count ? alphabet[Int(group >> 6 & 0x3F)] : UInt8(ascii: "=")
-                    output[out + 3] = UInt8(ascii: "=")
+                    output[out + 2] = alphabet[Int(group >> 6 & 0x3F)]
+                    output[out + 3] = alphabet[Int(group & 0x3F)]
+                    index += 3
+                    out += 4
                 }
+                guard index < count else { return }
+                let second = index + 1 < count ? UInt32(input[index + 1]) : 0
+                let group = UInt32(input[index]) << 16 | second << 8
+                output[out] = alphabet[Int(group >> 18)]
+                output[out + 1] = alphabet[Int(group >> 12 & 0x3F)]
+                output[out + 2] = index + 1 < count ? alphabet[Int(group >> 6 & 0x3F)] : UInt8(ascii: "=")
+                output[out + 3] = UInt8(ascii: "=")
             }
         }
         bytes.append(UInt8(ascii: "\""))

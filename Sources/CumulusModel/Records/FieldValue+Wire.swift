@@ -338,33 +338,31 @@ extension Data {
         _ bytes: UnsafeBufferPointer<UInt8>, digitsBefore: Int, into output: UnsafeMutableRawBufferPointer, at count: inout Int,
         table base64Digits: UnsafeBufferPointer<UInt8>
     ) -> Bool {
-        do {
-            var accumulator: UInt32 = 0
-            var bits = 0
-            var digits = digitsBefore
-            var padding = 0
-            for byte in bytes {
-                let digit = base64Digits[Int(byte)]
-                if digit < 64 {
-                    // Nothing but padding and whitespace may follow padding.
-                    guard padding == 0 else { return false }
-                    accumulator = accumulator << 6 | UInt32(digit)
-                    bits += 6
-                    digits += 1
-                    if bits >= 8 {
-                        bits -= 8
-                        output[count] = UInt8(truncatingIfNeeded: accumulator >> UInt32(bits))
-                        count += 1
-                    }
-                } else if byte == UInt8(ascii: "=") {
-                    padding += 1
-                } else if digit != base64Whitespace {
-                    return false
+        var accumulator: UInt32 = 0
+        var bits = 0
+        var digits = digitsBefore
+        var padding = 0
+        for byte in bytes {
+            let digit = base64Digits[Int(byte)]
+            if digit < 64 {
+                // Nothing but padding and whitespace may follow padding.
+                guard padding == 0 else { return false }
+                accumulator = accumulator << 6 | UInt32(digit)
+                bits += 6
+                digits += 1
+                if bits >= 8 {
+                    bits -= 8
+                    output[count] = UInt8(truncatingIfNeeded: accumulator >> UInt32(bits))
+                    count += 1
                 }
+            } else if byte == UInt8(ascii: "=") {
+                padding += 1
+            } else if digit != base64Whitespace {
+                return false
             }
-            // One digit alone cannot make a byte; padding, when present, completes the last group of four.
-            return digits % 4 != 1 && (padding == 0 || (digits + padding) % 4 == 0) && padding <= 2
         }
+        // One digit alone cannot make a byte; padding, when present, completes the last group of four.
+        return digits % 4 != 1 && (padding == 0 || (digits + padding) % 4 == 0) && padding <= 2
     }
 }
 

@@ -402,28 +402,32 @@ where Responder.Context: InitializableFromSource<ApplicationRequestContextSource
 
     /// Writes parts of the response and returns once they are handed to the socket (backpressure for long bodies).
     func write(_ parts: [HTTPResponsePart]) async throws {
-        let handler = self.handler
         let written = handler.eventLoop.makePromise(of: Void.self)
-        handler.eventLoop.execute { handler.value.writeResponse(parts, promise: written) }
+        onLoop { $0.writeResponse(parts, promise: written) }
         try await written.futureResult.get()
     }
 
     /// Writes the response's last parts; the next request on the connection is read after them.
     func finish(_ parts: [HTTPResponsePart]) {
         finished.store(true, ordering: .relaxed)
-        let handler = self.handler
-        if handler.eventLoop.inEventLoop {
-            handler.value.finishResponse(parts)
-        } else {
-            handler.eventLoop.execute { handler.value.finishResponse(parts) }
-        }
+        onLoop { $0.finishResponse(parts) }
     }
 
     /// Closes the connection if the response was cut short.
     func abortUnlessFinished() {
         guard !finished.load(ordering: .relaxed) else { return }
+        onLoop { $0.abortResponse() }
+    }
+
+    /// Runs `body` with the handler on its event loop: at once when already there (where a request's task runs),
+    /// otherwise as a task of the loop.
+    private func onLoop(_ body: @escaping @Sendable (RequestDispatchHandler<Responder>) -> Void) {
         let handler = self.handler
-        handler.eventLoop.execute { handler.value.abortResponse() }
+        if handler.eventLoop.inEventLoop {
+            body(handler.value)
+        } else {
+            handler.eventLoop.execute { body(handler.value) }
+        }
     }
 }
 
