@@ -85,13 +85,22 @@ extension Benchmarks {
         }
         let batchCPU = server.cpuSeconds
         let batchStart = ContinuousClock.now
-        for body in bodies { _ = try await post("records/modify", body) }
+        var batchLatencies: [Double] = []
+        batchLatencies.reserveCapacity(bodies.count)
+        for body in bodies {
+            let start = ContinuousClock.now
+            _ = try await post("records/modify", body)
+            batchLatencies.append((ContinuousClock.now - start).seconds * 1000)
+        }
         let batchSeconds = (ContinuousClock.now - batchStart).seconds
+        batchLatencies.sort()
         let batchCPUus = (server.cpuSeconds - batchCPU) * 1_000_000 / Double(records)
         print(
             "| request path \(kind.name): batched writes, 200 a request, 1 connection | \(records) | \(format(batchSeconds)) | "
                 + "\(Int(Double(records) / batchSeconds)) | server CPU \(Int(batchCPUus)) µs a record; `desiredKeys: []`; "
-                + (ceiling.map { "\(String(format: "%.2f", Double(records) / batchSeconds / $0)) of the ceiling above" } ?? "") + " |")
+                + (ceiling.map { "\(String(format: "%.2f", Double(records) / batchSeconds / $0)) of the ceiling above; " } ?? "")
+                + "a request p50 \(percentile(batchLatencies, 0.5)) ms, p99 \(percentile(batchLatencies, 0.99)) ms, "
+                + "slowest \(String(format: "%.1f", batchLatencies.last ?? 0)) ms |")
 
         // The change feed from a zero token, pages of 200, the client only scanning the bytes for the next token.
         let feedCPU = server.cpuSeconds

@@ -88,18 +88,25 @@ extension DatabaseService {
             }
             for (name, record) in stored { storedTypes[name] = record.header.recordType }
         }
-        var sent: [(index: Int, recordType: String, fields: [(String, SchemaFieldType)])] = []
+        // A batch's records mostly share one shape (record type, field names and types): a record shaped as the one
+        // before it is checked with it, not again.
+        var sent: [(index: Int, recordType: String, fields: [(String, SchemaFieldType)], sameAsBefore: Bool)] = []
         var wanted = ContainerSchema()
         for (index, modification) in modifications.enumerated() where !modification.operationType.isDelete {
             guard let recordType = modification.recordType ?? storedTypes[modification.recordName], recordType != ShareRecord.recordType else {
                 continue
             }
             var fields: [(String, SchemaFieldType)] = []
+            fields.reserveCapacity(modification.fields.count)
             for case (let name, let value?) in modification.fields {
                 guard let type = SchemaFieldType(of: value) else { continue }
                 fields.append((name, type))
             }
-            sent.append((index, recordType, fields))
+            if let before = sent.last, before.recordType == recordType, before.fields.elementsEqual(fields, by: { $0 == $1 }) {
+                sent.append((index, recordType, fields, true))
+                continue
+            }
+            sent.append((index, recordType, fields, false))
             var type = wanted.recordTypes[recordType] ?? RecordTypeSchema(name: recordType)
             for (name, fieldType) in fields where type.fields[name] == nil { type.fields[name] = FieldSchema(name: name, type: fieldType) }
             wanted.recordTypes[recordType] = type
@@ -129,8 +136,17 @@ extension DatabaseService {
 
         var refusals: [Int: RecordFailure] = [:]
         let schemaName = "the \(environment.rawValue) schema"
-        for (index, recordType, fields) in sent {
+        var refusedBefore: RecordFailure?
+        for (index, recordType, fields, sameAsBefore) in sent {
             let recordName = modifications[index].recordName
+            if sameAsBefore {
+                if var refusal = refusedBefore {
+                    refusal.recordName = recordName
+                    refusals[index] = refusal
+                }
+                continue
+            }
+            defer { refusedBefore = refusals[index] }
             if isFull, schema[recordType] == nil || fields.contains(where: { schema.field($0.0, of: recordType) == nil }) {
                 refusals[index] = RecordFailure(
                     recordName: recordName, code: .quotaExceeded,

@@ -190,6 +190,24 @@ struct JSONTests {
         }
     }
 
+    @Test func integersAreWrittenAsTheirDecimalText() {
+        var generator = SeededGenerator(seed: 3)
+        let edges: [Int64] = [0, 1, -1, 9, 10, -10, 99, 100, .max, .min, .max - 1, .min + 1, 1_700_000_000_000]
+        let spread = (0..<2_000).map { _ in Int64.random(in: .min ... .max, using: &generator) >> Int64.random(in: 0...63, using: &generator) }
+        for value in edges + spread {
+            var writer = JSONWriter()
+            writer.int(value)
+            #expect(String(decoding: writer.bytes, as: UTF8.self) == String(value))
+        }
+        // Past Int64, the generic conversion.
+        var writer = JSONWriter()
+        writer.beginArray()
+        writer.int(UInt64.max)
+        writer.int(Int8(-5))
+        writer.endArray()
+        #expect(String(decoding: writer.bytes, as: UTF8.self) == "[18446744073709551615,-5]")
+    }
+
     @Test func sentFieldsEncodeAsTheirSetValuesDo() {
         let sent: [String: FieldValue?] = ["b": .string("two"), "a": .int64(1), "cleared": FieldValue?.none, "c": .bytes(Data([1, 2, 3, 4]))]
         #expect(RecordFieldsCoding.canonical(sent: sent) == RecordFieldsCoding.canonical(sent.compactMapValues { $0 }))

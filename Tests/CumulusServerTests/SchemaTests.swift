@@ -160,6 +160,20 @@ struct SchemaTests {
                 #expect(answer.records.first?["serverErrorCode"]?.stringValue == "BAD_REQUEST")
                 #expect(answer.records.first?["reason"]?.stringValue?.contains(reason) == true, "\(answer.json)")
             }
+            // In one batch, records shaped alike are judged alike, each refusal under its own record's name, and a
+            // record shaped otherwise between them is judged on its own.
+            let fine = #"{"title":{"value":"in a batch"}}"#
+            let colour = #"{"colour":{"value":"red"}}"#
+            let batch = [
+                operation("create", "b1", fields: colour), operation("create", "b2", fields: colour), operation("create", "b3", fields: fine),
+                operation("create", "b4", fields: fine), operation("create", "b5", fields: colour),
+            ]
+            let mixed = try await client.send(
+                "records/modify", as: asAlice, environment: "production",
+                body: #"{"zoneID":{"zoneName":"Z"},"atomic":false,"operations":[\#(batch.joined(separator: ","))]}"#)
+            #expect(mixed.records.map { $0["recordName"]?.stringValue } == ["b1", "b2", "b3", "b4", "b5"], "\(mixed.json)")
+            #expect(mixed.records.map { $0["serverErrorCode"]?.stringValue } == ["BAD_REQUEST", "BAD_REQUEST", nil, nil, "BAD_REQUEST"])
+            #expect(mixed.records[1]["reason"]?.stringValue?.contains("field 'colour' of record type 'Note'") == true, "\(mixed.json)")
             // Queries: a queryable field works; others are BAD_REQUEST naming the field.
             #expect(try await client.send("records/query", as: asAlice, environment: "production", body: query).records.count == 1)
             let refusedQueries = [

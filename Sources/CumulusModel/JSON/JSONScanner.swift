@@ -19,21 +19,29 @@ public struct JSONScanner: ~Copyable {
     /// Just after `{` or `[`: the next member needs no separator.
     private var atOpening = false
 
-    private init(buffer: UnsafeBufferPointer<UInt8>, maximumDepth: Int) {
-        parser = JSONParser(buffer: buffer, maximumDepth: maximumDepth)
+    private init(buffer: UnsafeBufferPointer<UInt8>, maximumDepth: Int, maximumValues: Int) {
+        parser = JSONParser(buffer: buffer, maximumDepth: maximumDepth, maximumValues: maximumValues)
     }
 
     /// Scans a document: `body` reads its one value, and nothing but whitespace may follow it.
     ///
-    /// - Throws: ``JSONParseError`` for bad syntax, and whatever `body` throws.
-    public static func scan<Result>(_ bytes: [UInt8], maximumDepth: Int = 64, _ body: (inout JSONScanner) throws -> Result) throws -> Result {
-        try bytes.withUnsafeBufferPointer { buffer in
-            var scanner = JSONScanner(buffer: buffer, maximumDepth: maximumDepth)
+    /// The limits are those of ``JSONValue/init(parsing:maximumDepth:maximumValues:)``, counted the same way (every
+    /// value read or passed over, keys not included), so a document one refuses the other refuses too.
+    ///
+    /// - Throws: ``JSONParseError`` for bad syntax or a limit passed, and whatever `body` throws.
+    public static func scan<Result>(
+        _ bytes: some Collection<UInt8>, maximumDepth: Int = 64, maximumValues: Int = .max, _ body: (inout JSONScanner) throws -> Result
+    ) throws -> Result {
+        func scan(_ buffer: UnsafeBufferPointer<UInt8>) throws -> Result {
+            var scanner = JSONScanner(buffer: buffer, maximumDepth: maximumDepth, maximumValues: maximumValues)
             let result = try body(&scanner)
             scanner.parser.skipWhitespace()
             guard scanner.parser.index == buffer.count else { throw scanner.parser.error("unexpected data after the document") }
             return result
         }
+        // Scanned where it lies, as a request body is parsed; only a collection without contiguous storage is copied.
+        if let result = try bytes.withContiguousStorageIfAvailable(scan) { return result }
+        return try Array(bytes).withUnsafeBufferPointer(scan)
     }
 
     /// What the next value is.
@@ -87,6 +95,7 @@ public struct JSONScanner: ~Copyable {
     /// Reads a string.
     public mutating func readString() throws(JSONParseError) -> String {
         guard try peek() == .string else { throw parser.error("expected a string") }
+        try countValue()
         return try parser.parseString()
     }
 
@@ -101,6 +110,7 @@ public struct JSONScanner: ~Copyable {
     /// Reads a string without making a `String` of it when it has no escapes (base64 read as bytes, for one).
     public mutating func readStringToken() throws(JSONParseError) -> StringToken {
         guard try peek() == .string else { throw parser.error("expected a string") }
+        try countValue()
         let start = parser.index + 1
         var end = start
         while end < parser.buffer.count, parser.buffer[end] != UInt8(ascii: "\""), parser.buffer[end] != UInt8(ascii: "\\"),
@@ -129,12 +139,14 @@ public struct JSONScanner: ~Copyable {
     /// Reads a number, as its source text.
     public mutating func readNumber() throws(JSONParseError) -> String {
         guard try peek() == .number else { throw parser.error("expected a number") }
+        try countValue()
         return try parser.parseNumber()
     }
 
     /// Reads `null` and answers true, or answers false and reads nothing.
     public mutating func readNull() throws(JSONParseError) -> Bool {
         guard try peek() == .null else { return false }
+        try countValue()
         try parser.expectLiteral("null")
         return true
     }
@@ -164,9 +176,15 @@ public struct JSONScanner: ~Copyable {
     private mutating func open(_ byte: UInt8, _ description: String) throws(JSONParseError) {
         parser.skipWhitespace()
         guard parser.index < parser.buffer.count, parser.buffer[parser.index] == byte else { throw parser.error("expected \(description)") }
+        try countValue()
         try parser.enter()
         parser.index += 1
         atOpening = true
+    }
+
+    private mutating func countValue() throws(JSONParseError) {
+        parser.values += 1
+        if parser.values > parser.maximumValues { throw parser.error("more than \(parser.maximumValues) values") }
     }
 
     /// Moves past the separator before the next member or element, or past the closing bracket (answering false).

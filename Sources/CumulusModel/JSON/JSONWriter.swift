@@ -92,8 +92,25 @@ public struct JSONWriter: Sendable {
     /// Writes an integer value.
     public mutating func int(_ value: some BinaryInteger) {
         separate()
-        bytes.append(contentsOf: String(value).utf8)
+        if let value = Int64(exactly: value) {
+            writeDigits(value)
+        } else {
+            bytes.append(contentsOf: String(value).utf8)
+        }
         needsComma = true
+    }
+
+    /// A 64-bit integer's decimal digits, written in place: timestamps and change counters are in every record written,
+    /// and `String(value)` goes through the generic radix conversion.
+    private mutating func writeDigits(_ value: Int64) {
+        if value < 0 { bytes.append(UInt8(ascii: "-")) }
+        var magnitude = value.magnitude
+        let start = bytes.count
+        repeat {
+            bytes.append(UInt8(ascii: "0") + UInt8(magnitude % 10))
+            magnitude /= 10
+        } while magnitude > 0
+        bytes[start...].reverse()
     }
 
     /// Writes a finite double value using its shortest round-tripping form.

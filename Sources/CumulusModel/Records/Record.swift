@@ -220,15 +220,30 @@ extension JSONWriter {
 public enum RecordFieldsCoding {
     /// Encodes fields canonically.
     public static func canonical(_ fields: [String: FieldValue]) -> [UInt8] {
-        var writer = JSONWriter(reservingCapacity: 64 * max(fields.count, 1))
+        var writer = JSONWriter(reservingCapacity: estimatedSize(of: fields.values.lazy.map(Optional.some)))
         writer.fields(fields)
         return writer.bytes
+    }
+
+    /// Room for a fields dictionary written out, so the writer's bytes seldom grow (and copy) while it writes: a field's
+    /// frame and name about 64 bytes, and the long values their length.
+    private static func estimatedSize(of values: some Sequence<FieldValue?>) -> Int {
+        var size = 2
+        for value in values {
+            size += 64
+            switch value {
+            case .bytes(let data)?: size += data.count / 3 * 4 + 4
+            case .string(let string)?: size += string.utf8.count
+            default: break
+            }
+        }
+        return size
     }
 
     /// Encodes the fields a request sent canonically, leaving out those it cleared: what ``canonical(_:)`` makes of the
     /// values that are set, without building that dictionary.
     public static func canonical(sent fields: [String: FieldValue?]) -> [UInt8] {
-        var writer = JSONWriter(reservingCapacity: 64 * max(fields.count, 1))
+        var writer = JSONWriter(reservingCapacity: estimatedSize(of: fields.values))
         writer.fields(sent: fields)
         return writer.bytes
     }

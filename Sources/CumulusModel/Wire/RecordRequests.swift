@@ -26,6 +26,11 @@ public enum RecordOperationType: String, Sendable, Hashable, CaseIterable {
 
     /// Reads an operation type, ignoring case.
     public init?(wire: String) {
+        // As CloudKit clients write it, the common case, without case folding.
+        if let exact = Self(rawValue: wire) {
+            self = exact
+            return
+        }
         let lowered = wire.lowercased()
         guard let match = Self.allCases.first(where: { $0.rawValue.lowercased() == lowered }) else { return nil }
         self = match
@@ -70,10 +75,10 @@ public struct RecordDraft: Sendable, Hashable {
 
     /// Reads a record dictionary.
     public init(wire object: WireObject) throws(WireFormatError) {
-        recordName = try object.string("recordName")
-        recordType = try object.string("recordType")
-        recordChangeTag = try object.string("recordChangeTag")
-        fields = [:]
+        let recordName = try object.string("recordName")
+        let recordType = try object.string("recordType")
+        let recordChangeTag = try object.string("recordChangeTag")
+        var fields: [String: FieldValue?] = [:]
         if let fieldsObject = try object.object("fields") {
             fields.reserveCapacity(fieldsObject.members.count)
             for (name, field) in fieldsObject.members {
@@ -84,6 +89,50 @@ public struct RecordDraft: Sendable, Hashable {
                 }
             }
         }
+        try self.init(recordName: recordName, recordType: recordType, recordChangeTag: recordChangeTag, fields: fields, rest: object)
+    }
+
+    /// Reads a record dictionary from a scanner, by the rules of ``init(wire:)``; any error means only that the
+    /// caller should read the body as a tree (see ``RecordsModifyRequest/init(scanning:maximumDepth:maximumValues:)``).
+    init(scanning scanner: inout JSONScanner) throws {
+        var recordName: String?
+        var recordType: String?
+        var recordChangeTag: String?
+        var fields: [String: FieldValue?] = [:]
+        // The rarely sent keys, read as they are in the tree, by the tree's rules.
+        var rest: [String: JSONValue] = [:]
+        try scanner.beginObject()
+        while let key = try scanner.nextKey() {
+            switch key {
+            case "recordName": recordName = try scanner.readNull() ? nil : scanner.readString()
+            case "recordType": recordType = try scanner.readNull() ? nil : scanner.readString()
+            case "recordChangeTag": recordChangeTag = try scanner.readNull() ? nil : scanner.readString()
+            case "fields":
+                // A repeated key keeps its last value, as in the tree.
+                fields = [:]
+                guard try !scanner.readNull() else { continue }
+                try scanner.beginObject()
+                while let name = try scanner.nextKey() {
+                    fields[name] = .some(try scanner.readNull() ? nil : FieldValue.read(scanning: &scanner, path: ""))
+                }
+            default:
+                rest[key] = try scanner.readValue()
+            }
+        }
+        try self.init(
+            recordName: recordName, recordType: recordType, recordChangeTag: recordChangeTag, fields: fields,
+            rest: WireObject(.object(rest), path: "")
+        )
+    }
+
+    /// The keys after the record's names and fields, read from the record dictionary `object`.
+    private init(
+        recordName: String?, recordType: String?, recordChangeTag: String?, fields: [String: FieldValue?], rest object: WireObject
+    ) throws(WireFormatError) {
+        self.recordName = recordName
+        self.recordType = recordType
+        self.recordChangeTag = recordChangeTag
+        self.fields = fields
         if object.members["parent"] == nil {
             parent = .unchanged
         } else if let parentObject = try object.object("parent") {
@@ -125,7 +174,7 @@ public struct RecordsModifyRequest: Sendable, Hashable {
         guard let operationValues = try object.array("operations") else {
             throw WireFormatError(path: object.path("operations"), message: "is required")
         }
-        operations = []
+        var operations: [RecordOperation] = []
         operations.reserveCapacity(operationValues.count)
         for (index, value) in operationValues.enumerated() {
             let operation = try WireObject(value, path: "\(object.path("operations"))[\(index)]")
@@ -146,6 +195,75 @@ public struct RecordsModifyRequest: Sendable, Hashable {
                 )
             )
         }
+        try self.init(operations: operations, rest: object)
+    }
+
+    /// Reads a request body straight from its bytes, without a ``JSONValue`` tree of its records: the batched write's
+    /// hot path, where building the tree and then reading it cost as much as everything else in reading the body.
+    ///
+    /// It reads by the rules of ``init(wire:)``, within the same limits, counted the same way, and answers `nil` for
+    /// any body it does not read to its end: bad syntax, a limit passed, a value of a kind it does not expect. The
+    /// caller then reads that body as a tree, which names what is wrong, so the scan decides no error itself, and a body
+    /// it reads makes the request the tree would.
+    public init?(scanning bytes: some Collection<UInt8>, maximumDepth: Int, maximumValues: Int) {
+        do {
+            self = try JSONScanner.scan(bytes, maximumDepth: maximumDepth, maximumValues: maximumValues) { scanner in
+                try Self(scanning: &scanner)
+            }
+        } catch {
+            return nil
+        }
+    }
+
+    private init(scanning scanner: inout JSONScanner) throws {
+        var operations: [RecordOperation]?
+        var rest: [String: JSONValue] = [:]
+        try scanner.beginObject()
+        while let key = try scanner.nextKey() {
+            guard key == "operations" else {
+                rest[key] = try scanner.readValue()
+                continue
+            }
+            var scanned: [RecordOperation] = []
+            try scanner.beginArray()
+            while try scanner.nextElement() {
+                scanned.append(try Self.operation(scanning: &scanner))
+            }
+            operations = scanned
+        }
+        guard let operations else { throw ScanStopped() }
+        try self.init(operations: operations, rest: WireObject(.object(rest), path: ""))
+    }
+
+    private static func operation(scanning scanner: inout JSONScanner) throws -> RecordOperation {
+        var typeName: String?
+        var record: RecordDraft?
+        var desiredKeys: [String]?
+        try scanner.beginObject()
+        while let key = try scanner.nextKey() {
+            switch key {
+            case "operationType": typeName = try scanner.readNull() ? nil : scanner.readString()
+            case "record": record = try RecordDraft(scanning: &scanner)
+            case "desiredKeys":
+                desiredKeys = nil
+                guard try !scanner.readNull() else { continue }
+                var keys: [String] = []
+                try scanner.beginArray()
+                while try scanner.nextElement() { keys.append(try scanner.readString()) }
+                desiredKeys = keys
+            default: try scanner.skipValue()
+            }
+        }
+        guard let typeName, let type = RecordOperationType(wire: typeName), let record else { throw ScanStopped() }
+        return RecordOperation(operationType: type, record: record, desiredKeys: desiredKeys)
+    }
+
+    /// The scan met what only the tree reads, or names.
+    private struct ScanStopped: Error {}
+
+    /// The keys after the operations, read from the body `object`.
+    private init(operations: [RecordOperation], rest object: WireObject) throws(WireFormatError) {
+        self.operations = operations
         zoneID = try object.object("zoneID").map { (zone) throws(WireFormatError) in try ZoneID(wire: zone) }
         atomic = try object.bool("atomic")
         desiredKeys = try object.stringArray("desiredKeys")

@@ -230,16 +230,17 @@ struct DatabaseRoutes {
     }
 
     @Sendable func modifyRecords(_ request: Request, context: CumulusRequestContext) async throws -> Response {
-        let body = try await RequestBody.object(request, limits: limits)
-        let response = try await database.modifyRecords(
-            caller: try context.requireCaller(), scope: try context.databaseScope(), request: try RecordsModifyRequest(wire: body),
-            logger: context.logger
-        )
+        let (body, (caller, scope)) = try await RequestBody.modifyRequest(request, limits: limits) {
+            (try context.requireCaller(), try context.databaseScope())
+        }
+        let response = try await database.modifyRecords(caller: caller, scope: scope, request: body, logger: context.logger)
         metrics.wrote(response.results.count { if case .failed = $0.0 { false } else { true } })
         let options = try await assetLinks.options(
             numbersAsStrings: response.numbersAsStrings,
-            records: response.results.compactMap { if case .saved(let record) = $0.result { record } else { nil } }, request: request,
-            logger: context.logger)
+            // Links only for the records answered with fields: a client asking for none (as CloudKit clients saving do)
+            // costs no scan of its records for assets.
+            records: response.results.compactMap { if case .saved(let record) = $0.result, $0.desiredKeys?.isEmpty != true { record } else { nil } },
+            request: request, logger: context.logger)
         var writer = JSONWriter(reservingCapacity: 1024 * response.results.count)
         writer.beginObject()
         writer.key("records")
@@ -467,7 +468,25 @@ struct DatabaseRoutes {
 /// Reading request bodies as JSON, whatever their content type (CloudKit clients send `text/plain` too).
 enum RequestBody {
     static func object(_ request: Request, limits: Limits) async throws -> WireObject {
+        try object(parsing: try await bytes(request, limit: limits.maximumRequestBodySize), limits: limits)
+    }
+
+    /// A `records/modify` body, scanned straight into its operations; a body the scan does not read is read as a tree,
+    /// whose error names what is wrong. `checks` run between the body's syntax and its meaning, where they ran when
+    /// every body was read as a tree, so a bad request meets the same error first.
+    static func modifyRequest<Checked>(
+        _ request: Request, limits: Limits, checks: () throws -> Checked
+    ) async throws -> (RecordsModifyRequest, Checked) {
         let buffer = try await bytes(request, limit: limits.maximumRequestBodySize)
+        let scanned = RecordsModifyRequest(
+            scanning: buffer.readableBytesView, maximumDepth: limits.maximumJSONDepth, maximumValues: limits.maximumJSONValues)
+        if let scanned { return (scanned, try checks()) }
+        let tree = try object(parsing: buffer, limits: limits)
+        let checked = try checks()
+        return (try RecordsModifyRequest(wire: tree), checked)
+    }
+
+    static func object(parsing buffer: ByteBuffer, limits: Limits) throws -> WireObject {
         let bytes = buffer.readableBytesView
         if bytes.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) {
             return try WireObject(.object([:]), path: "")
