@@ -108,9 +108,11 @@ public enum FieldValue: Sendable, Hashable {
     /// Milliseconds since the epoch, kept exact.
     case timestamp(Int64)
     case bytes(Data)
-    case reference(Reference)
-    case location(Location)
-    case asset(Asset)
+    // The large payloads live boxed, so a value is 17 bytes rather than a location's 137: values are copied into and out
+    // of every fields dictionary, sorted and compared, and most are scalars.
+    indirect case reference(Reference)
+    indirect case location(Location)
+    indirect case asset(Asset)
     /// A list whose elements all have `elementType`; `nil` is CloudKit's `UNKNOWN_LIST` (an empty list of no type).
     indirect case list(FieldType?, [FieldValue])
 
