@@ -33,15 +33,15 @@ extension SQLiteRecordStore {
 
     /// Live records of a zone by name, one statement.
     static func liveRecords(_ db: Database, zoneRowID: Int64, zoneID: ZoneID, names: [String]) throws -> [String: StoredRecord] {
+        // One name, the single write's case, without making and parsing a JSON array of it.
         let statement = try db.cachedStatement(
-            sql: """
-                SELECT \(recordColumns) FROM records
-                WHERE zone_id = ? AND deleted = 0 AND record_name IN (SELECT value FROM json_each(?))
-                """
+            sql: names.count == 1
+                ? "SELECT \(recordColumns) FROM records WHERE zone_id = ? AND deleted = 0 AND record_name = ?"
+                : "SELECT \(recordColumns) FROM records WHERE zone_id = ? AND deleted = 0 AND record_name IN (SELECT value FROM json_each(?))"
         )
         var records: [String: StoredRecord] = [:]
         records.reserveCapacity(names.count)
-        let rows = try Row.fetchCursor(statement, arguments: [zoneRowID, names.jsonArray])
+        let rows = try Row.fetchCursor(statement, arguments: [zoneRowID, names.count == 1 ? names[0] : names.jsonArray])
         while let row = try rows.next() {
             let record = storedRecord(row, zoneID: zoneID)
             records[record.header.recordName] = record
@@ -70,15 +70,13 @@ extension SQLiteRecordStore {
     public func modifyRecords(_ batch: RecordBatch, logger: Logger) async throws -> [RecordModificationResult] {
         let planner = self.planner
         return try await boundedWrite { db in
-            let databaseID: Int64
-            if batch.zoneName == ZoneID.defaultZoneName {
-                databaseID = try Self.ensureDatabase(db, batch.database, timestamp: batch.timestamp)
-            } else if let id = try Self.databaseID(db, batch.database) {
-                databaseID = id
-            } else {
-                throw StoreError(.zoneNotFound, "zone \(batch.zoneName) does not exist")
+            // The database and the zone in one statement; a first write to the default zone makes both.
+            var found = try Self.databaseAndZone(db, batch.database, zoneName: batch.zoneName)
+            if found == nil, batch.zoneName == ZoneID.defaultZoneName {
+                let databaseID = try Self.ensureDatabase(db, batch.database, timestamp: batch.timestamp)
+                found = (databaseID, try Self.zoneRow(db, databaseID: databaseID, zoneName: batch.zoneName))
             }
-            guard let zone = try Self.zoneRow(db, databaseID: databaseID, zoneName: batch.zoneName) else {
+            guard let (databaseID, zone) = found, let zone else {
                 throw StoreError(.zoneNotFound, "zone \(batch.zoneName) does not exist")
             }
             let zoneID = batch.database.zoneID(batch.zoneName)
@@ -138,10 +136,14 @@ extension SQLiteRecordStore {
             saved.append(write.storedRecord(zoneID: zoneID, changeSequence: sequence))
         }
 
-        if !plan.writes.isEmpty {
+        if plan.writes.count == 1 {
+            try db.cachedStatement(sql: "DELETE FROM record_references WHERE zone_id = ? AND source_name = ?")
+                .execute(arguments: [zoneRowID, plan.writes[0].recordName])
+        } else if !plan.writes.isEmpty {
             try db.cachedStatement(sql: "DELETE FROM record_references WHERE zone_id = ? AND source_name IN (SELECT value FROM json_each(?))")
-                .execute(arguments: [zoneRowID, plan.writes.map(\.recordName).jsonArray]
-                )
+                .execute(arguments: [zoneRowID, plan.writes.map(\.recordName).jsonArray])
+        }
+        if !plan.writes.isEmpty {
             let insertReference = try db.cachedStatement(
                 sql: "INSERT OR IGNORE INTO record_references (zone_id, target_name, source_name) VALUES (?, ?, ?)"
             )

@@ -33,6 +33,24 @@ extension SQLiteRecordStore {
     }
 
     /// The live zone with this name.
+    /// A database's row ID and its live zone's row, in one statement: `nil` without the database, a `nil` zone without
+    /// the zone.
+    static func databaseAndZone(_ db: Database, _ database: DatabaseRef, zoneName: String) throws -> (databaseID: Int64, zone: ZoneRow?)? {
+        let statement = try db.cachedStatement(
+            sql: """
+                SELECT d.id, z.id, z.change_seq FROM databases d
+                LEFT JOIN zones z ON z.database_id = d.id AND z.zone_name = ? AND z.deleted = 0
+                WHERE d.container_id = ? AND d.environment = ? AND d.scope = ? AND d.owner_record_name = ?
+                """
+        )
+        let arguments: StatementArguments = [
+            zoneName, database.container, database.environment.rawValue, database.scope.rawValue, database.ownerRecordName,
+        ]
+        guard let row = try Row.fetchOne(statement, arguments: arguments) else { return nil }
+        let zoneRowID: Int64? = row[1]
+        return (row[0], zoneRowID.map { ZoneRow(id: $0, changeSequence: row[2]) })
+    }
+
     static func zoneRow(_ db: Database, databaseID: Int64, zoneName: String) throws -> ZoneRow? {
         try Row.fetchOne(
             db.cachedStatement(sql: "SELECT id, change_seq FROM zones WHERE database_id = ? AND zone_name = ? AND deleted = 0"),
