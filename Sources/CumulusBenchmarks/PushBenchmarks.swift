@@ -20,6 +20,8 @@ extension Benchmarks {
     /// The server side: `CumulusBenchmarks --serve STORE [--request-limits]` runs Cumulus on a store the benchmark
     /// prepared and prints its URL; with `--request-limits`, the database API's per-caller limits are a deployment's.
     static func serve(_ location: String, requestLimits: RequestLimits) async throws {
+        // As `cumulus serve` does.
+        MemoryAllocatorTuning.apply(environment: ProcessInfo.processInfo.environment)
         // `cumulus serve`'s log handler (swift-log's default formats every metadata change as it is made).
         var logger = Logger(label: "bench-server") { StructuredLogHandler(label: $0, format: .logfmt) }
         logger.logLevel = .warning

@@ -215,6 +215,7 @@ struct Serve: AsyncParsableCommand {
             settings.level = logLevel ?? settings.level
         }
         let environment = ProcessInfo.processInfo.environment
+        MemoryAllocatorTuning.apply(environment: environment)
         let host = host ?? environment["CUMULUS_HOST"] ?? "127.0.0.1"
         guard let port = port ?? Int(environment["CUMULUS_PORT"] ?? "8080") else {
             throw ValidationError("CUMULUS_PORT must be a number")
