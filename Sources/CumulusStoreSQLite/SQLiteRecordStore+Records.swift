@@ -90,9 +90,14 @@ extension SQLiteRecordStore {
             if !plan.isEmpty {
                 saved = try Self.apply(plan, db: db, zoneRowID: zone.id, zoneID: zoneID, batch: batch, sequence: &sequence)
                 try Self.trackHierarchyMoves(db, zoneRowID: zone.id, existing: existing, writes: plan.writes, sequence: &sequence)
-                try db.cachedStatement(sql: "UPDATE zones SET change_seq = ? WHERE id = ?").execute(arguments: [sequence, zone.id])
-                try Self.applyShareChanges(shareWork, zoneRowID: zone.id, batch: batch, db)
-                try Self.touchZone(db, zoneID: zone.id, databaseID: databaseID)
+                if shareWork.isEmpty {
+                    try Self.touchZone(db, zoneID: zone.id, databaseID: databaseID, changeSequence: sequence)
+                } else {
+                    // Share changes take their change tags after the batch's: the zone's sequence is stored first.
+                    try db.cachedStatement(sql: "UPDATE zones SET change_seq = ? WHERE id = ?").execute(arguments: [sequence, zone.id])
+                    try Self.applyShareChanges(shareWork, zoneRowID: zone.id, batch: batch, db)
+                    try Self.touchZone(db, zoneID: zone.id, databaseID: databaseID)
+                }
                 try Self.touchSharedViews(db, zoneRowID: zone.id)
                 // Share changes and moves may have given records new change tags: answer with what is stored now.
                 let movedAny = plan.writes.contains { write in existing[write.recordName].map { $0.header.parent != write.parent } ?? false }

@@ -70,11 +70,19 @@ extension SQLiteRecordStore {
         try touchZone(db, zoneID: zoneRowID, databaseID: databaseID)
     }
 
-    static func touchZone(_ db: Database, zoneID: Int64, databaseID: Int64) throws {
+    ///
+    /// - Parameter changeSequence: The zone's own new change sequence, stored in the same statement, if it has one.
+    static func touchZone(_ db: Database, zoneID: Int64, databaseID: Int64, changeSequence: Int64? = nil) throws {
         let sequence = try Int64.fetchOne(
             db.cachedStatement(sql: "UPDATE databases SET change_seq = change_seq + 1 WHERE id = ? RETURNING change_seq"), arguments: [databaseID]
         )!
-        try db.cachedStatement(sql: "UPDATE zones SET database_change_seq = ? WHERE id = ?").execute(arguments: [sequence, zoneID])
+        if let changeSequence {
+            try db.cachedStatement(sql: "UPDATE zones SET database_change_seq = ?, change_seq = ? WHERE id = ?").execute(arguments: [
+                sequence, changeSequence, zoneID,
+            ])
+        } else {
+            try db.cachedStatement(sql: "UPDATE zones SET database_change_seq = ? WHERE id = ?").execute(arguments: [sequence, zoneID])
+        }
     }
 
     private static func defaultZone(_ database: DatabaseRef) -> ZoneState {
