@@ -98,6 +98,35 @@ struct AssetTests {
         #"{"photo":{"type":"ASSETID","value":\#(String(decoding: singleFile.jsonBytes, as: UTF8.self))}}"#
     }
 
+    /// A client merging after a `CONFLICT` reads the server's record from the answer, its assets included: they come with
+    /// download URLs, as in a lookup.
+    @Test(arguments: TestStore.all)
+    func aConflictsServerRecordCarriesDownloadURLs(_ store: TestStore) async throws {
+        let setup = try await AssetWorld(store)
+        let world = setup.world
+        try await world.test { client in
+            try await Self.$port.withValue(client.client.port) {
+                try await client.createZone("Z", as: world.alice)
+                let bytes = Array("the photo the server holds".utf8)
+                let uploaded = try await Self.upload(bytes, record: "shot", as: world.alice, client: client)
+                let singleFile = try #require(uploaded.singleFile)
+                let saved = try await client.modify(
+                    [operation("create", "shot", fields: Self.assetField(singleFile))], zone: "Z", as: .user(world.alice))
+                #expect(saved.records.first?["serverErrorCode"] == nil, "\(saved.json)")
+                // An edit from a device that never saw that save, with no fields asked back.
+                let stale = try await client.send(
+                    "records/modify", as: .user(world.alice),
+                    body: #"{"zoneID":{"zoneName":"Z"},"desiredKeys":[],"operations":[\#(operation("update", "shot", tag: "stale"))]}"#)
+                #expect(stale.records.first?["serverErrorCode"]?.stringValue == "CONFLICT", "\(stale.json)")
+                let serverRecord = try #require(stale.records.first?["serverRecord"], "\(stale.json)")
+                let downloadURL = try #require(serverRecord["fields"]?["photo"]?["value"]?["downloadURL"]?.stringValue, "\(stale.json)")
+                let download = try await Self.request(downloadURL)
+                #expect(download.status == 200)
+                #expect(download.body == bytes)
+            }
+        }
+    }
+
     @Test(arguments: TestStore.all)
     func smallEmptyAndLargeFilesMakeTheRoundTripWithRangesAndETags(_ store: TestStore) async throws {
         let setup = try await AssetWorld(store)

@@ -237,9 +237,16 @@ struct DatabaseRoutes {
         metrics.wrote(response.results.count { if case .failed = $0.0 { false } else { true } })
         let options = try await assetLinks.options(
             numbersAsStrings: response.numbersAsStrings,
-            // Links only for the records answered with fields: a client asking for none (as CloudKit clients saving do)
-            // costs no scan of its records for assets.
-            records: response.results.compactMap { if case .saved(let record) = $0.result, $0.desiredKeys?.isEmpty != true { record } else { nil } },
+            // Links for the records answered with fields: saved ones the client asked fields of (a client asking for
+            // none, as CloudKit clients saving do, costs no scan of its records for assets), and the server's record of
+            // a conflict, which is always answered whole, for the client to merge.
+            records: response.results.compactMap { result, desiredKeys in
+                switch result {
+                case .saved(let record) where desiredKeys?.isEmpty != true: record
+                case .failed(let failure): failure.serverRecord
+                default: nil
+                }
+            },
             request: request, logger: context.logger)
         var writer = JSONWriter(reservingCapacity: 1024 * response.results.count)
         writer.beginObject()
