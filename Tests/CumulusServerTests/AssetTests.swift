@@ -127,6 +127,32 @@ struct AssetTests {
         }
     }
 
+    /// An invitee resolving a share link with its root record gets the root's assets as its other fields: with download
+    /// URLs.
+    @Test(arguments: TestStore.all)
+    func aResolvedSharesRootRecordCarriesDownloadURLs(_ store: TestStore) async throws {
+        let setup = try await AssetWorld(store)
+        let world = setup.world
+        try await world.test { client in
+            try await Self.$port.withValue(client.client.port) {
+                try await client.createZone("Z", as: world.alice)
+                let bytes = Array("the album's cover".utf8)
+                let uploaded = try await Self.upload(bytes, record: "list", as: world.alice, client: client)
+                let singleFile = try #require(uploaded.singleFile)
+                _ = try await client.modify([operation("create", "list", fields: Self.assetField(singleFile))], zone: "Z", as: .user(world.alice))
+                let share = try await client.modify(
+                    [shareOperation(participants: [("bob@example.com", "READ_ONLY")])], zone: "Z", as: .user(world.alice))
+                let guid = try #require(share.records.first?["shortGUID"]?.stringValue, "\(share.json)")
+                let resolved = try await client.resolve(guid, as: .user(world.bob), fetchRoot: true)
+                let root = try #require(resolved.json["results"]?[0]?["rootRecord"], "\(resolved.json)")
+                let downloadURL = try #require(root["fields"]?["photo"]?["value"]?["downloadURL"]?.stringValue, "\(resolved.json)")
+                let download = try await Self.request(downloadURL)
+                #expect(download.status == 200)
+                #expect(download.body == bytes)
+            }
+        }
+    }
+
     @Test(arguments: TestStore.all)
     func smallEmptyAndLargeFilesMakeTheRoundTripWithRangesAndETags(_ store: TestStore) async throws {
         let setup = try await AssetWorld(store)

@@ -303,8 +303,14 @@ struct DatabaseRoutes {
         let caller = try context.requireCaller()
         let results = try await database.resolveShares(
             caller: caller, request: try ShortGUIDRequest(wire: body), accept: accept, logger: context.logger)
+        // A root record answered with fields has its assets' download URLs, as in a lookup.
+        let roots = results.compactMap { result -> StoredRecord? in
+            guard case .resolved(let info) = result, info.rootRecordDesiredKeys?.isEmpty != true else { return nil }
+            return info.rootRecord
+        }
+        let options = try await assetLinks.options(numbersAsStrings: false, records: roots, request: request, logger: context.logger)
         var writer = JSONWriter()
-        writer.shareLinkResults(results, viewer: caller.authorName) { shareURL($0, request: request) }
+        writer.shareLinkResults(results, viewer: caller.authorName, rootRecordOptions: options) { shareURL($0, request: request) }
         return .json(writer)
     }
 

@@ -4,7 +4,11 @@ import CumulusStore
 
 extension JSONWriter {
     /// `{"results": [...]}` of `records/resolve` and `records/accept`: share metadata or a per-item error per short GUID.
-    mutating func shareLinkResults(_ results: [ShareLinkResult], viewer: String?, url: (String) -> String) {
+    ///
+    /// - Parameter rootRecordOptions: How root records' fields are written (their assets' download URLs).
+    mutating func shareLinkResults(
+        _ results: [ShareLinkResult], viewer: String?, rootRecordOptions: FieldWriteOptions = .init(), url: (String) -> String
+    ) {
         beginObject()
         key("results")
         beginArray()
@@ -16,14 +20,14 @@ extension JSONWriter {
                     writer.string(shortGUID)
                 }
             case .resolved(let info):
-                shareLinkInfo(info, viewer: viewer, url: url(info.share.shortGUID))
+                shareLinkInfo(info, viewer: viewer, rootRecordOptions: rootRecordOptions, url: url(info.share.shortGUID))
             }
         }
         endArray()
         endObject()
     }
 
-    private mutating func shareLinkInfo(_ info: ShareLinkInfo, viewer: String?, url: String) {
+    private mutating func shareLinkInfo(_ info: ShareLinkInfo, viewer: String?, rootRecordOptions: FieldWriteOptions, url: String) {
         let share = info.share
         beginObject()
         key("containerIdentifier")
@@ -42,7 +46,7 @@ extension JSONWriter {
         }
         if let root = info.rootRecord {
             key("rootRecord")
-            storedRecord(root, desiredKeys: info.rootRecordDesiredKeys, options: .init())
+            storedRecord(root, desiredKeys: info.rootRecordDesiredKeys, options: rootRecordOptions)
         }
         if let record = share.shareRecord {
             key("share")
