@@ -6,6 +6,10 @@ import GRDB
 import HTTPTypes
 import HummingbirdTesting
 import Logging
+import NIOCore
+import NIOHTTP1
+import NIOHTTPTypesHTTP1
+import NIOPosix
 import Synchronization
 import Testing
 
@@ -173,6 +177,39 @@ struct AbuseTests {
     }
 
     // MARK: - Connections
+
+    /// A loop held up (another connection's long request) runs the timers that fell due before it reads its sockets:
+    /// the idle check must not take a connection whose bytes wait unread for an idle one.
+    @Test func aStalledEventLoopDoesNotTakeAnActiveConnectionForAnIdleOne() async throws {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let counts = ConnectionCounts(
+            limits: ConnectionLimits(idleTimeout: .seconds(1), requestBodyTimeout: .seconds(4)), countsAddresses: false, metrics: ServerMetrics())
+        let server = try await ServerBootstrap(group: group)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.configureHTTPServerPipeline()
+                    try channel.pipeline.syncOperations.addHandler(HTTP1ToHTTPServerCodec(secure: false))
+                    try channel.pipeline.syncOperations.addHandler(ConnectionGuardHandler(counts: counts))
+                }
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+        let port = try #require(server.localAddress?.port)
+        // Half a second into a body trickling a byte every 0.2 s, the loop is held for 1.5 s: the idle check falls due
+        // meanwhile, and the bytes sent wait in the socket.
+        let loop = group.next()
+        let stall = Task {
+            try await Task.sleep(for: .milliseconds(500))
+            try await loop.submit { Thread.sleep(forTimeInterval: 1.5) }.get()
+        }
+        let lived = try await RawHTTPClient.secondsUntilClosed(
+            port: port, head: "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n{", trickle: [UInt8(ascii: " ")], every: 0.2,
+            maximumSeconds: 20)
+        try await stall.value
+        // Closed by the body deadline (4 s), not as idle when the loop came back (2 s).
+        #expect(try #require(lived) >= 3.9)
+        try await server.close()
+        try await group.shutdownGracefully()
+    }
 
     @Test func silentAndSlowConnectionsAreClosedOnTime() async throws {
         var world = try await TestWorld.make()

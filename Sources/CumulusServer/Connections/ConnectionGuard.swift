@@ -87,6 +87,12 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
     private var bodyDeadline: Scheduled<Void>?
     private var idle = IdleConnectionState()
     private var idleCheck: Scheduled<Void>?
+    /// When the scheduled idle check is due.
+    private var idleCheckDue = ContinuousClock.now
+    /// How late an idle check may run and still trust what it saw: later, the loop was busy (another connection's long
+    /// request), and bytes of this connection may wait unread, since a loop runs the timers that fell due before it
+    /// reads its sockets again.
+    static let stalledLoopAllowance: Duration = .milliseconds(25)
 
     init(counts: ConnectionCounts) {
         self.counts = counts
@@ -156,27 +162,32 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
 
     private func scheduleIdleCheck(context: ChannelHandlerContext) {
         guard idleCheck == nil, admittedAddress != nil else { return }
+        scheduleIdleCheck(in: counts.limits.idleTimeout, context: context)
+    }
+
+    private func scheduleIdleCheck(in delay: Duration, context: ChannelHandlerContext) {
         let loopBoundContext = NIOLoopBound(context, eventLoop: context.eventLoop)
         let loopBoundSelf = NIOLoopBound(self, eventLoop: context.eventLoop)
-        idleCheck = context.eventLoop.scheduleTask(deadline: .now() + TimeAmount(counts.limits.idleTimeout)) {
+        idleCheckDue = .now + delay
+        idleCheck = context.eventLoop.scheduleTask(in: TimeAmount(delay)) {
             loopBoundSelf.value.checkIdle(context: loopBoundContext.value)
         }
     }
 
     private func checkIdle(context: ChannelHandlerContext) {
         idleCheck = nil
-        switch idle.check(now: .now, timeout: counts.limits.idleTimeout) {
+        let now = ContinuousClock.now
+        switch idle.check(now: now, timeout: counts.limits.idleTimeout) {
         case .answering:
             // Scheduled again when the answer ends.
             break
+        case .idle where now - idleCheckDue > Self.stalledLoopAllowance:
+            // Looked too late to trust: look again once the loop has read its sockets (it does before the next check).
+            scheduleIdleCheck(in: Self.stalledLoopAllowance, context: context)
         case .idle:
             context.close(promise: nil)
         case .activeUntil(let deadline):
-            let loopBoundContext = NIOLoopBound(context, eventLoop: context.eventLoop)
-            let loopBoundSelf = NIOLoopBound(self, eventLoop: context.eventLoop)
-            idleCheck = context.eventLoop.scheduleTask(in: TimeAmount(ContinuousClock.now.duration(to: deadline))) {
-                loopBoundSelf.value.checkIdle(context: loopBoundContext.value)
-            }
+            scheduleIdleCheck(in: now.duration(to: deadline), context: context)
         }
     }
 }
