@@ -252,7 +252,7 @@ struct DatabaseRoutes {
         writer.beginObject()
         writer.key("records")
         writer.beginArray()
-        let presentation = sharePresentation(response.shares, caller: try context.requireCaller(), request: request)
+        let presentation = sharePresentation(response.shares, caller: caller, request: request)
         for (result, desiredKeys) in response.results {
             writer.recordResult(result, desiredKeys: desiredKeys, options: options, shares: presentation)
         }
