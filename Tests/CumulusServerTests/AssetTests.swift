@@ -98,39 +98,10 @@ struct AssetTests {
         #"{"photo":{"type":"ASSETID","value":\#(String(decoding: singleFile.jsonBytes, as: UTF8.self))}}"#
     }
 
-    /// A client merging after a `CONFLICT` reads the server's record from the answer, its assets included: they come with
-    /// download URLs, as in a lookup.
+    /// Records answered whole outside a lookup carry their assets' download URLs as a lookup does: the server's record
+    /// of a `CONFLICT` (a client merges from it) and the root record of a resolved share link (an invitee previews it).
     @Test(arguments: TestStore.all)
-    func aConflictsServerRecordCarriesDownloadURLs(_ store: TestStore) async throws {
-        let setup = try await AssetWorld(store)
-        let world = setup.world
-        try await world.test { client in
-            try await Self.$port.withValue(client.client.port) {
-                try await client.createZone("Z", as: world.alice)
-                let bytes = Array("the photo the server holds".utf8)
-                let uploaded = try await Self.upload(bytes, record: "shot", as: world.alice, client: client)
-                let singleFile = try #require(uploaded.singleFile)
-                let saved = try await client.modify(
-                    [operation("create", "shot", fields: Self.assetField(singleFile))], zone: "Z", as: .user(world.alice))
-                #expect(saved.records.first?["serverErrorCode"] == nil, "\(saved.json)")
-                // An edit from a device that never saw that save, with no fields asked back.
-                let stale = try await client.send(
-                    "records/modify", as: .user(world.alice),
-                    body: #"{"zoneID":{"zoneName":"Z"},"desiredKeys":[],"operations":[\#(operation("update", "shot", tag: "stale"))]}"#)
-                #expect(stale.records.first?["serverErrorCode"]?.stringValue == "CONFLICT", "\(stale.json)")
-                let serverRecord = try #require(stale.records.first?["serverRecord"], "\(stale.json)")
-                let downloadURL = try #require(serverRecord["fields"]?["photo"]?["value"]?["downloadURL"]?.stringValue, "\(stale.json)")
-                let download = try await Self.request(downloadURL)
-                #expect(download.status == 200)
-                #expect(download.body == bytes)
-            }
-        }
-    }
-
-    /// An invitee resolving a share link with its root record gets the root's assets as its other fields: with download
-    /// URLs.
-    @Test(arguments: TestStore.all)
-    func aResolvedSharesRootRecordCarriesDownloadURLs(_ store: TestStore) async throws {
+    func conflictsAndResolvedSharesCarryDownloadURLs(_ store: TestStore) async throws {
         let setup = try await AssetWorld(store)
         let world = setup.world
         try await world.test { client in
@@ -139,16 +110,28 @@ struct AssetTests {
                 let bytes = Array("the album's cover".utf8)
                 let uploaded = try await Self.upload(bytes, record: "list", as: world.alice, client: client)
                 let singleFile = try #require(uploaded.singleFile)
-                _ = try await client.modify([operation("create", "list", fields: Self.assetField(singleFile))], zone: "Z", as: .user(world.alice))
+                let saved = try await client.modify(
+                    [operation("create", "list", fields: Self.assetField(singleFile))], zone: "Z", as: .user(world.alice))
+                #expect(saved.records.first?["serverErrorCode"] == nil, "\(saved.json)")
+                func expectDownload(_ record: JSONValue?, _ answer: CloudKitResponse) async throws {
+                    let url = try #require(record?["fields"]?["photo"]?["value"]?["downloadURL"]?.stringValue, "\(answer.json)")
+                    let download = try await Self.request(url)
+                    #expect(download.status == 200)
+                    #expect(download.body == bytes)
+                }
+
+                // An edit from a device that never saw that save, with no fields asked back.
+                let stale = try await client.send(
+                    "records/modify", as: .user(world.alice),
+                    body: #"{"zoneID":{"zoneName":"Z"},"desiredKeys":[],"operations":[\#(operation("update", "list", tag: "stale"))]}"#)
+                #expect(stale.records.first?["serverErrorCode"]?.stringValue == "CONFLICT", "\(stale.json)")
+                try await expectDownload(stale.records.first?["serverRecord"], stale)
+
                 let share = try await client.modify(
                     [shareOperation(participants: [("bob@example.com", "READ_ONLY")])], zone: "Z", as: .user(world.alice))
                 let guid = try #require(share.records.first?["shortGUID"]?.stringValue, "\(share.json)")
                 let resolved = try await client.resolve(guid, as: .user(world.bob), fetchRoot: true)
-                let root = try #require(resolved.json["results"]?[0]?["rootRecord"], "\(resolved.json)")
-                let downloadURL = try #require(root["fields"]?["photo"]?["value"]?["downloadURL"]?.stringValue, "\(resolved.json)")
-                let download = try await Self.request(downloadURL)
-                #expect(download.status == 200)
-                #expect(download.body == bytes)
+                try await expectDownload(resolved.json["results"]?[0]?["rootRecord"], resolved)
             }
         }
     }
