@@ -13,10 +13,12 @@ public struct DiscoveredUser: Sendable, Hashable {
 extension AccountService {
     /// `users/discover`, `users/lookup/email` and `users/lookup/id`: users of the caller's container who chose to be
     /// discoverable. Everyone else is simply absent, so discovery cannot tell whether an account exists.
-    public func discover(caller: Caller, request: UserLookupRequest, logger: Logger) async throws -> [DiscoveredUser] {
-        guard caller.user != nil else {
-            throw CumulusError(.authenticationRequired, "request needs authorization: discovering users needs ckWebAuthToken")
-        }
+    ///
+    /// A signed-in user may discover from any database's path. A server-to-server key, the app's own backend, finds
+    /// the same users (they chose to be found by the app's users) at the public database's path, where keys act; at
+    /// another it is refused with `ACCESS_DENIED`, which a key can act on, never with a sign-in redirect it cannot follow.
+    public func discover(caller: Caller, scope: DatabaseScope, request: UserLookupRequest, logger: Logger) async throws -> [DiscoveredUser] {
+        try checkMayDiscover(caller, scope: scope)
         var emails: [String] = []
         var names: [String] = []
         for key in request.keys {
@@ -44,6 +46,20 @@ extension AccountService {
             }
         }
         return results
+    }
+
+    /// Refuses a caller who may not discover users: nobody signed in, or a key outside the public database.
+    public func checkMayDiscover(_ caller: Caller, scope: DatabaseScope) throws(CumulusError) {
+        if case .serverKey = caller.credential, caller.user == nil {
+            guard scope == .public else {
+                throw CumulusError(
+                    .accessDenied, "server-to-server keys act on the public database only: discover users at /database/1/{container}/{environment}/public/users/…")
+            }
+            return
+        }
+        guard caller.user != nil else {
+            throw CumulusError(.authenticationRequired, "request needs authorization: discovering users needs ckWebAuthToken")
+        }
     }
 
     /// Sets whether the signed-in user can be discovered by others (off by default).

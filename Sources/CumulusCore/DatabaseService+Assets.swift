@@ -1,4 +1,5 @@
 public import CumulusModel
+import Foundation
 public import CumulusStore
 public import Logging
 
@@ -7,24 +8,29 @@ public import Logging
 extension DatabaseService {
     /// What `assets/upload` asks for: one receipt per token.
     public struct AssetUploadToken: Sendable, Hashable {
-        public var recordName: String
+        /// The record the asset is for; `nil` lets the server name one, as a create without a name does.
+        public var recordName: String?
         public var recordType: String?
         public var fieldName: String
 
-        public init(recordName: String, recordType: String?, fieldName: String) {
+        public init(recordName: String?, recordType: String?, fieldName: String) {
             self.recordName = recordName
             self.recordType = recordType
             self.fieldName = fieldName
         }
     }
 
-    /// Receipts for uploads into a zone the caller may write, in the order asked.
+    /// Receipts for uploads into a zone the caller may write, in the order asked, each with the record name it is for.
+    ///
+    /// A token that names no record (the reference makes `recordName` optional) gets a new name, answered with its
+    /// upload URL, and its receipt may be saved in any record of the zone: a client may use the name it was given or
+    /// one of its own.
     ///
     /// - Parameter maximumPending: How many receipts one uploader may hold that no record holds yet (made within the
     ///   last day): what one holder of the app's token can make the server keep before anything is saved.
     public func issueAssetReceipts(
         caller: Caller, scope: DatabaseScope, zoneID: ZoneID?, tokens: [AssetUploadToken], maximumPending: Int = 1_000, logger: Logger
-    ) async throws -> [AssetUpload] {
+    ) async throws -> [(recordName: String, upload: AssetUpload)] {
         try checkCount(tokens.count, path: "tokens")
         let (database, zoneName, _) = try await zone(zoneID, caller: caller, scope: scope, access: .write, logger: logger)
         guard let author = caller.authorName else { throw CumulusError(.authenticationRequired, "request needs authorization") }
@@ -39,7 +45,9 @@ extension DatabaseService {
         }
         for (index, token) in tokens.enumerated() {
             try NameRules.checkIdentifier(token.fieldName, kind: "field name", path: "tokens[\(index)].fieldName", limits: limits)
-            try NameRules.checkRecordName(token.recordName, path: "tokens[\(index)].recordName", limits: limits)
+            if let recordName = token.recordName {
+                try NameRules.checkRecordName(recordName, path: "tokens[\(index)].recordName", limits: limits)
+            }
         }
         let now = clock.milliseconds()
         let uploads = tokens.map { token in
@@ -48,7 +56,7 @@ extension DatabaseService {
                 uploader: author, createdAt: now)
         }
         try await mapStoreErrors { try await store.createAssetUploads(uploads, logger: logger) }
-        return uploads
+        return uploads.map { ($0.recordName ?? UUID().uuidString, $0) }
     }
 
     /// New receipts for the assets records hold, for saving in other records of the same database (`assets/rereference`):

@@ -70,10 +70,13 @@ extension DatabaseService {
     /// Checks the fields each modification sends against the schema of its container environment, and refuses, one
     /// by one, those that break it: a field whose type differs from the schema's; in production also a record type or
     /// field the schema does not declare. In development what is new is added first, so the first write of a field
-    /// fixes its type.
+    /// fixes its type. A value sent without `type` is read as its field's type when the schema knows the field
+    /// (``FieldValue/converted(to:)``), and `modifications` carry the value so read.
     ///
     /// - Returns: The refused operations, by index.
-    func checkSchema(_ modifications: [RecordModification], database: DatabaseRef, zoneName: String, access: ParticipantAccess?, logger: Logger)
+    func checkSchema(
+        _ modifications: inout [RecordModification], database: DatabaseRef, zoneName: String, access: ParticipantAccess?, logger: Logger
+    )
         async throws -> [Int: RecordFailure]
     {
         // The record type of each operation that sends fields; an update may leave it to the stored record.
@@ -88,8 +91,8 @@ extension DatabaseService {
             }
             for (name, record) in stored { storedTypes[name] = record.header.recordType }
         }
-        // A batch's records mostly share one shape (record type, field names and types): a record shaped as the one
-        // before it is checked with it, not again.
+        // A batch's records mostly share one shape (record type, field names and types, which of them came without
+        // `type`): a record shaped as the one before it is checked with it, not again.
         var sent: [(index: Int, recordType: String, fields: [(String, SchemaFieldType)], sameAsBefore: Bool)] = []
         var wanted = ContainerSchema()
         for (index, modification) in modifications.enumerated() where !modification.operationType.isDelete {
@@ -102,7 +105,9 @@ extension DatabaseService {
                 guard let type = SchemaFieldType(of: value) else { continue }
                 fields.append((name, type))
             }
-            if let before = sent.last, before.recordType == recordType, before.fields.elementsEqual(fields, by: { $0 == $1 }) {
+            if let before = sent.last, before.recordType == recordType, before.fields.elementsEqual(fields, by: { $0 == $1 }),
+                modifications[before.index].untypedFields == modification.untypedFields
+            {
                 sent.append((index, recordType, fields, true))
                 continue
             }
@@ -136,17 +141,26 @@ extension DatabaseService {
 
         var refusals: [Int: RecordFailure] = [:]
         let schemaName = "the \(environment.rawValue) schema"
-        var refusedBefore: RecordFailure?
+        /// The first record of a run of like-shaped ones: its refusal, or the fields its untyped values were read as.
+        var leader: (refusal: RecordFailure?, conversions: [(String, SchemaFieldType)]) = (nil, [])
         for (index, recordType, fields, sameAsBefore) in sent {
             let recordName = modifications[index].recordName
             if sameAsBefore {
-                if var refusal = refusedBefore {
+                if var refusal = leader.refusal {
                     refusal.recordName = recordName
                     refusals[index] = refusal
+                } else {
+                    for (name, type) in leader.conversions {
+                        if let refusal = convert(&modifications[index], field: name, to: type, recordType: recordType, schemaName: schemaName) {
+                            refusals[index] = refusal
+                            break
+                        }
+                    }
                 }
                 continue
             }
-            defer { refusedBefore = refusals[index] }
+            leader = (nil, [])
+            defer { leader.refusal = refusals[index] }
             if isFull, schema[recordType] == nil || fields.contains(where: { schema.field($0.0, of: recordType) == nil }) {
                 refusals[index] = RecordFailure(
                     recordName: recordName, code: .quotaExceeded,
@@ -170,17 +184,44 @@ extension DatabaseService {
                     )
                     break
                 }
-                if field.type != type {
-                    refusals[index] = RecordFailure(
-                        recordName: recordName, code: .badRequest,
-                        reason:
-                            "fields.\(name): field '\(name)' of record type '\(recordType)' is \(field.type) in \(schemaName); this record sends \(type). A field's type never changes: use a new field name"
-                    )
-                    break
+                guard field.type != type else { continue }
+                if modifications[index].untypedFields.contains(name) {
+                    leader.conversions.append((name, field.type))
+                    if let refusal = convert(&modifications[index], field: name, to: field.type, recordType: recordType, schemaName: schemaName) {
+                        refusals[index] = refusal
+                        break
+                    }
+                    continue
                 }
+                refusals[index] = RecordFailure(
+                    recordName: recordName, code: .badRequest,
+                    reason:
+                        "fields.\(name): field '\(name)' of record type '\(recordType)' is \(field.type) in \(schemaName); this record sends \(type). A field's type never changes: use a new field name"
+                )
+                break
             }
         }
         return refusals
+    }
+
+    /// Reads a field sent without `type` as the schema's `type`, in place; a refusal naming both types when its JSON
+    /// does not read so.
+    private func convert(
+        _ modification: inout RecordModification, field name: String, to type: SchemaFieldType, recordType: String, schemaName: String
+    ) -> RecordFailure? {
+        guard case let value?? = modification.fields[name] else { return nil }
+        guard let converted = value.converted(to: type) else {
+            let shape = SchemaFieldType(of: value).map { "\($0)" } ?? "an empty list"
+            return RecordFailure(
+                recordName: modification.recordName, code: .badRequest,
+                reason:
+                    "fields.\(name): field '\(name)' of record type '\(recordType)' is \(type) in \(schemaName); this record sends a value without \"type\" that reads as \(shape), not as \(type). A field's type never changes: use a new field name"
+            )
+        }
+        modification.fields[name] = .some(converted)
+        // The canonical encoding made from the values as first read no longer holds.
+        modification.sentFieldsJSON = nil
+        return nil
     }
 
     // MARK: - Queries

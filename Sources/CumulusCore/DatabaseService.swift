@@ -172,7 +172,7 @@ public struct DatabaseService: Sendable {
         }
         // `atomic` applies to custom zones only; the default zone is never atomic, as in CloudKit.
         let atomic = zoneName == ZoneID.defaultZoneName ? false : (request.atomic ?? true)
-        var refusals = try await checkSchema(modifications, database: database, zoneName: zoneName, access: access, logger: logger)
+        var refusals = try await checkSchema(&modifications, database: database, zoneName: zoneName, access: access, logger: logger)
         let assets = try await checkAssets(modifications, database: database, zoneName: zoneName, author: author, logger: logger)
         refusals.merge(assets.refusals) { schema, _ in schema }
         if !refusals.isEmpty, zoneName != ZoneID.defaultZoneName, access == nil {
@@ -297,7 +297,8 @@ public struct DatabaseService: Sendable {
         }
         return RecordModification(
             operationType: type, recordName: recordName, recordType: recordType, recordChangeTag: draft.recordChangeTag,
-            fields: draft.fields, parent: draft.parent, createShortGUID: draft.createShortGUID, sentFieldsJSON: sentJSON
+            fields: draft.fields, untypedFields: draft.untypedFields, parent: draft.parent, createShortGUID: draft.createShortGUID,
+            sentFieldsJSON: sentJSON
         )
     }
 

@@ -112,7 +112,9 @@ public func buildRouter(
     assets.registerTransfers(on: router)
     let pushRoutes = PushRoutes(push: push, limits: limits, address: address, heartbeat: configuration.pushHeartbeatInterval, metrics: metrics)
     pushRoutes.registerTokens(on: databaseGroup)
+    // CloudKit JS's path, and the reference's (no database segment: the trie matches `tokens` before `:database`).
     pushRoutes.registerTokens(on: router.group("device/1/:container/:environment").add(middleware: throttle).add(middleware: authentication))
+    pushRoutes.registerTokens(on: router.group("database/1/:container/:environment").add(middleware: throttle).add(middleware: authentication))
     pushRoutes.registerCourier(on: router)
     SchemaRoutes(database: database, limits: limits)
         .register(on: router.group("schema/1/:container/:environment").add(middleware: throttle).add(middleware: authentication))

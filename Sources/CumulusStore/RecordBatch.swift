@@ -9,6 +9,8 @@ public struct RecordModification: Sendable, Hashable {
     public var recordChangeTag: String?
     /// Fields sent; a `nil` value clears the field.
     public var fields: [String: FieldValue?]
+    /// The fields sent without `type` (see ``RecordDraft/untypedFields``).
+    public var untypedFields: Set<String>
     public var parent: FieldPatch<String>
     public var createShortGUID: Bool
     /// The canonical encoding of the sent fields (`nil` values left out), when the caller has made it already (the
@@ -18,9 +20,10 @@ public struct RecordModification: Sendable, Hashable {
 
     public init(
         operationType: RecordOperationType, recordName: String, recordType: String? = nil, recordChangeTag: String? = nil,
-        fields: [String: FieldValue?] = [:], parent: FieldPatch<String> = .unchanged, createShortGUID: Bool = false,
-        sentFieldsJSON: [UInt8]? = nil
+        fields: [String: FieldValue?] = [:], untypedFields: Set<String> = [], parent: FieldPatch<String> = .unchanged,
+        createShortGUID: Bool = false, sentFieldsJSON: [UInt8]? = nil
     ) {
+        self.untypedFields = untypedFields
         self.sentFieldsJSON = sentFieldsJSON
         self.operationType = operationType
         self.recordName = recordName

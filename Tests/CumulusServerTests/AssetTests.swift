@@ -136,6 +136,53 @@ struct AssetTests {
         }
     }
 
+    /// MistKit's `uploadAssets(data:recordType:fieldName:)` names no record: the server names one, answers it with the
+    /// URL, and the receipt is saved (here without `type`, as MistKit sends it) in that record or one the client names.
+    @Test(arguments: TestStore.all)
+    func aTokenThatNamesOnlyItsFieldIsUploadedSavedAndDownloaded(_ store: TestStore) async throws {
+        let setup = try await AssetWorld(store)
+        let world = setup.world
+        try await world.test { client in
+            try await Self.$port.withValue(client.client.port) {
+                try await client.createZone("Z", as: world.alice)
+                let tokens = try await client.send(
+                    "assets/upload", as: .user(world.alice),
+                    body: #"{"zoneID":{"zoneName":"Z"},"tokens":[{"fieldName":"photo","recordType":"Note"},{"fieldName":"photo"}]}"#)
+                #expect(tokens.status == 200, "\(tokens.json)")
+                let answered = try #require(tokens.json["tokens"]?.arrayValue)
+                let names = answered.compactMap { $0["recordName"]?.stringValue }
+                #expect(names.count == 2 && Set(names).count == 2 && names.allSatisfy { UUID(uuidString: $0) != nil }, "\(tokens.json)")
+                #expect(answered.allSatisfy { $0["fieldName"]?.stringValue == "photo" })
+                // The first is saved in the record it named, the second in one of the client's own naming.
+                for (index, recordName) in [names[0], "my-own-name"].enumerated() {
+                    let bytes = Array("photo \(index)".utf8)
+                    let url = try #require(answered[index]["url"]?.stringValue)
+                    let uploaded = try await Self.request(url, method: .POST, body: bytes)
+                    #expect(uploaded.status == 200)
+                    let singleFile = try #require(try JSONValue(parsing: uploaded.body)["singleFile"])
+                    let untyped = #"{"photo":{"value":\#(String(decoding: singleFile.jsonBytes, as: UTF8.self))}}"#
+                    let saved = try await client.modify([operation("create", recordName, fields: untyped)], zone: "Z", as: .user(world.alice))
+                    #expect(saved.records.first?["serverErrorCode"] == nil, "\(saved.json)")
+                    let fetched = try await client.lookup([recordName], zone: "Z", as: .user(world.alice))
+                    #expect(fetched.records.first?["fields"]?["photo"]?["type"]?.stringValue == "ASSETID")
+                    let downloadURL = try #require(
+                        fetched.records.first?["fields"]?["photo"]?["value"]?["downloadURL"]?.stringValue, "\(fetched.json)")
+                    let download = try await Self.request(downloadURL)
+                    #expect(download.status == 200)
+                    #expect(download.body == bytes)
+                }
+                // Such a receipt is still the uploader's, for its zone and field: another field refuses it.
+                let another = try await client.send(
+                    "assets/upload", as: .user(world.alice), body: #"{"zoneID":{"zoneName":"Z"},"tokens":[{"fieldName":"photo"}]}"#)
+                let url = try #require(another.json["tokens"]?[0]?["url"]?.stringValue)
+                let singleFile = try #require(try JSONValue(parsing: try await Self.request(url, method: .POST, body: [1, 2, 3]).body)["singleFile"])
+                let elsewhere = #"{"cover":{"type":"ASSETID","value":\#(String(decoding: singleFile.jsonBytes, as: UTF8.self))}}"#
+                let refused = try await client.modify([operation("create", "x", fields: elsewhere)], zone: "Z", as: .user(world.alice))
+                #expect(refused.records.first?["serverErrorCode"]?.stringValue == "BAD_REQUEST", "\(refused.json)")
+            }
+        }
+    }
+
     @Test(arguments: TestStore.all)
     func smallEmptyAndLargeFilesMakeTheRoundTripWithRangesAndETags(_ store: TestStore) async throws {
         let setup = try await AssetWorld(store)

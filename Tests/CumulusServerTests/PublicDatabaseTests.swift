@@ -1,6 +1,7 @@
 import Crypto
 import CumulusCore
 import CumulusModel
+import HTTPTypes
 import Logging
 import Testing
 
@@ -87,6 +88,44 @@ struct PublicDatabaseTests {
 
             let anonymous = try await client.send("users/discover", as: .anonymous, database: "public", body: #"{"lookupInfos":[]}"#)
             #expect(anonymous.status == 421)
+        }
+    }
+
+    /// A server-to-server key (the app's backend) finds the users who chose to be found, at the public database's path
+    /// where keys act; at another it gets `403 ACCESS_DENIED`, never a sign-in redirect a key cannot follow.
+    @Test(arguments: TestStore.all)
+    func aServerToServerKeyDiscoversAtThePublicDatabase(_ store: TestStore) async throws {
+        let world = try await TestWorld.make(store: store)
+        var signer = AuthenticationTests.Signer()
+        signer.keyID = try await world.accounts.addServerKey(
+            container: TestWorld.container, environment: .development, publicKeyPEM: signer.key.publicKey.pemRepresentation,
+            logger: Logger(label: "t"))
+        try await world.accounts.setDiscoverable(container: TestWorld.container, name: "bob", true, logger: Logger(label: "t"))
+        let key = signer
+        try await world.test { client in
+            func discover(_ operation: String, database: String, method: HTTPRequest.Method = .post, body: String = "") async throws
+                -> CloudKitResponse
+            {
+                let path = "/database/1/\(TestWorld.container)/development/\(database)/\(operation)"
+                return try await client.raw(path, method: method, body: body, headers: try key.headers(body: body, subpath: path))
+            }
+            let byEmail = #"{"users":[{"emailAddress":"bob@example.com"},{"emailAddress":"alice@example.com"}]}"#
+            for operation in ["users/lookup/email", "users/discover"] {
+                let found = try await discover(operation, database: "public", body: byEmail)
+                #expect(found.status == 200, "\(found.json)")
+                #expect(found.json["users"]?.arrayValue?.map { $0["userRecordName"]?.stringValue } == [world.bob.userRecordName], "\(found.json)")
+            }
+            let byID = try await discover(
+                "users/lookup/id", database: "public", body: #"{"users":[{"userRecordName":"\#(world.bob.userRecordName)"}]}"#)
+            #expect(byID.json["users"]?[0]?["userRecordName"]?.stringValue == world.bob.userRecordName, "\(byID.json)")
+            let everyone = try await discover("users/discover", database: "public", method: .get)
+            #expect(everyone.status == 200 && everyone.json["users"]?.arrayValue?.isEmpty == true, "\(everyone.json)")
+            for database in ["private", "shared"] {
+                let refused = try await discover("users/lookup/email", database: database, body: byEmail)
+                #expect(refused.status == 403 && refused.serverErrorCode == "ACCESS_DENIED", "\(refused.json)")
+                #expect(refused.json["redirectURL"] == nil)
+                #expect(refused.reason?.contains("public database") == true)
+            }
         }
     }
 }

@@ -87,6 +87,132 @@ struct SchemaTests {
         }
     }
 
+    /// The typed fields of ``untypedValuesAreReadAsTheirFieldsTypeInTheSchema(_:_:)``, as a deploy declares them.
+    static let typedSchemaFile = """
+        RECORD TYPE Item (
+            ratio   DOUBLE,
+            whenAt  TIMESTAMP,
+            blob    BYTES,
+            owner   REFERENCE,
+            place   LOCATION,
+            ratios  LIST<DOUBLE>,
+            whens   LIST<TIMESTAMP>,
+            blobs   LIST<BYTES>,
+            owners  LIST<REFERENCE>,
+            places  LIST<LOCATION>,
+            count   INT64
+        );
+        """
+
+    /// Clients such as MistKit never send `type`: a value is read as its field's type in the schema, in development
+    /// once a typed write fixed it and in production once deployed, and refused per item, naming both types, only when
+    /// its JSON cannot be read so.
+    @Test(arguments: TestStore.all, ["development", "production"])
+    func untypedValuesAreReadAsTheirFieldsTypeInTheSchema(_ store: TestStore, _ environment: String) async throws {
+        let world = try await TestWorld.make(store: store)
+        let identity = Identity.apiTokenAndUser(environment == "production" ? world.productionToken : world.apiToken, world.alice)
+        try await world.test { client in
+            func modify(_ operations: [String], atomic: Bool = false) async throws -> CloudKitResponse {
+                try await client.send(
+                    "records/modify", as: identity, environment: environment,
+                    body: #"{"zoneID":{"zoneName":"Z"},"atomic":\#(atomic),"operations":[\#(operations.joined(separator: ","))]}"#)
+            }
+            _ = try await client.send(
+                "zones/modify", as: identity, environment: environment,
+                body: #"{"operations":[{"operationType":"create","zone":{"zoneID":{"zoneName":"Z"}}}]}"#)
+            if environment == "production" {
+                let deployed = try await schemaRequest(
+                    "deploy", Self.typedSchemaFile, environment: "production", signer: try await signer(world, environment: .production),
+                    client: client)
+                #expect(deployed.json["deployed"] == .bool(true), "\(deployed.json)")
+            } else {
+                // Development: a typed write fixes each field's type.
+                let typed = try await modify([
+                    operation(
+                        "create", "typed", type: "Item",
+                        fields: #"""
+                            {"ratio":{"value":0.5,"type":"DOUBLE"},"whenAt":{"value":1,"type":"TIMESTAMP"},"blob":{"value":"AA==","type":"BYTES"},
+                             "owner":{"value":{"recordName":"typed"},"type":"REFERENCE"},"place":{"value":{"latitude":1,"longitude":2},"type":"LOCATION"},
+                             "ratios":{"value":[0.5],"type":"DOUBLE_LIST"},"whens":{"value":[1],"type":"TIMESTAMP_LIST"},
+                             "blobs":{"value":["AA=="],"type":"BYTES_LIST"},"owners":{"value":[{"recordName":"typed"}],"type":"REFERENCE_LIST"},
+                             "places":{"value":[{"latitude":1,"longitude":2}],"type":"LOCATION_LIST"},"count":{"value":1,"type":"INT64"}}
+                            """#)
+                ])
+                #expect(typed.records.first?["serverErrorCode"] == nil, "\(typed.json)")
+            }
+            // Every shape without `type`: whole numbers into DOUBLE and TIMESTAMP, base64 into BYTES, objects into
+            // REFERENCE and LOCATION, arrays into the lists, an empty array, and a whole-number fraction into INT64.
+            let untypedFields = #"""
+                {"ratio":{"value":1},"whenAt":{"value":1700000000000},"blob":{"value":"aGVsbG8="},
+                 "owner":{"value":{"recordName":"untyped"}},"place":{"value":{"latitude":48.8,"longitude":2.3}},
+                 "ratios":{"value":[1,2]},"whens":{"value":[1700000000000]},"blobs":{"value":["aGk=","aGVsbG8="]},
+                 "owners":{"value":[{"recordName":"untyped"}]},"places":{"value":[]},"count":{"value":2.0}}
+                """#
+            // Two records of one shape (checked as one) and an update that leaves the record type to the stored record.
+            let saved = try await modify([
+                operation("create", "untyped", type: "Item", fields: untypedFields),
+                operation("create", "untyped2", type: "Item", fields: untypedFields),
+            ])
+            #expect(saved.records.map { $0["serverErrorCode"]?.stringValue } == [nil, nil], "\(saved.json)")
+            let updated = try await modify([operation("forceUpdate", "untyped2", type: nil, fields: #"{"ratio":{"value":3},"blob":{"value":"AAEC"}}"#)])
+            #expect(updated.records.first?["serverErrorCode"] == nil, "\(updated.json)")
+
+            let expected: [String: String] = [
+                "ratio": "DOUBLE", "whenAt": "TIMESTAMP", "blob": "BYTES", "owner": "REFERENCE", "place": "LOCATION", "ratios": "DOUBLE_LIST",
+                "whens": "TIMESTAMP_LIST", "blobs": "BYTES_LIST", "owners": "REFERENCE_LIST", "count": "INT64",
+            ]
+            let read = try await client.send(
+                "records/lookup", as: identity, environment: environment,
+                body: #"{"zoneID":{"zoneName":"Z"},"records":[{"recordName":"untyped"},{"recordName":"untyped2"}]}"#)
+            for record in read.records {
+                let fields = try #require(record["fields"], "\(read.json)")
+                for (name, type) in expected {
+                    #expect(fields[name]?["type"]?.stringValue == type, "\(name): \(fields[name] ?? .null)")
+                }
+            }
+            let first = try #require(read.records.first?["fields"])
+            #expect(first["blob"]?["value"]?.stringValue == "aGVsbG8=")
+            #expect(first["whenAt"]?["value"] == .number("1700000000000"))
+            #expect(first["count"]?["value"] == .number("2"))
+            #expect(first["blobs"]?["value"]?.arrayValue?.count == 2)
+            #expect(read.records.last?["fields"]?["blob"]?["value"]?.stringValue == "AAEC")
+            // The schema was not changed by them: development still holds the typed write's types.
+            let schema = try await world.store.schema(
+                container: TestWorld.container, environment: ContainerEnvironment(rawValue: environment)!, logger: Logger(label: "t"))
+            #expect(schema.field("blob", of: "Item")?.type == SchemaFieldType(.bytes))
+            #expect(schema.field("whenAt", of: "Item")?.type == SchemaFieldType(.timestamp))
+
+            // No conversion: refused per item, naming the field and both types; the others in the batch are saved.
+            let refusals: [(fields: String, reason: String)] = [
+                (#"{"ratio":{"value":"fast"}}"#, "field 'ratio' of record type 'Item' is DOUBLE in the \(environment) schema"),
+                (#"{"blob":{"value":"not base64!"}}"#, "field 'blob' of record type 'Item' is BYTES"),
+                (#"{"count":{"value":2.5}}"#, "reads as DOUBLE, not as INT64"),
+                (#"{"ratios":{"value":["x"]}}"#, "reads as LIST<STRING>, not as LIST<DOUBLE>"),
+                (#"{"ratio":{"value":[1]}}"#, "reads as LIST<INT64>, not as DOUBLE"),
+                (#"{"owner":{"value":{"latitude":1,"longitude":2}}}"#, "reads as LOCATION, not as REFERENCE"),
+            ]
+            let batch = try await modify(
+                refusals.enumerated().map { operation("create", "bad\($0.offset)", type: "Item", fields: $0.element.fields) }
+                    + [operation("create", "good", type: "Item", fields: #"{"ratio":{"value":4}}"#)])
+            for (index, refusal) in refusals.enumerated() {
+                #expect(batch.records[index]["serverErrorCode"]?.stringValue == "BAD_REQUEST", "\(batch.json)")
+                #expect(batch.records[index]["reason"]?.stringValue?.contains(refusal.reason) == true, "\(batch.records[index])")
+            }
+            #expect(batch.records.last?["serverErrorCode"] == nil, "\(batch.json)")
+            // Records of one shape are checked as one, yet each value is read on its own.
+            let alike = try await modify([
+                operation("create", "s1", type: "Item", fields: #"{"blob":{"value":"aGk="}}"#),
+                operation("create", "s2", type: "Item", fields: #"{"blob":{"value":"%%"}}"#),
+                operation("create", "s3", type: "Item", fields: #"{"blob":{"value":"aGVsbG8="}}"#),
+            ])
+            #expect(alike.records.map { $0["serverErrorCode"]?.stringValue } == [nil, "BAD_REQUEST", nil], "\(alike.json)")
+            #expect(alike.records[1]["recordName"]?.stringValue == "s2")
+            // A typed value of another type is refused as before: `type` is never overridden.
+            let typedWrong = try await modify([operation("create", "t", type: "Item", fields: #"{"ratio":{"value":1,"type":"INT64"}}"#)])
+            #expect(typedWrong.records.first?["reason"]?.stringValue?.contains("this record sends INT64") == true, "\(typedWrong.json)")
+        }
+    }
+
     @Test(arguments: TestStore.all)
     func exportDeployAndProductionRefusesWhatIsNotDeclared(_ store: TestStore) async throws {
         let world = try await TestWorld.make(store: store)

@@ -64,6 +64,12 @@ extension FieldValue {
     /// Scalar values (all but lists, references, locations and assets) are read without a tree, and `BYTES` are decoded
     /// from the document's bytes: this is the change feed's hot path. `path` is built only for an error.
     public static func read(scanning scanner: inout JSONScanner, path: @autoclosure () -> String) throws -> FieldValue? {
+        var sentType = false
+        return try read(scanning: &scanner, path: path(), sentType: &sentType)
+    }
+
+    /// Reads a record field dictionary from a scanner, and tells whether it named its type (see ``sendsType(_:)``).
+    static func read(scanning scanner: inout JSONScanner, path: @autoclosure () -> String, sentType: inout Bool) throws -> FieldValue? {
         enum Member {
             case string(JSONScanner.StringToken)
             case other(JSONValue)
@@ -81,6 +87,7 @@ extension FieldValue {
                 try scanner.skipValue()
             }
         }
+        sentType = tag.map(Self.namesType) ?? false
         let json: JSONValue
         switch value {
         case nil, .other(.null)?:
@@ -104,6 +111,57 @@ extension FieldValue {
             }
         }
         return try read(field: .object(["value": json, "type": tag.map(JSONValue.string) ?? .null]), path: path())
+    }
+
+    /// Whether a field dictionary names its value's type: a `type` other than `UNKNOWN_LIST`. A value sent without one
+    /// was typed from its JSON shape, and is read again as the schema's type of its field when that differs (see
+    /// ``converted(to:)``).
+    public static func sendsType(_ field: JSONValue) -> Bool {
+        guard case .object(let members) = field, case .string(let tag)? = members["type"] else { return false }
+        return namesType(tag)
+    }
+
+    private static func namesType(_ tag: String) -> Bool {
+        tag.utf8.count != 12 || tag.uppercased() != "UNKNOWN_LIST"
+    }
+
+    /// This value, sent without `type` and so typed from its JSON shape, read as `type` would have read it, had the
+    /// client sent that; `nil` when the JSON it came from does not read as `type`.
+    ///
+    /// CloudKit Web Services lets a request leave `type` out and infers it from the schema. A number is `INT64` or
+    /// `DOUBLE` by its shape and a string `STRING`, so a whole-number `DOUBLE`, a `TIMESTAMP` (milliseconds) or `BYTES`
+    /// (base64) sent so reads here as its field's type in the schema: a number as `DOUBLE`, `INT64` (when whole) or
+    /// `TIMESTAMP`, a string as `BYTES` (base64) or as a number, an array element by element into the matching list.
+    /// Objects are typed by their keys (`recordName`, `latitude`, `receipt`…), which already tell them apart.
+    public func converted(to type: SchemaFieldType) -> FieldValue? {
+        if SchemaFieldType(of: self) == type { return self }
+        switch self {
+        case .list(_, let elements):
+            guard type.isList else { return nil }
+            var converted: [FieldValue] = []
+            converted.reserveCapacity(elements.count)
+            for element in elements {
+                guard let value = element.scalarConverted(to: type.base) else { return nil }
+                converted.append(value)
+            }
+            return .list(type.base, converted)
+        default:
+            guard !type.isList else { return nil }
+            return scalarConverted(to: type.base)
+        }
+    }
+
+    private func scalarConverted(to type: FieldType) -> FieldValue? {
+        if self.type == type { return self }
+        // The JSON the value was read from, for the shapes a conversion starts from.
+        let json: JSONValue
+        switch self {
+        case .string(let string): json = .string(string)
+        case .int64(let int): json = .number(String(int))
+        case .double(let double): json = .number("\(double)")
+        default: return nil
+        }
+        return try? Self.read(json, as: type, path: "")
     }
 
     /// Reads a scalar value of a known type.
@@ -202,7 +260,8 @@ extension FieldValue {
         switch value {
         case .string: return .string
         case .bool: return .int64
-        case .number(let text): return isIntegral(text) ? .int64 : .double
+        // An integer past INT64's range is a DOUBLE, as a fraction is (it can only be stored as one).
+        case .number(let text): return isIntegral(text) && Int64(text) != nil ? .int64 : .double
         case .object(let members):
             if members["recordName"] != nil { return .reference }
             if members["latitude"] != nil || members["longitude"] != nil { return .location }

@@ -45,6 +45,9 @@ public struct RecordDraft: Sendable, Hashable {
     public var recordChangeTag: String?
     /// Fields sent; a `nil` value clears the field.
     public var fields: [String: FieldValue?]
+    /// The fields whose values were sent without `type`, so typed by their JSON shape: the server reads them again as
+    /// their schema's type where that differs (``FieldValue/converted(to:)``).
+    public var untypedFields: Set<String>
     /// The parent record name.
     public var parent: FieldPatch<String>
     /// Ask the server to mint a short GUID for sharing.
@@ -55,13 +58,14 @@ public struct RecordDraft: Sendable, Hashable {
     /// Creates a draft.
     public init(
         recordName: String? = nil, recordType: String? = nil, recordChangeTag: String? = nil,
-        fields: [String: FieldValue?] = [:], parent: FieldPatch<String> = .unchanged, createShortGUID: Bool = false,
-        otherKeys: [String: JSONValue] = [:]
+        fields: [String: FieldValue?] = [:], untypedFields: Set<String> = [], parent: FieldPatch<String> = .unchanged,
+        createShortGUID: Bool = false, otherKeys: [String: JSONValue] = [:]
     ) {
         self.recordName = recordName
         self.recordType = recordType
         self.recordChangeTag = recordChangeTag
         self.fields = fields
+        self.untypedFields = untypedFields
         self.parent = parent
         self.createShortGUID = createShortGUID
         self.otherKeys = otherKeys
@@ -79,6 +83,7 @@ public struct RecordDraft: Sendable, Hashable {
         let recordType = try object.string("recordType")
         let recordChangeTag = try object.string("recordChangeTag")
         var fields: [String: FieldValue?] = [:]
+        var untypedFields = Set<String>()
         if let fieldsObject = try object.object("fields") {
             fields.reserveCapacity(fieldsObject.members.count)
             for (name, field) in fieldsObject.members {
@@ -86,10 +91,13 @@ public struct RecordDraft: Sendable, Hashable {
                     fields[name] = .some(nil)
                 } else {
                     fields[name] = .some(try FieldValue.read(field: field, path: fieldsObject.path(name)))
+                    if !FieldValue.sendsType(field) { untypedFields.insert(name) }
                 }
             }
         }
-        try self.init(recordName: recordName, recordType: recordType, recordChangeTag: recordChangeTag, fields: fields, rest: object)
+        try self.init(
+            recordName: recordName, recordType: recordType, recordChangeTag: recordChangeTag, fields: fields, untypedFields: untypedFields,
+            rest: object)
     }
 
     /// Reads a record dictionary from a scanner, by the rules of ``init(wire:)``; any error means only that the
@@ -99,6 +107,7 @@ public struct RecordDraft: Sendable, Hashable {
         var recordType: String?
         var recordChangeTag: String?
         var fields: [String: FieldValue?] = [:]
+        var untypedFields = Set<String>()
         // The rarely sent keys, read as they are in the tree, by the tree's rules.
         var rest: [String: JSONValue] = [:]
         try scanner.beginObject()
@@ -110,29 +119,39 @@ public struct RecordDraft: Sendable, Hashable {
             case "fields":
                 // A repeated key keeps its last value, as in the tree.
                 fields = [:]
+                untypedFields = []
                 guard try !scanner.readNull() else { continue }
                 try scanner.beginObject()
                 while let name = try scanner.nextKey() {
-                    fields[name] = .some(try scanner.readNull() ? nil : FieldValue.read(scanning: &scanner, path: ""))
+                    if try scanner.readNull() {
+                        fields[name] = .some(nil)
+                        untypedFields.remove(name)
+                        continue
+                    }
+                    var sentType = false
+                    fields[name] = .some(try FieldValue.read(scanning: &scanner, path: "", sentType: &sentType))
+                    if sentType { untypedFields.remove(name) } else { untypedFields.insert(name) }
                 }
             default:
                 rest[key] = try scanner.readValue()
             }
         }
         try self.init(
-            recordName: recordName, recordType: recordType, recordChangeTag: recordChangeTag, fields: fields,
+            recordName: recordName, recordType: recordType, recordChangeTag: recordChangeTag, fields: fields, untypedFields: untypedFields,
             rest: WireObject(.object(rest), path: "")
         )
     }
 
     /// The keys after the record's names and fields, read from the record dictionary `object`.
     private init(
-        recordName: String?, recordType: String?, recordChangeTag: String?, fields: [String: FieldValue?], rest object: WireObject
+        recordName: String?, recordType: String?, recordChangeTag: String?, fields: [String: FieldValue?], untypedFields: Set<String>,
+        rest object: WireObject
     ) throws(WireFormatError) {
         self.recordName = recordName
         self.recordType = recordType
         self.recordChangeTag = recordChangeTag
         self.fields = fields
+        self.untypedFields = untypedFields
         if object.members["parent"] == nil {
             parent = .unchanged
         } else if let parentObject = try object.object("parent") {

@@ -43,7 +43,7 @@ struct AssetRoutes {
             let token = try WireObject(value, path: "tokens[\(index)]")
             tokens.append(
                 DatabaseService.AssetUploadToken(
-                    recordName: try token.requiredString("recordName"), recordType: try token.string("recordType"),
+                    recordName: try token.string("recordName"), recordType: try token.string("recordType"),
                     fieldName: try token.requiredString("fieldName")))
         }
         let uploads = try await database.issueAssetReceipts(
@@ -53,10 +53,10 @@ struct AssetRoutes {
         writer.beginObject()
         writer.key("tokens")
         writer.beginArray()
-        for upload in uploads {
+        for (recordName, upload) in uploads {
             writer.beginObject()
             writer.key("recordName")
-            writer.string(upload.recordName ?? "")
+            writer.string(recordName)
             writer.key("fieldName")
             writer.string(upload.fieldName ?? "")
             writer.key("url")

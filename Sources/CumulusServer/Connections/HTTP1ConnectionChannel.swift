@@ -240,9 +240,18 @@ where Responder.Context: InitializableFromSource<ApplicationRequestContextSource
     fileprivate func finishResponse(_ parts: [HTTPResponsePart]) {
         guard let context, answering else { return }
         answering = false
+        var parts = parts
         if closesAfterAnswer {
-            closeAfterWriting(parts, context: context)
-            return
+            // A client that asked to close (Python's urllib always does) and is still sending a body the route did not
+            // read, a refused upload, would see its connection reset mid-write and never read the answer. Its answer
+            // says `Connection: close`, the rest of the body is read and dropped, and LingeringCloseHandler closes
+            // once the body ends or its linger is over.
+            guard case .streaming = reading, case .head(var head)? = parts.first else {
+                closeAfterWriting(parts, context: context)
+                return
+            }
+            head.headerFields[.connection] = "close"
+            parts[0] = .head(head)
         }
         switch reading {
         case .streaming(let source):

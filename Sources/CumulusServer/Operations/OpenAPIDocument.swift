@@ -313,7 +313,7 @@ enum OpenAPIDocument {
         "AssetUploadRequest": object(
             [
                 "zoneID": ref("ZoneID"),
-                "tokens": array(object(["recordName": string, "recordType": string, "fieldName": string], required: ["recordName", "fieldName"])),
+                "tokens": array(object(["recordName": string, "recordType": string, "fieldName": string], required: ["fieldName"])),
             ], required: ["tokens"]),
         "AssetUploadResponse": object(
             ["tokens": array(object(["recordName": string, "fieldName": string, "url": string], required: ["recordName", "fieldName", "url"]))],
@@ -488,13 +488,18 @@ enum OpenAPIDocument {
 
     private static func describeOthers(_ paths: inout Paths) {
         let app = [container, environment]
-        let device = "/device/1/{container}/{environment}"
-        paths.add(
-            "post", "\(device)/tokens/create", id: "createPushToken", summary: "A courier address for this device (the path CloudKit JS uses).",
-            tag: .push, parameters: app, responses: ["200": ok(ref("PushToken"))], security: clientSecurity)
-        paths.add(
-            "post", "\(device)/tokens/register", id: "registerPushToken", summary: "Binds a push token to the signed-in user.", tag: .push,
-            parameters: app, request: json(ref("TokenRegisterRequest")), responses: ["200": ok(ref("PushToken"))], security: clientSecurity)
+        // The same two operations at three paths: CloudKit JS's, the reference's (no database segment) and Apple's page's
+        // (with one, described with the database operations).
+        for (prefix, idSuffix, whose) in [("/device/1/{container}/{environment}", "", "CloudKit JS"), ("/database/1/{container}/{environment}", "AtReferencePath", "the reference")] {
+            paths.add(
+                "post", "\(prefix)/tokens/create", id: "createPushToken\(idSuffix)",
+                summary: "A courier address for this device (the path \(whose) uses).",
+                tag: .push, parameters: app, responses: ["200": ok(ref("PushToken"))], security: clientSecurity)
+            paths.add(
+                "post", "\(prefix)/tokens/register", id: "registerPushToken\(idSuffix)",
+                summary: "Binds a push token to the signed-in user (the path \(whose) uses).", tag: .push,
+                parameters: app, request: json(ref("TokenRegisterRequest")), responses: ["200": ok(ref("PushToken"))], security: clientSecurity)
+        }
         paths.add(
             "get", "/courier/1/{container}/{environment}/{token}", id: "courier",
             summary: "Long-polls for the next notification; with Accept: text/event-stream, a Server-Sent Events stream.", tag: .push,

@@ -431,7 +431,8 @@ struct DatabaseRoutes {
         let body = try await RequestBody.object(request, limits: limits)
         let lookup = try UserLookupRequest(wire: body)
         try checkCount(lookup.keys.count, path: "lookupInfos")
-        let users = try await accounts.discover(caller: try context.requireCaller(), request: lookup, logger: context.logger)
+        let users = try await accounts.discover(
+            caller: try context.requireCaller(), scope: try context.databaseScope(), request: lookup, logger: context.logger)
         var writer = JSONWriter()
         writer.beginObject()
         writer.key("users")
@@ -445,8 +446,7 @@ struct DatabaseRoutes {
     /// `GET users/discover` and `users/lookup/contacts` match the caller's address book in CloudKit; Cumulus has no
     /// address book, so they answer CloudKit's shape with no users.
     @Sendable func discoverAll(_ request: Request, context: CumulusRequestContext) async throws -> Response {
-        let caller = try context.requireCaller()
-        guard caller.user != nil else { throw CumulusError(.authenticationRequired, "request needs authorization") }
+        try accounts.checkMayDiscover(try context.requireCaller(), scope: try context.databaseScope())
         var writer = JSONWriter()
         writer.beginObject()
         writer.key("users")
