@@ -59,8 +59,10 @@ public actor SyncEngine {
         /// record's `downloadURL`, which works for an hour; fetch again after that).
         case onDemand
         /// Before a page of fetched records reaches the delegate, each asset is downloaded into the directory, and the
-        /// record's ``CloudRecord/downloadedAssets`` says where. A file's name is its checksum, so an asset fetched
-        /// again is not downloaded again.
+        /// record's ``CloudRecord/downloadedAssets`` says where. The engine owns the directory: each zone's files are in
+        /// a folder of their own, named by their checksum (an asset fetched again is not downloaded again), and when
+        /// access to a zone ends (the zone deleted, its share stopped or the participant removed) its folder is deleted
+        /// with it, as is the whole directory when the account signs out or switches.
         case onFetch(directory: URL)
     }
 
@@ -110,7 +112,8 @@ public actor SyncEngine {
 
     private func setPhase(_ phase: SyncStatus.Phase) async {
         if let pending = try? await store.pendingRecordZoneChanges() {
-            status = SyncStatus(phase: phase, pendingCount: pending.count, failedCount: pending.count { $0.failure != nil })
+            status = SyncStatus(
+                phase: phase, pendingCount: pending.count, failedCount: pending.count { $0.failure != nil }, isPushLive: status.isPushLive)
         } else {
             status.phase = phase
         }
@@ -182,21 +185,17 @@ public actor SyncEngine {
     /// is cancelled: start it beside the app's other work (`Task { try await engine.run() }`, or a task group);
     /// ``fetchChanges(_:)`` and ``sendChanges(_:)`` keep working alongside. Failed fetches and sends show in
     /// ``status`` and are retried at the next occasion.
+    ///
+    /// The courier is kept for as long as `run()` runs: its setup (the engine's subscription, then a push token) and a
+    /// dropped connection are retried as any transient failure is (``Configuration/retryPolicy``'s backoff, the
+    /// server's `retryAfter`), never given up, and each time it becomes live, at first and after every loss, the
+    /// engine fetches once, so nothing that changed while it was away, nor between the first fetch and the token,
+    /// waits for the fallback. ``SyncStatus/isPushLive`` tells whether it is live.
     public func run(sendDelay: Duration = .milliseconds(500), fallbackInterval: Duration = .seconds(60)) async {
         let (fetches, fetch) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
         fetch.yield(())
-        let container = database.container
-        // The engine's own database subscription, as CKSyncEngine keeps one: any change in the database is told.
-        let database = self.database
-        let subscription = Subscription(subscriptionID: "CumulusSyncEngine.\(database.scope.rawValue)", kind: .database)
         await withTaskGroup(of: Void.self) { group in
-            group.addTask {
-                // The courier; if it gives up for good (a refused user token), the fallback fetches still run.
-                do {
-                    try await database.modifySubscriptions(saving: [subscription])
-                    for try await _ in container.notifications() { fetch.yield(()) }
-                } catch {}
-            }
+            group.addTask { await self.listenToTheCourier(fetch: fetch) }
             group.addTask {
                 while (try? await Task.sleep(for: fallbackInterval)) != nil { fetch.yield(()) }
             }
@@ -212,6 +211,61 @@ public actor SyncEngine {
             }
             group.cancelAll()
         }
+    }
+
+    /// The courier of ``run(sendDelay:fallbackInterval:)``: the engine's database subscription (as CKSyncEngine keeps
+    /// one, so any change in the database is told), a push token, and long polls, each step retried until the task is
+    /// cancelled. A fetch is asked for whenever a notification comes and whenever the courier becomes live.
+    private func listenToTheCourier(fetch: AsyncStream<Void>.Continuation) async {
+        let database = self.database
+        let container = database.container
+        let subscription = Subscription(subscriptionID: "CumulusSyncEngine.\(database.scope.rawValue)", kind: .database)
+        var subscribed = false
+        var registration: PushRegistration?
+        var failures = 0
+        while !Task.isCancelled {
+            do {
+                if !subscribed {
+                    try await database.modifySubscriptions(saving: [subscription])
+                    subscribed = true
+                }
+                let current: PushRegistration
+                if let registration {
+                    current = registration
+                } else {
+                    current = try await container.createPushToken()
+                    registration = current
+                }
+                if !status.isPushLive {
+                    // A token starts from the server's current positions: what happened before it (since the first
+                    // fetch began, or while the courier was away) is fetched now, once.
+                    setPushLive(true)
+                    fetch.yield(())
+                }
+                failures = 0
+                let notification = try await abandoningOnCancel { try await container.nextNotification(current, timeout: 30) }
+                if notification != nil { fetch.yield(()) }
+            } catch is CancellationError {
+                break
+            } catch {
+                setPushLive(false)
+                let cloudError = error as? CloudError
+                // A token the server no longer knows (revoked, or the account's oldest) is made again.
+                if cloudError?.code == .server(.notFound) { registration = nil }
+                failures += 1
+                // Transient or not (a refused user token may be renewed by the app), the courier is tried again: at the
+                // backoff's pace, which a server's `retryAfter` sets when it gives one.
+                let delay = configuration.retryPolicy.backoff(afterFailure: failures, retryAfter: cloudError?.retryAfter)
+                do { try await configuration.sleep(delay) } catch { break }
+            }
+        }
+        setPushLive(false)
+    }
+
+    private func setPushLive(_ live: Bool) {
+        guard status.isPushLive != live else { return }
+        status.isPushLive = live
+        statusContinuation.yield(status)
     }
 
     /// Whether changes wait to be sent that the server has not refused for good.
@@ -238,7 +292,11 @@ public actor SyncEngine {
         case (let previous?, let current?): change = .switchAccounts(previousUser: previous, currentUser: current)
         case (nil, nil): return
         }
-        if previous != nil { try await store.reset() }
+        if previous != nil {
+            try await store.reset()
+            // The previous user's files go with their rows.
+            removeDownloadedAssets(of: nil)
+        }
         try await store.setAccountUserRecordName(current)
         try await delegate.handleEvent(.accountChange(change), syncEngine: self)
         await setPhase(status.phase)
@@ -283,6 +341,7 @@ public actor SyncEngine {
                     try await delegate.handleEvent(.fetchedDatabaseChanges(modified: changes.changed, deleted: changes.deleted), syncEngine: self)
                 }
                 for zoneID in changes.deleted {
+                    removeDownloadedAssets(of: zoneID)
                     zones.remove(zoneID)
                     try await store.setZoneToken(nil, for: zoneID)
                 }
@@ -334,6 +393,7 @@ public actor SyncEngine {
                 next = nil
                 try await delegate.handleEvent(.fetchedDatabaseChanges(modified: [], deleted: [zoneID]), syncEngine: self)
                 try await store.setZoneToken(nil, for: zoneID)
+                removeDownloadedAssets(of: zoneID)
                 return
             }
             next = changes.moreComing ? request(changes.syncToken) : nil
@@ -341,7 +401,7 @@ public actor SyncEngine {
             if reconciling { present.formUnion(changes.records.map(\.recordID.recordName)) }
             var records = changes.records
             if case .onFetch(let directory) = configuration.assetDownloads {
-                records = try await downloadAssets(of: records, into: directory)
+                records = try await downloadAssets(of: records, into: Self.assetFolder(of: zoneID, in: directory))
             }
             try await delegate.handleEvent(
                 .fetchedRecordZoneChanges(zoneID: zoneID, modified: records, deleted: changes.deletions.map(\.recordID)), syncEngine: self
@@ -376,6 +436,26 @@ public actor SyncEngine {
             }
         }
         return records
+    }
+
+    /// The folder of a zone's downloaded assets: its name and owner, each spelled with only letters, digits, `-`, `_`
+    /// and `.` (others percent-encoded), so no two zones share one.
+    static func assetFolder(of zoneID: ZoneID, in directory: URL) -> URL {
+        var allowed = CharacterSet.alphanumerics
+        allowed.insert(charactersIn: "-_.")
+        func spelled(_ text: String) -> String { text.addingPercentEncoding(withAllowedCharacters: allowed) ?? text }
+        return directory.appendingPathComponent("\(spelled(zoneID.zoneName))~\(spelled(zoneID.ownerRecordName ?? ""))", isDirectory: true)
+    }
+
+    /// Deletes the assets downloaded for a zone whose access ended, or for every zone (`nil`). A file that cannot be
+    /// deleted now is left; nothing points to it any more.
+    private func removeDownloadedAssets(of zoneID: ZoneID?) {
+        guard case .onFetch(let directory) = configuration.assetDownloads else { return }
+        if let zoneID {
+            try? FileManager.default.removeItem(at: Self.assetFolder(of: zoneID, in: directory))
+        } else {
+            try? FileManager.default.removeItem(at: directory)
+        }
     }
 
     public func sendChanges(_ scope: Scope = .all) async throws {

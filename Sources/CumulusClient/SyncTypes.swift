@@ -125,11 +125,15 @@ public struct SyncStatus: Sendable, Hashable {
     public var pendingCount: Int
     /// Changes the server refused for good, waiting for the app to resolve them (see ``SyncEngine/Event/failedToSaveRecord(_:error:)``).
     public var failedCount: Int
+    /// Whether ``SyncEngine/run(sendDelay:fallbackInterval:)`` hears of changes through the server's courier; while it
+    /// does not (no network, a server restarting), changes arrive at its fallback fetches.
+    public var isPushLive: Bool
 
-    public init(phase: Phase, pendingCount: Int, failedCount: Int = 0) {
+    public init(phase: Phase, pendingCount: Int, failedCount: Int = 0, isPushLive: Bool = false) {
         self.phase = phase
         self.pendingCount = pendingCount
         self.failedCount = failedCount
+        self.isPushLive = isPushLive
     }
 }
 
@@ -219,8 +223,13 @@ public struct RetryPolicy: Sendable, Hashable {
     /// The delay before attempt `attempt` (1-based, after a failure), or `nil` when attempts are exhausted.
     public func delay(afterAttempt attempt: Int, retryAfter: Int?) -> Duration? {
         guard attempt < maximumAttempts else { return nil }
+        return backoff(afterFailure: attempt, retryAfter: retryAfter)
+    }
+
+    /// The delay after `failures` failures in a row, for work that is never given up (the sync engine's courier).
+    public func backoff(afterFailure failures: Int, retryAfter: Int?) -> Duration {
         if let retryAfter { return min(.seconds(retryAfter), maximumDelay) }
-        let exponential = initialDelay * (1 << min(attempt - 1, 20))
+        let exponential = initialDelay * (1 << min(max(failures, 1) - 1, 20))
         return min(exponential, maximumDelay)
     }
 }

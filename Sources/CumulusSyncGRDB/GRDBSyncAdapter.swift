@@ -32,6 +32,9 @@ public final class GRDBSyncAdapter: SyncEngineDelegate {
         case refused(recordID: RecordID, error: CloudError, rolledBack: Bool)
         /// A merge kept the server's value of these fields over this device's own edit.
         case discardedLocalValues(recordID: RecordID, fields: Set<String>)
+        /// A fetched record that no table holds (none has its record type for its zone and owner): it was not
+        /// written anywhere. Share records (`cloudkit.share`) are never rows and never reported.
+        case unplaced(recordID: RecordID, recordType: String)
     }
 
     public init(
@@ -48,7 +51,11 @@ public final class GRDBSyncAdapter: SyncEngineDelegate {
         self.deletesRowsOnAccountChange = deletesRowsOnAccountChange
     }
 
-    private func table(recordType: String) -> SyncedTable? { tables.first { $0.recordType == recordType } }
+    /// The table that holds a record: its record type, for its zone and owner. Fetching, merging and sending all pick
+    /// tables by this one rule, so two tables of one record type for two owners' same-named zones stay apart.
+    private func table(for recordType: String, in zone: ZoneID) -> SyncedTable? {
+        tables.first { $0.recordType == recordType && $0.holds(zone) }
+    }
 
     /// The server names zones with their owner; a table may name the caller's own zone without one. Rows and metadata
     /// are keyed the way the tables name their zones. In the shared database a table that keeps an owner column keeps
@@ -125,7 +132,13 @@ public final class GRDBSyncAdapter: SyncEngineDelegate {
             var stored: [CloudRecord] = []
             stored.reserveCapacity(records.count)
             for record in records {
-                guard let table = self.table(recordType: record.recordType) else { continue }
+                guard let table = self.table(for: record.recordType, in: record.recordID.zoneID) else {
+                    // Share records are the engine's to read, not rows.
+                    if record.recordType != ShareRecord.recordType {
+                        reports.append(.unplaced(recordID: record.recordID, recordType: record.recordType))
+                    }
+                    continue
+                }
                 if pendingSaves.contains(record.recordID),
                     let local = try table.record(record.recordID, ancestor: try store.lastServerFields(for: record.recordID, in: db), in: db)
                 {
@@ -231,7 +244,7 @@ public final class GRDBSyncAdapter: SyncEngineDelegate {
                 switch failure.error.code {
                 case .server(.conflict), .server(.exists):
                     guard let server = failure.error.serverRecord.map({ self.normalized($0, shared: shared) }),
-                        let table = self.table(recordType: failure.record.recordType)
+                        let table = self.table(for: failure.record.recordType, in: id.zoneID)
                     else {
                         continue
                     }
@@ -273,7 +286,9 @@ public final class GRDBSyncAdapter: SyncEngineDelegate {
         let server = try await syncEngine.configuration.database.records(named: [recordID.recordName], in: recordID.zoneID)[recordID.recordName]
         let store = self.store
         try await writer.write { db in
-            if let server = server.map({ self.normalized($0, shared: shared) }), let table = self.table(recordType: server.recordType) {
+            if let server = server.map({ self.normalized($0, shared: shared) }),
+                let table = self.table(for: server.recordType, in: server.recordID.zoneID)
+            {
                 try table.upsert(server, in: db)
                 try store.setServerRecord(server, for: id, in: db)
             } else if !deletion {

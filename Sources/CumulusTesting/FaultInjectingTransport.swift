@@ -19,6 +19,8 @@ public final class FaultInjectingTransport: Transport, @unchecked Sendable {
         case failBeforeSending
         /// The server answers this status with CloudKit's error envelope (`503` `TRY_AGAIN_LATER`, say), unapplied.
         case answer(status: Int, serverErrorCode: String, retryAfter: Int?)
+        /// The request leaves late (a slow or congested network), then goes through as usual.
+        case delay(Duration)
     }
 
     /// The error a faulty request throws, as a transport does when no answer arrives.
@@ -75,6 +77,9 @@ public final class FaultInjectingTransport: Transport, @unchecked Sendable {
             let retry = retryAfter.map { #","retryAfter":\#($0)"# } ?? ""
             let body = #"{"uuid":"injected","serverErrorCode":"\#(code)","reason":"injected fault"\#(retry)}"#
             return TransportResponse(status: status, headers: ["content-type": "application/json"], body: Data(body.utf8))
+        case .delay(let duration):
+            try await Task.sleep(for: duration)
+            return try await wrapped.send(request)
         }
     }
 }

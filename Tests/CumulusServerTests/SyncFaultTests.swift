@@ -245,7 +245,16 @@ struct SyncZoneIdentityTests {
             modificationColumn: "modifiedAt", ownerColumn: "owner")
     }
 
-    @Test func twoOwnersSameNamedZonesStayApartThroughFetchSendConflictsAndDeletion() async throws {
+    /// The two layouts docs/SYNC.md describes for one record type in several owners' zones.
+    enum Layout: String, CaseIterable, Sendable {
+        /// One table whose rows carry their owner.
+        case ownerColumn
+        /// A table per owner, each naming its owner's zone.
+        case tablePerOwner
+    }
+
+    @Test(arguments: Layout.allCases)
+    func twoOwnersSameNamedZonesStayApartThroughFetchSendConflictsAndDeletion(_ layout: Layout) async throws {
         let world = try await TestWorld.make()
         let carol = try await world.user("carol")
         let (alice, bob) = (world.alice, world.bob)
@@ -265,36 +274,72 @@ struct SyncZoneIdentityTests {
             }
 
             let queue = try DatabaseQueue(path: try SyncEngineTests.temporaryPath("bob-shared"))
-            try await queue.write { db in
-                try db.execute(
-                    sql: """
-                        CREATE TABLE items (id TEXT NOT NULL, owner TEXT NOT NULL DEFAULT '', title TEXT, modifiedAt INTEGER NOT NULL DEFAULT 0,
-                                            PRIMARY KEY (owner, id))
-                        """)
+            let owners = [alice.userRecordName, carol.userRecordName]
+            /// Each owner's table, by owner: one shared table, or one of its own.
+            let tableNames = Dictionary(
+                uniqueKeysWithValues: zip(owners, layout == .ownerColumn ? ["items", "items"] : ["alice_items", "carol_items"]))
+            let tables: [SyncedTable]
+            switch layout {
+            case .ownerColumn:
+                tables = [Self.itemsTable()]
+                try await queue.write { db in
+                    try db.execute(
+                        sql: """
+                            CREATE TABLE items (id TEXT NOT NULL, owner TEXT NOT NULL DEFAULT '', title TEXT, modifiedAt INTEGER NOT NULL DEFAULT 0,
+                                                PRIMARY KEY (owner, id))
+                            """)
+                }
+            case .tablePerOwner:
+                tables = owners.map { owner in
+                    SyncedTable(
+                        tableName: tableNames[owner]!, recordType: "Item", zoneID: ZoneID(zoneName: Self.lists, ownerRecordName: owner),
+                        columns: [SyncedColumn("title", type: .string)], modificationColumn: "modifiedAt")
+                }
+                try await queue.write { db in
+                    for name in tableNames.values {
+                        try db.execute(sql: "CREATE TABLE \(name) (id TEXT PRIMARY KEY NOT NULL, title TEXT, modifiedAt INTEGER NOT NULL DEFAULT 0)")
+                    }
+                }
             }
             let store = try GRDBSyncStore(writer: queue, scope: "shared")
-            let adapter = try GRDBSyncAdapter(writer: queue, store: store, tables: [Self.itemsTable()])
+            let reports = Mutex<[GRDBSyncAdapter.Report]>([])
+            let adapter = try GRDBSyncAdapter(
+                writer: queue, store: store, tables: tables, onReport: { report in reports.withLock { $0.append(report) } })
             let engine = SyncEngine(
                 Device.configuration(database: container(bob).sharedCloudDatabase, store: store, adapter: adapter))
-            func titles() throws -> [String: String] {
+            /// Each owner's titles, read from that owner's rows of that owner's table.
+            func titles() throws -> [String: [String: String]] {
                 try queue.read { db in
-                    Dictionary(
-                        uniqueKeysWithValues: try Row.fetchAll(db, sql: "SELECT owner, title FROM items").map { ($0[0] as String, $0[1] as String) })
+                    var titles: [String: [String: String]] = [:]
+                    for owner in owners {
+                        let condition = layout == .ownerColumn ? " WHERE owner = ?" : ""
+                        let rows = try Row.fetchAll(
+                            db, sql: "SELECT id, title FROM \(tableNames[owner]!)\(condition)",
+                            arguments: layout == .ownerColumn ? [owner] : [])
+                        if !rows.isEmpty { titles[owner] = Dictionary(uniqueKeysWithValues: rows.map { ($0[0] as String, $0[1] as String) }) }
+                    }
+                    return titles
                 }
             }
 
             // Fetch: one row per owner, though zone and record names are the same.
             try await engine.fetchChanges()
-            #expect(try titles() == [alice.userRecordName: "Alice's", carol.userRecordName: "Carol's"])
+            #expect(try titles() == [alice.userRecordName: ["item-1": "Alice's"], carol.userRecordName: ["item-1": "Carol's"]])
 
             // Send: Bob's edit of Carol's item reaches Carol's zone only.
             let carolItem = RecordID(recordName: "item-1", zoneID: ZoneID(zoneName: Self.lists, ownerRecordName: carol.userRecordName))
             let aliceItem = RecordID(recordName: "item-1", zoneID: ZoneID(zoneName: Self.lists, ownerRecordName: alice.userRecordName))
             func edit(_ id: RecordID, _ title: String, at time: Int64) throws {
+                let owner = id.zoneID.ownerRecordName!
                 try queue.write { db in
-                    try db.execute(
-                        sql: "UPDATE items SET title = ?, modifiedAt = ? WHERE owner = ? AND id = ?",
-                        arguments: [title, time, id.zoneID.ownerRecordName, id.recordName])
+                    if layout == .ownerColumn {
+                        try db.execute(
+                            sql: "UPDATE items SET title = ?, modifiedAt = ? WHERE owner = ? AND id = ?",
+                            arguments: [title, time, owner, id.recordName])
+                    } else {
+                        try db.execute(
+                            sql: "UPDATE \(tableNames[owner]!) SET title = ?, modifiedAt = ? WHERE id = ?", arguments: [title, time, id.recordName])
+                    }
                     try store.enqueue([.saveRecord(id)], in: db)
                 }
             }
@@ -312,16 +357,24 @@ struct SyncZoneIdentityTests {
             try edit(aliceItem, "Bob, later", at: 4)
             try await engine.sendChanges()
             try await engine.fetchChanges()
-            #expect(try titles() == [alice.userRecordName: "Bob, later", carol.userRecordName: "Carol's, edited by Bob"])
+            #expect(try titles() == [alice.userRecordName: ["item-1": "Bob, later"], carol.userRecordName: ["item-1": "Carol's, edited by Bob"]])
             #expect(
                 try await container(alice).privateCloudDatabase.records(named: ["item-1"], in: zone)["item-1"]?.fields["title"]
                     == .string("Bob, later"))
+
+            // A record of a type no table holds is reported, and written nowhere.
+            var note = CloudRecord(recordType: "Note", recordID: RecordID(recordName: "note-1", zoneID: zone))
+            note.fields = ["title": .string("not synced here")]
+            _ = try await container(carol).privateCloudDatabase.modifyRecords(saving: [note], deleting: [], zoneID: zone)
+            try await engine.fetchChanges()
+            #expect(reports.withLock { $0 }.contains { if case .unplaced(let id, "Note") = $0 { id.recordName == "note-1" } else { false } })
+            #expect(try titles()[carol.userRecordName] == ["item-1": "Carol's, edited by Bob"])
 
             // Deletion: Alice stops sharing; Bob's device drops her rows and keeps Carol's.
             _ = try await container(alice).privateCloudDatabase.modifyRecords(
                 saving: [], deleting: [RecordID(recordName: ShareRecord.zoneWideRecordName, zoneID: zone)], zoneID: zone)
             try await engine.fetchChanges()
-            #expect(try titles() == [carol.userRecordName: "Carol's, edited by Bob"])
+            #expect(try titles() == [carol.userRecordName: ["item-1": "Carol's, edited by Bob"]])
         }
     }
 }
