@@ -53,7 +53,8 @@ extension AccountService {
         if case .serverKey = caller.credential, caller.user == nil {
             guard scope == .public else {
                 throw CumulusError(
-                    .accessDenied, "server-to-server keys act on the public database only: discover users at /database/1/{container}/{environment}/public/users/…")
+                    .accessDenied,
+                    "server-to-server keys act on the public database only: discover users at /database/1/{container}/{environment}/public/users/…")
             }
             return
         }

@@ -1,6 +1,6 @@
 public import CumulusModel
-import Foundation
 public import CumulusStore
+import Foundation
 public import Logging
 
 /// Asset receipts: `assets/upload` issues them, the upload URL fills them with bytes, `records/modify` accepts an

@@ -95,7 +95,10 @@ struct PushTests {
 
     /// `tokens/create` and `tokens/register` answer at CloudKit JS's path (`/device/1/…`), at the reference's (no database
     /// segment) and at Apple's page's (with one).
-    @Test(arguments: ["device/1/\(TestWorld.container)/development", "database/1/\(TestWorld.container)/development", "database/1/\(TestWorld.container)/development/private"])
+    @Test(arguments: [
+        "device/1/\(TestWorld.container)/development", "database/1/\(TestWorld.container)/development",
+        "database/1/\(TestWorld.container)/development/private",
+    ])
     func aTokenMadeBeforeSigningInIsRegisteredToTheUser(_ prefix: String) async throws {
         let world = try await TestWorld.make()
         try await world.test { client in
@@ -103,7 +106,8 @@ struct PushTests {
             let token = try #require(created.json["apnsToken"]?.stringValue, "\(created.json)")
             let courier = try #require(created.json["webcourierURL"]?.stringValue)
             let registered = try await client.raw(
-                "/\(prefix)/tokens/register?ckAPIToken=\(client.apiToken)&ckWebAuthToken=\(world.bob.webAuthToken)", body: #"{"apnsToken":"\#(token)"}"#)
+                "/\(prefix)/tokens/register?ckAPIToken=\(client.apiToken)&ckWebAuthToken=\(world.bob.webAuthToken)",
+                body: #"{"apnsToken":"\#(token)"}"#)
             #expect(registered.status == 200 && registered.json["apnsToken"]?.stringValue == token, "\(registered.json)")
             _ = try await client.send(
                 "subscriptions/modify", as: .user(world.bob),

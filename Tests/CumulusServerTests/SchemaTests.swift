@@ -154,7 +154,9 @@ struct SchemaTests {
                 operation("create", "untyped2", type: "Item", fields: untypedFields),
             ])
             #expect(saved.records.map { $0["serverErrorCode"]?.stringValue } == [nil, nil], "\(saved.json)")
-            let updated = try await modify([operation("forceUpdate", "untyped2", type: nil, fields: #"{"ratio":{"value":3},"blob":{"value":"AAEC"}}"#)])
+            let updated = try await modify([
+                operation("forceUpdate", "untyped2", type: nil, fields: #"{"ratio":{"value":3},"blob":{"value":"AAEC"}}"#)
+            ])
             #expect(updated.records.first?["serverErrorCode"] == nil, "\(updated.json)")
 
             let expected: [String: String] = [

@@ -490,7 +490,9 @@ enum OpenAPIDocument {
         let app = [container, environment]
         // The same two operations at three paths: CloudKit JS's, the reference's (no database segment) and Apple's page's
         // (with one, described with the database operations).
-        for (prefix, idSuffix, whose) in [("/device/1/{container}/{environment}", "", "CloudKit JS"), ("/database/1/{container}/{environment}", "AtReferencePath", "the reference")] {
+        for (prefix, idSuffix, whose) in [
+            ("/device/1/{container}/{environment}", "", "CloudKit JS"), ("/database/1/{container}/{environment}", "AtReferencePath", "the reference"),
+        ] {
             paths.add(
                 "post", "\(prefix)/tokens/create", id: "createPushToken\(idSuffix)",
                 summary: "A courier address for this device (the path \(whose) uses).",
