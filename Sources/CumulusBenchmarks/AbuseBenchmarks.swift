@@ -77,13 +77,39 @@ extension Benchmarks {
         return body
     }
 
-    /// A well-behaved user's latency while another user floods the API from 512 connections, with the per-caller limits
-    /// off and on, against a baseline without the flood.
+    /// What floods the server while a well-behaved user queries.
+    enum Flood: CaseIterable {
+        case none
+        /// Another signed-in user's queries, with the per-caller limits off.
+        case userQueriesUnlimited
+        /// Another signed-in user's queries.
+        case userQueries
+        /// Queries each with a made-up web auth token.
+        case forgedWebAuthTokens
+        /// Courier polls on made-up push tokens, with no credential at all.
+        case forgedCourierPolls
+
+        var limits: Bool { self != .userQueriesUnlimited }
+
+        var name: String {
+            switch self {
+            case .none: "none"
+            case .userQueriesUnlimited: "512 connections of another user, limits off"
+            case .userQueries: "512 connections of another user, limits on"
+            case .forgedWebAuthTokens: "512 connections, a made-up web auth token each request"
+            case .forgedCourierPolls: "512 connections of courier polls on made-up push tokens, no credential"
+            }
+        }
+    }
+
+    /// A well-behaved user's latency while each flood of ``Flood`` runs from 512 connections, against a baseline
+    /// without one.
     static func floodLatency() async throws {
         print()
         print("| well-behaved user's `records/query`, one at a time | flood | p50 ms | p99 ms | flooder's answers |")
         print("|---|---|---:|---:|---|")
-        for (flood, limits) in [(false, true), (true, false), (true, true)] {
+        for kind in Flood.allCases {
+            let (flood, limits) = (kind != .none, kind.limits)
             let (store, cleanUp, location) = try await BenchStore.sqlite.makeLocated()
             defer { cleanUp() }
             let logger = Logger(label: "bench")
@@ -125,13 +151,28 @@ extension Benchmarks {
                 #"{"zoneID":{"zoneName":"Notes"},"resultsLimit":50,"query":{"recordType":"Note","filterBy":[{"fieldName":"rank","comparator":"GREATER_THAN","fieldValue":{"value":100}}],"sortBy":[{"fieldName":"rank","ascending":false}]}}"#
             let tally = FloodTally()
             let flooder = tokens[1]
+            @Sendable func madeUp(_ length: Int, _ digits: String) -> String { String((0..<length).map { _ in digits.randomElement()! }) }
+            @Sendable func floodOnce() async throws -> Int {
+                switch kind {
+                case .none, .userQueries, .userQueriesUnlimited:
+                    return try await post("records/query", flooder, query)
+                case .forgedWebAuthTokens:
+                    return try await post("records/query", madeUp(43, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"), query)
+                case .forgedCourierPolls:
+                    let response = try await http.execute(
+                        HTTPClientRequest(url: "\(server.url)/courier/1/\(container)/development/\(madeUp(64, "0123456789abcdef"))?timeout=30"),
+                        timeout: .seconds(60))
+                    _ = try await response.body.collect(upTo: 1 << 20)
+                    return Int(response.status.code)
+                }
+            }
             let flooders = Task {
                 guard flood else { return }
                 await withTaskGroup(of: Void.self) { group in
                     for _ in 0..<512 {
                         group.addTask {
                             while !tally.stopped {
-                                tally.count((try? await post("records/query", flooder, query)) ?? 0)
+                                tally.count((try? await floodOnce()) ?? 0)
                             }
                         }
                     }
@@ -153,8 +194,7 @@ extension Benchmarks {
             latencies.sort()
             func percentile(_ p: Double) -> String { String(format: "%.1f", latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))]) }
             let answers = tally.statuses.sorted { $0.key < $1.key }.map { "\($0.value) × \($0.key == 0 ? "failed" : String($0.key))" }
-            let floodName = flood ? "512 connections of another user, limits \(limits ? "on" : "off")" : "none"
-            print("| \(latencies.count) queries | \(floodName) | \(percentile(0.5)) | \(percentile(0.99)) | \(answers.joined(separator: ", ")) |")
+            print("| \(latencies.count) queries | \(kind.name) | \(percentile(0.5)) | \(percentile(0.99)) | \(answers.joined(separator: ", ")) |")
         }
     }
 }

@@ -170,6 +170,13 @@ public struct AccountService: Sendable {
         UserAccount, String
     ) {
         let account = "\(container)\n\(name.trimmingCharacters(in: .whitespaces).lowercased())"
+        // The name from this address first: a stranger's failures from their own address stop there, and do not count
+        // against the name everywhere once they are refused.
+        if let address {
+            try await throttle(
+                "signin-account-address:" + account + "\n" + address, limit: signInLimits.attemptsPerAccountAndAddress,
+                window: signInLimits.accountAndAddressWindow, action: "sign-in attempts for this name from this address", logger: logger)
+        }
         try await throttle(
             "signin-account:" + account, limit: signInLimits.attemptsPerAccount, window: signInLimits.accountWindow,
             action: "sign-in attempts", logger: logger)
@@ -257,7 +264,9 @@ public struct AccountService: Sendable {
         let now = clock.milliseconds()
         let windowStart = now - now % length
         // Counts are forgotten once the longest window that could hold them has passed.
-        let longest = [signInLimits.accountWindow, signInLimits.addressWindow, signInLimits.signUpWindow].max()!.components.seconds * 1000
+        let longest =
+            [signInLimits.accountWindow, signInLimits.accountAndAddressWindow, signInLimits.addressWindow, signInLimits.signUpWindow].max()!
+            .components.seconds * 1000
         let counts = try await store.countAttempts(keys: [key], windowStart: windowStart, forgetBefore: now - longest, logger: logger)
         if let count = counts.first, count > limit {
             let retryAfter = Int((windowStart + length - now + 999) / 1000)

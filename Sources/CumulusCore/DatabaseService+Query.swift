@@ -62,7 +62,9 @@ extension DatabaseService {
             try await store.queryRecords(
                 RecordQuery(
                     database: database, zoneName: zoneName, recordType: recordType, filters: request.filters, sorts: request.sorts,
-                    limit: limit, after: cursor, access: access, createsIndexes: createsIndexes
+                    limit: limit, after: cursor, access: access, createsIndexes: createsIndexes,
+                    // Production's fields are declared by a deploy: their indexes are made whatever development holds.
+                    indexesRequired: createsIndexes && database.environment == .production
                 ),
                 logger: logger
             )

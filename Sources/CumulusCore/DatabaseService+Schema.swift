@@ -65,6 +65,20 @@ extension DatabaseService {
         return SchemaDeployment(diff: diff, deployed: true)
     }
 
+    // MARK: - Indexes
+
+    /// The field indexes queries made, with the containers whose schemas keep them (`cumulus indexes list`).
+    public func fieldIndexes(logger: Logger) async throws -> [FieldIndexState] {
+        try await mapStoreErrors { try await store.fieldIndexes(logger: logger) }
+    }
+
+    /// Drops a field's index (`cumulus indexes drop`); a later query may make it again, within the budget.
+    public func dropFieldIndex(field: String, logger: Logger) async throws {
+        guard try await mapStoreErrors({ try await store.dropFieldIndex(field: field, logger: logger) }) else {
+            throw CumulusError(.notFound, "field \(field) has no index")
+        }
+    }
+
     // MARK: - Writes
 
     /// Checks the fields each modification sends against the schema of its container environment, and refuses, one

@@ -196,7 +196,8 @@ public struct DatabaseService: Sendable {
             author: author, deviceID: caller.deviceID, timestamp: clock.milliseconds(), maximumRecordSize: limits.maximumRecordSize,
             onlyCreatorMayModify: policy.onlyCreatorMayModify(caller: caller, scope: scope), access: access, shareChanges: shareChanges
         )
-        var batchResults = batch.operations.isEmpty ? [] : try await mapStoreErrors { try await store.modifyRecords(batch, logger: logger) }
+        var batchResults =
+            batch.operations.isEmpty ? [] : try await mapStoreErrors(writing: true) { try await store.modifyRecords(batch, logger: logger) }
         var results: [RecordModificationResult] = []
         for index in modifications.indices {
             if let refusal = refusals[index] {
@@ -317,13 +318,17 @@ public struct DatabaseService: Sendable {
         }
     }
 
-    func mapStoreErrors<T>(_ body: () async throws -> T) async throws -> T {
-        try await CumulusCore.mapStoreErrors(body)
+    func mapStoreErrors<T>(writing: Bool = false, _ body: () async throws -> T) async throws -> T {
+        try await CumulusCore.mapStoreErrors(writing: writing, body)
     }
 }
 
 /// Runs a store call, translating its ``StoreError``s into the domain's ``CumulusError``s.
-func mapStoreErrors<T>(_ body: () async throws -> T) async throws -> T {
+///
+/// - Parameter writing: The call writes. The store may have committed before it became unavailable (the connection
+///   lost as the commit's answer came back), so the answer says that the outcome is unknown and that sending the write
+///   again is safe, which change tags make it.
+func mapStoreErrors<T>(writing: Bool = false, _ body: () async throws -> T) async throws -> T {
     do {
         return try await body()
     } catch let error as StoreError {
@@ -331,6 +336,11 @@ func mapStoreErrors<T>(_ body: () async throws -> T) async throws -> T {
         case .zoneNotFound: throw CumulusError(.zoneNotFound, error.message)
         case .notFound: throw CumulusError(.notFound, error.message)
         case .duplicate: throw CumulusError(.exists, error.message)
+        case .unavailable where writing:
+            throw CumulusError(
+                .unavailable,
+                "the store did not answer; whether this write was applied is unknown: send it again (change tags make that safe)",
+                retryAfter: 1, underlying: error)
         case .unavailable: throw CumulusError(.unavailable, "the store is busy; retry", retryAfter: 1, underlying: error)
         default: throw CumulusError(.internalError, "internal error", underlying: error)
         }

@@ -11,6 +11,8 @@ public struct PushConnection: Sendable {
     let container: String
     let environment: ContainerEnvironment
     let generation: UInt64
+    /// Whether its token was bound to no user when it opened: it holds one of the anonymous places.
+    let anonymous: Bool
     /// The connection's standing interest in the databases its user's subscriptions watch (and in its token, so a newer
     /// connection can end it), kept for as long as the connection is open so that no wake-up falls between two waits.
     private var registration: ChangeSignal.Registration?
@@ -18,12 +20,13 @@ public struct PushConnection: Sendable {
     /// When the feeds were last checked; `nil` when a check is due.
     private var checkedAt: ContinuousClock.Instant?
 
-    init(service: PushService, token: String, container: String, environment: ContainerEnvironment, generation: UInt64) {
+    init(service: PushService, token: String, container: String, environment: ContainerEnvironment, generation: UInt64, anonymous: Bool) {
         self.service = service
         self.token = token
         self.container = container
         self.environment = environment
         self.generation = generation
+        self.anonymous = anonymous
     }
 
     /// Whether a newer connection for the same token took over; this one then carries nothing more.
@@ -120,30 +123,36 @@ public struct PushConnection: Sendable {
     /// Ends the connection, freeing its place.
     public func close() {
         if let registration { service.signal.unregister(registration) }
-        service.connections.close(token, generation: generation)
+        service.connections.close(token, generation: generation, anonymous: anonymous)
     }
 }
 
-/// The connections open on this instance: how many, and which is the current one of each token.
+/// The connections open on this instance: how many, how many of them of anonymous tokens, and which is the current one
+/// of each token.
 final class PushConnectionRegistry: Sendable {
     private struct State {
         var next: UInt64 = 0
         var open = 0
+        var anonymous = 0
         var current: [String: UInt64] = [:]
     }
 
     private let state = Mutex(State())
     let maximum: Int
+    let maximumAnonymous: Int
 
-    init(maximum: Int) {
+    init(maximum: Int, maximumAnonymous: Int) {
         self.maximum = maximum
+        self.maximumAnonymous = maximumAnonymous
     }
 
-    /// A place for a new connection of `token`, which becomes its current one; `nil` when the instance is full.
-    func open(_ token: String) -> (number: UInt64, replaced: Bool)? {
+    /// A place for a new connection of `token`, which becomes its current one; `nil` when the instance is full, or its
+    /// places for anonymous tokens are, for one.
+    func open(_ token: String, anonymous: Bool) -> (number: UInt64, replaced: Bool)? {
         state.withLock { state in
-            guard state.open < maximum else { return nil }
+            guard state.open < maximum, !anonymous || state.anonymous < maximumAnonymous else { return nil }
             state.open += 1
+            if anonymous { state.anonymous += 1 }
             state.next += 1
             let replaced = state.current.updateValue(state.next, forKey: token) != nil
             return (state.next, replaced)
@@ -161,9 +170,10 @@ final class PushConnectionRegistry: Sendable {
         }
     }
 
-    func close(_ token: String, generation: UInt64) {
+    func close(_ token: String, generation: UInt64, anonymous: Bool) {
         state.withLock { state in
             state.open -= 1
+            if anonymous { state.anonymous -= 1 }
             if state.current[token] == generation { state.current[token] = nil }
         }
     }

@@ -8,11 +8,17 @@ import Synchronization
 public struct PushLimits: Sendable, Hashable {
     /// Courier polls and streams one instance holds open at once; beyond it a new one is answered `TRY_AGAIN_LATER`.
     public var maximumConnections: Int
+    /// Of those, how many may be of tokens no user has registered yet (made with the API token alone, before signing
+    /// in): they carry no notification, and anyone with the app's API token can make them, so they never take the
+    /// places of signed-in users' devices.
+    public var maximumAnonymousConnections: Int
     /// Push tokens one user may have in a container environment; binding one more forgets their least recently bound.
+    /// A token holds one connection at a time, so this also bounds one user's connections.
     public var maximumTokensPerUser: Int
 
-    public init(maximumConnections: Int = 10_000, maximumTokensPerUser: Int = 100) {
+    public init(maximumConnections: Int = 10_000, maximumAnonymousConnections: Int? = nil, maximumTokensPerUser: Int = 100) {
         self.maximumConnections = maximumConnections
+        self.maximumAnonymousConnections = maximumAnonymousConnections ?? max(1, maximumConnections / 10)
         self.maximumTokensPerUser = maximumTokensPerUser
     }
 }
@@ -42,6 +48,8 @@ public struct PushService: Sendable {
     /// connections it concerns (one instance on its own store).
     public var recheckInterval: Duration?
     let connections: PushConnectionRegistry
+    /// The server's secret, which signs push tokens.
+    let secrets: TokenSecrets
 
     public init(
         store: any RecordStore, signal: ChangeSignal = ChangeSignal(), clock: WallClock = .system, limits: PushLimits = .init(),
@@ -52,7 +60,14 @@ public struct PushService: Sendable {
         self.clock = clock
         self.limits = limits
         self.recheckInterval = recheckInterval
-        self.connections = PushConnectionRegistry(maximum: limits.maximumConnections)
+        self.connections = PushConnectionRegistry(maximum: limits.maximumConnections, maximumAnonymous: limits.maximumAnonymousConnections)
+        self.secrets = TokenSecrets(store: store)
+    }
+
+    /// Reads the server's secret ahead of the first courier poll, so that no poll (a forged one included) waits on the
+    /// store for it; a failure is left for the first poll to meet.
+    public func prepare(logger: Logger) async {
+        _ = try? await secrets.codec(logger: logger)
     }
 
     /// Whether a value has the shape of a token this service makes: 64 lowercase hexadecimal digits.
@@ -62,24 +77,33 @@ public struct PushService: Sendable {
 
     /// `tokens/create`: a new token, bound to the caller's user when signed in, and notified of their changes from now
     /// on. A token made before signing in is stored only when `tokens/register` binds it, so anonymous callers cannot
-    /// fill the store with tokens.
+    /// fill the store with tokens; it is signed (``SyncTokenCodec/newPushToken(container:environment:)``), so the
+    /// courier knows it was issued here without storing it.
     public func createToken(caller: Caller, logger: Logger) async throws -> PushTokenRecord {
-        var bytes = [UInt8](repeating: 0, count: 32)
-        var generator = SystemRandomNumberGenerator()
-        for index in bytes.indices { bytes[index] = generator.next() }
+        let codec = try await mapStoreErrors { try await secrets.codec(logger: logger) }
         let token = PushTokenRecord(
-            token: bytes.map { String(format: "%02x", $0) }.joined(), container: caller.container, environment: caller.environment,
-            userRecordName: nil, createdAt: clock.milliseconds())
+            token: codec.newPushToken(container: caller.container, environment: caller.environment), container: caller.container,
+            environment: caller.environment, userRecordName: nil, createdAt: clock.milliseconds())
         guard let user = caller.user else { return token }
         return try await bind(token, to: user.userRecordName, logger: logger)
     }
 
     /// `tokens/register`: binds a token to the signed-in caller; it is notified of their changes from now on.
+    ///
+    /// Only a token this server issued for the container environment, and bound to nobody or to the caller already, is
+    /// registered. A token another user's device holds (its value is in that device's courier URL, which logs and
+    /// proxies see) answers as one of another container does, and stays where it is.
     public func registerToken(_ value: String, caller: Caller, logger: Logger) async throws -> PushTokenRecord {
         guard let user = caller.user else { throw CumulusError(.authenticationRequired, "registering a push token needs ckWebAuthToken") }
-        guard Self.isWellFormed(value) else { throw CumulusError(.notFound, "apnsToken: no such token in this container") }
+        let codec = try await mapStoreErrors { try await secrets.codec(logger: logger) }
+        guard codec.isPushToken(value, container: caller.container, environment: caller.environment) else {
+            throw CumulusError(.notFound, "apnsToken: no such token in this container")
+        }
         let stored = try await mapStoreErrors { try await store.pushToken(value, logger: logger) }
         if let stored, stored.container != caller.container || stored.environment != caller.environment {
+            throw CumulusError(.notFound, "apnsToken: no such token in this container")
+        }
+        if let owner = stored?.userRecordName, owner != user.userRecordName {
             throw CumulusError(.notFound, "apnsToken: no such token in this container")
         }
         if let stored, stored.userRecordName == user.userRecordName { return stored }
@@ -110,22 +134,31 @@ public struct PushService: Sendable {
     /// Opens a connection for a token: a courier poll or a stream. A newer connection for the same token ends this
     /// instance's older one (``PushConnection/isSuperseded``), so a device that reconnects does not hold two.
     ///
-    /// A well-formed token that is not stored (made before signing in and never registered) opens a connection that
-    /// never carries a notification, as a poll on it would in CloudKit.
-    public func connect(token: String, container: String, environment: ContainerEnvironment) throws -> PushConnection {
-        guard Self.isWellFormed(token) else { throw CumulusError(.notFound, "token: no such push token") }
-        guard let generation = connections.open(token) else {
-            throw CumulusError(.unavailable, "this server holds as many push connections as it may; retry", retryAfter: 5)
+    /// A token this server did not issue for the container environment is refused (`NOT_FOUND`) by its signature alone,
+    /// before it holds anything. An issued token that is not stored (made before signing in and never registered)
+    /// opens a connection that never carries a notification, as a poll on it would in CloudKit, in a pool of its own
+    /// (``PushLimits/maximumAnonymousConnections``), so such tokens cannot take signed-in devices' places.
+    public func connect(token: String, container: String, environment: ContainerEnvironment, logger: Logger) async throws -> PushConnection {
+        let codec = try await mapStoreErrors { try await secrets.codec(logger: logger) }
+        guard codec.isPushToken(token, container: container, environment: environment) else {
+            throw CumulusError(.notFound, "token: no such push token")
+        }
+        let stored = try await mapStoreErrors { try await store.pushToken(token, logger: logger) }
+        let anonymous = stored?.userRecordName == nil
+        guard let generation = connections.open(token, anonymous: anonymous) else {
+            let which = anonymous ? "push connections of tokens no user registered" : "push connections"
+            throw CumulusError(.unavailable, "this server holds as many \(which) as it may; retry", retryAfter: 5)
         }
         if generation.replaced { signal.wake([ChangeSignal.key(token: token)]) }
-        return PushConnection(service: self, token: token, container: container, environment: environment, generation: generation.number)
+        return PushConnection(
+            service: self, token: token, container: container, environment: environment, generation: generation.number, anonymous: anonymous)
     }
 
     /// The courier's long poll: the next notification for a token, waiting up to `timeout`; `nil` when none came.
     public func nextNotification(token: String, container: String, environment: ContainerEnvironment, timeout: Duration, logger: Logger)
         async throws -> PushNotification?
     {
-        var connection = try connect(token: token, container: container, environment: environment)
+        var connection = try await connect(token: token, container: container, environment: environment, logger: logger)
         defer { connection.close() }
         return try await connection.next(upTo: timeout, logger: logger)
     }

@@ -96,6 +96,11 @@ public struct SyncTokenCodec: Sendable {
 
     // MARK: - Sealing
 
+    /// HMAC-SHA256 of `message` under the server's secret (push tokens label their messages apart).
+    func mac(_ message: [UInt8]) -> [UInt8] {
+        Array(HMAC<SHA256>.authenticationCode(for: message, using: key))
+    }
+
     private static func digest(_ text: String) -> [UInt8] {
         Array(SHA256.hash(data: Data(text.utf8)).prefix(8))
     }

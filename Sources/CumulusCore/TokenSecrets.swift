@@ -3,9 +3,12 @@ public import Logging
 import Synchronization
 
 /// Loads the store's token secret once and hands out the codec built from it.
+///
+/// Callers that ask at the same moment share one load (a burst of requests at start, forged push polls among them,
+/// costs one store read, not one each); a load that fails is tried again by the next caller.
 public final class TokenSecrets: Sendable {
     private let store: any RecordStore
-    private let cached = Mutex<SyncTokenCodec?>(nil)
+    private let loading = Mutex<Task<SyncTokenCodec, any Error>?>(nil)
 
     public init(store: any RecordStore) {
         self.store = store
@@ -13,9 +16,18 @@ public final class TokenSecrets: Sendable {
 
     /// The codec; the first call reads (or creates) the secret in the store.
     public func codec(logger: Logger) async throws -> SyncTokenCodec {
-        if let codec = cached.withLock({ $0 }) { return codec }
-        let codec = SyncTokenCodec(secret: try await store.serverSecret(logger: logger))
-        cached.withLock { $0 = codec }
-        return codec
+        let store = self.store
+        let task = loading.withLock { loading in
+            if let loading { return loading }
+            let task = Task { SyncTokenCodec(secret: try await store.serverSecret(logger: logger)) }
+            loading = task
+            return task
+        }
+        do {
+            return try await task.value
+        } catch {
+            loading.withLock { if $0 == task { $0 = nil } }
+            throw error
+        }
     }
 }

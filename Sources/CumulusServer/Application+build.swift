@@ -33,6 +33,7 @@ public func buildApplication(
     var routed = configuration
     routed.assetStorage = assetStorage
     let push = pushService(configuration: configuration, store: store, clock: clock, changes: changes)
+    Task { await push.prepare(logger: logger) }
     let router = buildRouter(configuration: routed, store: store, clock: clock, changes: changes, metrics: metrics, push: push)
     let serverName = "Cumulus"
     let courier = Courier(

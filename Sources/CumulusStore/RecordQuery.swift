@@ -35,11 +35,15 @@ public struct RecordQuery: Sendable, Hashable {
     /// Whether the store may make a missing field index for this query (within its cap, for fields records hold).
     /// Not for anonymous callers, who are anyone holding the app's API token: their queries use the indexes there are.
     public var createsIndexes: Bool
+    /// Whether the query's fields are declared `QUERYABLE`/`SORTABLE` in its container's production schema: their
+    /// indexes are made past the development budget (``FieldIndexBudget``).
+    public var indexesRequired: Bool
 
     public init(
         database: DatabaseRef, zoneName: String?, recordType: String, filters: [QueryFilter], sorts: [QuerySort], limit: Int,
-        after: QueryCursor? = nil, access: ParticipantAccess? = nil, createsIndexes: Bool = true
+        after: QueryCursor? = nil, access: ParticipantAccess? = nil, createsIndexes: Bool = true, indexesRequired: Bool = false
     ) {
+        self.indexesRequired = indexesRequired
         self.database = database
         self.zoneName = zoneName
         self.recordType = recordType

@@ -161,6 +161,10 @@ public protocol RecordStore: Sendable {
     func zoneChanges(_ request: ZoneChangeRequest, logger: Logger) async throws -> ZoneChangePage
     /// One page of records matching a query. Throws ``StoreError/Code/zoneNotFound`` if the zone does not exist.
     func queryRecords(_ query: RecordQuery, logger: Logger) async throws -> RecordQueryPage
+    /// The field indexes queries made, with the schemas that keep them (`cumulus indexes list`).
+    func fieldIndexes(logger: Logger) async throws -> [FieldIndexState]
+    /// Drops a field's index; `false` when it has none. A later query may make it again, within the budget.
+    func dropFieldIndex(field: String, logger: Logger) async throws -> Bool
 
     // MARK: - Sharing
 

@@ -9,7 +9,7 @@ extension PostgresRecordStore {
     public func queryRecords(_ query: RecordQuery, logger: Logger) async throws -> RecordQueryPage {
         let compiler = try PostgresQueryCompiler(query: query)
         if query.createsIndexes {
-            try await ensureFieldIndexes(compiler.indexedFields, database: query.database, recordType: query.recordType, logger: logger)
+            try await ensureFieldIndexes(compiler.indexedFields, query: query, logger: logger)
         }
         return try await transaction(snapshot: true, logger: logger) { connection in
             var compiled = compiler
@@ -47,63 +47,103 @@ extension PostgresRecordStore {
     }
 
     /// Creates an expression index for a queried field, once, and only for a field some live record of the queried
-    /// type holds in the queried database, while fewer than `maximumFieldIndexes` exist: a made-up field name in a
-    /// query (anyone with the app's token can send one) never becomes a permanent index that slows every later write.
+    /// type holds in the queried database: a made-up field name in a query (anyone with the app's token can send one)
+    /// never becomes a permanent index that slows every later write. How many, and which to drop to make room, is
+    /// ``FieldIndexBudget``'s rule: fields a production schema declares always; development's within a budget each
+    /// container has a fair share of.
     ///
     /// Indexes are built `CONCURRENTLY`, so writers of other instances are not blocked while a large table is
     /// indexed; two instances building the same index at once is harmless (one gives way).
-    func ensureFieldIndexes(_ fields: Set<String>, database: DatabaseRef, recordType: String, logger: Logger) async throws {
+    func ensureFieldIndexes(_ fields: Set<String>, query recordQuery: RecordQuery, logger: Logger) async throws {
         let missing = knownFieldIndexes.withLock { fields.subtracting($0) }
         guard !missing.isEmpty else { return }
-        var existing = Set<String>()
-        let rows = try await query(
-            "SELECT indexname FROM pg_indexes WHERE tablename = 'records' AND indexname LIKE 'records\\_field\\_%'", logger: logger)
-        for try await name in rows.decode(String.self) { existing.insert(name) }
-        var count = existing.count
-        var indexed = Set<String>()
-        var built = false
-        for field in missing.sorted() {
-            let name = PostgresQueryCompiler.indexName(field)
-            if existing.contains(name) {
-                indexed.insert(field)
-                continue
-            }
-            guard count < maximumFieldIndexes else { continue }
-            let held = try await query(
+        let database = recordQuery.database
+        let (names, catalog) = try await fieldIndexCatalog(logger: logger)
+        var indexed = Set(missing.filter { names.contains(PostgresQueryCompiler.indexName($0)) })
+        var held = Set<String>()
+        for field in missing.subtracting(indexed) {
+            let rows = try await query(
                 """
                 SELECT EXISTS (
                     SELECT 1 FROM records r JOIN zones z ON z.id = r.zone_id JOIN databases d ON d.id = z.database_id
-                    WHERE NOT r.deleted AND r.record_type = \(recordType) AND d.container_id = \(database.container)
+                    WHERE NOT r.deleted AND r.record_type = \(recordQuery.recordType) AND d.container_id = \(database.container)
                     AND d.environment = \(database.environment.rawValue) AND d.scope = \(database.scope.rawValue)
                     AND d.owner_record_name = \(database.ownerRecordName) AND (r.fields::jsonb) ? \(field)
                 )
                 """, logger: logger)
-            var isHeld = false
-            for try await value in held.decode(Bool.self) { isHeld = value }
-            guard isHeld else { continue }
-            do {
-                // Not under the connection wait: building an index on a large table takes as long as it takes.
-                try await client.query(
-                    PostgresQuery(
-                        unsafeSQL: """
-                            CREATE INDEX CONCURRENTLY IF NOT EXISTS \(name)
-                            ON records (zone_id, record_type, (\(PostgresQueryCompiler.fieldExpression(field))) NULLS FIRST, id) WHERE NOT deleted
-                            """), logger: logger)
-            } catch let error as PSQLError where error.serverInfo?[.sqlState] == "23505" {
-                // Another instance built it at the same moment.
-            } catch let error as PSQLError {
-                throw Self.storeError(error)
-            }
-            count += 1
-            indexed.insert(field)
-            built = true
+            for try await holds in rows.decode(Bool.self) where holds { held.insert(field) }
         }
-        if built {
+        var known = catalog
+        // A queried field the schemas do not name yet is named now (PostgreSQL's index names are hashes).
+        for field in indexed where !known.existing.contains(field) {
+            known.existing.insert(field)
+            known.unnamed = max(0, known.unnamed - 1)
+        }
+        let plan = known.plan(
+            FieldIndexBudget(maximumDevelopmentIndexes: maximumFieldIndexes), fields: held, container: database.container,
+            required: recordQuery.indexesRequired)
+        do {
+            // Not under the connection wait: building an index on a large table takes as long as it takes.
+            for field in plan.drop {
+                try await client.query(
+                    PostgresQuery(unsafeSQL: "DROP INDEX CONCURRENTLY IF EXISTS \(PostgresQueryCompiler.indexName(field))"), logger: logger)
+            }
+            for field in plan.build {
+                do {
+                    try await client.query(
+                        PostgresQuery(
+                            unsafeSQL: """
+                                CREATE INDEX CONCURRENTLY IF NOT EXISTS \(PostgresQueryCompiler.indexName(field))
+                                ON records (zone_id, record_type, (\(PostgresQueryCompiler.fieldExpression(field))) NULLS FIRST, id) WHERE NOT deleted
+                                """), logger: logger)
+                } catch let error as PSQLError where error.serverInfo?[.sqlState] == "23505" {
+                    // Another instance built it at the same moment.
+                }
+                indexed.insert(field)
+            }
+        } catch let error as PSQLError {
+            throw Self.storeError(error)
+        }
+        if !plan.build.isEmpty {
             // An expression index has no statistics until the table is analyzed: without them the planner may ignore
             // it and sort every match on every page.
             _ = try? await client.query("ANALYZE records", logger: logger)
         }
-        knownFieldIndexes.withLock { $0.formUnion(indexed) }
+        knownFieldIndexes.withLock {
+            $0.subtract(plan.drop)
+            $0.formUnion(indexed)
+        }
+    }
+
+    /// The field indexes there are, and the schemas' fields marked `QUERYABLE` or `SORTABLE`.
+    func fieldIndexCatalog(logger: Logger) async throws -> (names: Set<String>, catalog: FieldIndexCatalog) {
+        var names = Set<String>()
+        let rows = try await query(
+            "SELECT indexname FROM pg_indexes WHERE tablename = 'records' AND indexname LIKE 'records\\_field\\_%'", logger: logger)
+        for try await name in rows.decode(String.self) { names.insert(name) }
+        var marks: [(field: String, container: String, environment: ContainerEnvironment)] = []
+        let marked = try await query(
+            "SELECT field_name, container_id, environment FROM schema_fields WHERE queryable OR sortable", logger: logger)
+        for try await (field, container, environment) in marked.decode((String, String, String).self) {
+            if let environment = ContainerEnvironment(rawValue: environment) { marks.append((field, container, environment)) }
+        }
+        return (names, FieldIndexState.gather(indexNames: names, marks: marks, indexName: PostgresQueryCompiler.indexName))
+    }
+
+    public func fieldIndexes(logger: Logger) async throws -> [FieldIndexState] {
+        try await fieldIndexCatalog(logger: logger).catalog.states
+    }
+
+    public func dropFieldIndex(field: String, logger: Logger) async throws -> Bool {
+        let name = PostgresQueryCompiler.indexName(field)
+        guard try await fieldIndexCatalog(logger: logger).names.contains(name) else { return false }
+        do {
+            try await client.query(PostgresQuery(unsafeSQL: "DROP INDEX CONCURRENTLY IF EXISTS \(name)"), logger: logger)
+        } catch let error as PSQLError {
+            throw Self.storeError(error)
+        }
+        knownFieldIndexes.withLock { _ = $0.remove(field) }
+        return true
     }
 }
 

@@ -25,6 +25,8 @@ public final class PostgresRecordStore: RecordStore {
     let maximumFieldIndexes: Int
     /// How long a request waits for a connection before it is answered "try again later".
     let connectionWait: Duration
+    /// How long an operation may take once it has its connection before it is answered "try again later".
+    let operationTimeout: Duration
     let metrics: StoreMetrics
     /// Change announcements to other instances (``announceChange()``).
     let announcements = Mutex(AnnouncementState())
@@ -35,42 +37,67 @@ public final class PostgresRecordStore: RecordStore {
     ///   - connectionWait: How long an operation waits for a connection (PostgreSQL down, or every connection busy)
     ///     before it fails with ``StoreError/Code/unavailable``: the HTTP edge answers `503 TRY_AGAIN_LATER`, and the
     ///     client retries, instead of every request hanging until the pool gives up (a minute).
+    ///   - operationTimeout: How long an operation may take once it has a connection (a statement PostgreSQL stopped
+    ///     answering, a connection lost without a word) before it fails with ``StoreError/Code/unavailable``; longer
+    ///     than any statement a request runs (bounded by the request limits).
     ///   - metrics: Where the store's metrics go; `nil` makes them through swift-metrics' global system.
-    public init(client: PostgresClient, maximumFieldIndexes: Int = 64, connectionWait: Duration = .seconds(5), metrics: StoreMetrics? = nil) {
+    public init(
+        client: PostgresClient, maximumFieldIndexes: Int = 64, connectionWait: Duration = .seconds(5), operationTimeout: Duration = .seconds(30),
+        metrics: StoreMetrics? = nil
+    ) {
         self.client = client
         self.metrics = metrics ?? StoreMetrics.postgres(poolSize: nil)
         self.maximumFieldIndexes = maximumFieldIndexes
         self.connectionWait = connectionWait
+        self.operationTimeout = operationTimeout
     }
 
     /// Runs `work`, failing with ``StoreError/Code/unavailable`` if it has not called `leased` within
-    /// ``connectionWait``. Cancelling a waiting lease takes the request off the pool's queue.
+    /// ``connectionWait``, or has not finished ``operationTimeout`` after that. Cancelling a waiting lease takes the
+    /// request off the pool's queue.
+    ///
+    /// The work runs in a task of its own, and the caller is answered when either deadline passes even if the work does
+    /// not respond to cancellation (a statement whose connection PostgreSQL dropped, or that it never answers): every
+    /// request gets an answer in bounded time, whatever the database does. Work left behind ends when its connection
+    /// fails or answers; a write's outcome is then unknown, and the error says so.
     func withConnectionWait<T: Sendable>(_ work: @escaping @Sendable (_ leased: @escaping @Sendable () -> Void) async throws -> T) async throws -> T {
-        let leased = LeaseFlag()
-        let wait = connectionWait
-        let metrics = self.metrics
+        let outcome = FirstOutcome<T>()
+        let (wait, timeout, metrics) = (connectionWait, operationTimeout, self.metrics)
         let start = ContinuousClock.now
-        return try await withThrowingTaskGroup(of: T?.self) { group in
-            group.addTask {
-                try await work {
-                    leased.value.withLock { $0 = true }
+        let worker = Task {
+            do {
+                let value = try await work {
+                    outcome.leased()
                     metrics.waitedForConnection(ContinuousClock.now - start)
                 }
+                outcome.finish(.success(value))
+            } catch {
+                outcome.finish(.failure(error))
             }
-            group.addTask {
-                try await Task.sleep(for: wait)
-                if !leased.value.withLock({ $0 }) {
-                    throw StoreError(.unavailable, "no PostgreSQL connection within \(wait); PostgreSQL is down or every connection is busy")
-                }
-                return nil
+        }
+        let deadline = Task {
+            try await Task.sleep(for: wait)
+            guard let leasedAt = outcome.leasedAt else {
+                outcome.finish(
+                    .failure(StoreError(.unavailable, "no PostgreSQL connection within \(wait); PostgreSQL is down or every connection is busy")))
+                return
             }
-            while let next = try await group.next() {
-                if let value = next {
-                    group.cancelAll()
-                    return value
-                }
-            }
-            throw StoreError(.unexpected, "an operation ended without a result")
+            try await Task.sleep(until: leasedAt + timeout)
+            outcome.finish(
+                .failure(
+                    StoreError(
+                        .unavailable,
+                        "PostgreSQL did not finish within \(timeout); whether a write was applied is unknown (sending it again is safe: change tags make it idempotent)"
+                    )))
+        }
+        defer {
+            deadline.cancel()
+            worker.cancel()
+        }
+        return try await withTaskCancellationHandler {
+            try await outcome.value()
+        } onCancel: {
+            outcome.finish(.failure(CancellationError()))
         }
     }
 
@@ -127,7 +154,42 @@ extension StoreError {
     }
 }
 
-/// Whether an operation got its connection; shared by the operation and its deadline.
-private final class LeaseFlag: Sendable {
-    let value = Mutex(false)
+/// The first outcome of an operation or its deadline, handed to the one caller waiting for it; and when the operation
+/// got its connection.
+private final class FirstOutcome<T: Sendable>: Sendable {
+    private struct State {
+        var result: Result<T, any Error>?
+        var waiter: CheckedContinuation<T, any Error>?
+        var leasedAt: ContinuousClock.Instant?
+    }
+
+    private let state = Mutex(State())
+
+    var leasedAt: ContinuousClock.Instant? { state.withLock { $0.leasedAt } }
+
+    func leased() {
+        state.withLock { $0.leasedAt = $0.leasedAt ?? .now }
+    }
+
+    /// Keeps the first result; later ones are dropped.
+    func finish(_ result: Result<T, any Error>) {
+        let waiter = state.withLock { state -> CheckedContinuation<T, any Error>? in
+            guard state.result == nil else { return nil }
+            state.result = result
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume(with: result)
+    }
+
+    func value() async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            let ready = state.withLock { state -> Result<T, any Error>? in
+                if let result = state.result { return result }
+                state.waiter = continuation
+                return nil
+            }
+            if let ready { continuation.resume(with: ready) }
+        }
+    }
 }

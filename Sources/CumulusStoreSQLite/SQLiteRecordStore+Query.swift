@@ -17,7 +17,7 @@ extension SQLiteRecordStore {
     public func queryRecords(_ query: RecordQuery, logger: Logger) async throws -> RecordQueryPage {
         let compiled = try SQLiteQueryCompiler(query: query)
         if query.createsIndexes {
-            try await ensureFieldIndexes(compiled.indexedFields, database: query.database, recordType: query.recordType)
+            try await ensureFieldIndexes(compiled.indexedFields, query: query)
         }
         return try await read { db in
             guard let databaseID = try Self.databaseID(db, query.database) else {
@@ -77,51 +77,78 @@ extension SQLiteRecordStore {
     }
 
     /// Creates an expression index for a queried field, `(zone_id, record_type, json_extract(fields, …))`, once, and
-    /// only for a field some live record of the queried type holds in the queried database, while fewer than
-    /// `maximumFieldIndexes` exist. A made-up field name in a query (anyone with the app's token can send one) then
-    /// costs a look at the rows the query reads anyway, never a permanent index that slows every later write. A field
-    /// that appears later is indexed by the first query after it does.
-    func ensureFieldIndexes(_ fields: Set<String>, database: DatabaseRef, recordType: String) async throws {
+    /// only for a field some live record holds: a made-up field name in a query (anyone with the app's token can send
+    /// one) then costs a look at the rows the query reads anyway, never a permanent index that slows every later write.
+    /// A field that appears later is indexed by the first query after it does. How many, and which to drop to make
+    /// room, is ``FieldIndexBudget``'s rule: fields a production schema declares always; development's within a budget
+    /// each container has a fair share of.
+    func ensureFieldIndexes(_ fields: Set<String>, query: RecordQuery) async throws {
         let missing = knownFieldIndexes.withLock { fields.subtracting($0) }
         guard !missing.isEmpty else { return }
-        let maximum = maximumFieldIndexes
-        let created: Set<String> = try await write { db in
-            var indexed = Set<String>()
-            guard let databaseID = try Self.databaseID(db, database) else { return indexed }
-            var count =
-                try Int.fetchOne(
-                    db.cachedStatement(sql: "SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name LIKE 'records\\_field\\_%' ESCAPE '\\'")
-                )
-                ?? 0
-            for field in missing.sorted() {
-                let name = SQLiteQueryCompiler.indexName(field)
-                if try Bool.fetchOne(
-                    db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?)"), arguments: [name])
-                    ?? false
-                {
-                    indexed.insert(field)
-                    continue
-                }
-                guard count < maximum else { continue }
-                let held =
+        let budget = FieldIndexBudget(maximumDevelopmentIndexes: maximumFieldIndexes)
+        let (indexed, dropped): (Set<String>, [String]) = try await write { db in
+            let catalog = try Self.fieldIndexCatalog(db)
+            var indexed = missing.intersection(catalog.existing)
+            var held = Set<String>()
+            for field in missing.subtracting(indexed) {
+                let holds =
                     try Bool.fetchOne(
                         db.cachedStatement(
                             sql: "SELECT EXISTS (SELECT 1 FROM records WHERE deleted = 0 AND json_type(fields, '$.\"' || ? || '\"') IS NOT NULL)"),
                         arguments: [field]
                     ) ?? false
-                guard held else { continue }
+                if holds { held.insert(field) }
+            }
+            let plan = catalog.plan(budget, fields: held, container: query.database.container, required: query.indexesRequired)
+            for field in plan.drop { try db.execute(sql: "DROP INDEX IF EXISTS \(SQLiteQueryCompiler.indexName(field))") }
+            for field in plan.build {
                 try db.execute(
                     sql: """
-                        CREATE INDEX IF NOT EXISTS \(name)
+                        CREATE INDEX IF NOT EXISTS \(SQLiteQueryCompiler.indexName(field))
                         ON records(zone_id, record_type, \(SQLiteQueryCompiler.fieldExpression(field))) WHERE deleted = 0
                         """
                 )
-                count += 1
                 indexed.insert(field)
             }
-            return indexed
+            return (indexed, plan.drop)
         }
-        knownFieldIndexes.withLock { $0.formUnion(created) }
+        knownFieldIndexes.withLock {
+            $0.subtract(dropped)
+            $0.formUnion(indexed)
+        }
+    }
+
+    /// The field indexes there are, and the schemas' fields marked `QUERYABLE` or `SORTABLE`.
+    static func fieldIndexCatalog(_ db: Database) throws -> FieldIndexCatalog {
+        let names = Set(
+            try String.fetchAll(
+                db.cachedStatement(sql: "SELECT name FROM sqlite_master WHERE type = 'index' AND name LIKE 'records\\_field\\_%' ESCAPE '\\'")))
+        let marks = try Row.fetchAll(
+            db.cachedStatement(sql: "SELECT field_name, container_id, environment FROM schema_fields WHERE queryable != 0 OR sortable != 0")
+        ).compactMap { row -> (field: String, container: String, environment: ContainerEnvironment)? in
+            guard let environment = ContainerEnvironment(rawValue: row[2]) else { return nil }
+            return (row[0], row[1], environment)
+        }
+        return FieldIndexState.gather(
+            indexNames: names, marks: marks, indexName: SQLiteQueryCompiler.indexName, field: SQLiteQueryCompiler.field(ofIndex:))
+    }
+
+    public func fieldIndexes(logger: Logger) async throws -> [FieldIndexState] {
+        try await read { db in try Self.fieldIndexCatalog(db).states }
+    }
+
+    public func dropFieldIndex(field: String, logger: Logger) async throws -> Bool {
+        let name = SQLiteQueryCompiler.indexName(field)
+        let dropped = try await write { db in
+            let exists =
+                try Bool.fetchOne(
+                    db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?)"), arguments: [name])
+                ?? false
+            if exists { try db.execute(sql: "DROP INDEX \(name)") }
+            return exists
+        }
+        knownFieldIndexes.withLock { _ = $0.remove(field) }
+        return dropped
     }
 }
 
@@ -172,6 +199,21 @@ struct SQLiteQueryCompiler: Sendable {
 
     static func indexName(_ field: String) -> String {
         "records_field_" + field.utf8.map { String(format: "%02x", $0) }.joined()
+    }
+
+    /// The field an index of ``indexName(_:)`` is for.
+    static func field(ofIndex name: String) -> String? {
+        guard name.hasPrefix("records_field_") else { return nil }
+        let digits = Array(name.utf8.dropFirst("records_field_".utf8.count))
+        guard digits.count % 2 == 0 else { return nil }
+        var bytes: [UInt8] = []
+        var index = 0
+        while index < digits.count {
+            guard let byte = UInt8(String(decoding: digits[index..<index + 2], as: UTF8.self), radix: 16) else { return nil }
+            bytes.append(byte)
+            index += 2
+        }
+        return String(validating: bytes, as: UTF8.self)
     }
 
     init(query: RecordQuery) throws {

@@ -85,10 +85,12 @@ public final class SQLiteRecordStore: RecordStore {
     }
 
     /// Opens a private in-memory store, for tests.
-    public static func inMemory(metrics: StoreMetrics? = nil) throws -> SQLiteRecordStore {
+    public static func inMemory(maximumFieldIndexes: Int = Configuration().maximumFieldIndexes, metrics: StoreMetrics? = nil) throws
+        -> SQLiteRecordStore
+    {
         var config = GRDB.Configuration()
         config.prepareDatabase { db in db.add(function: SQLiteRecordStore.distanceFunction) }
-        return try SQLiteRecordStore(writer: DatabaseQueue(configuration: config), metrics: metrics)
+        return try SQLiteRecordStore(writer: DatabaseQueue(configuration: config), maximumFieldIndexes: maximumFieldIndexes, metrics: metrics)
     }
 
     /// Wraps an open GRDB database and migrates it.

@@ -266,6 +266,45 @@ extension Keys {
 }
 
 /// `cumulus backup FILE`: a consistent copy of an SQLite store while the server runs.
+struct Indexes: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "The field indexes queries made: production's declared fields always have theirs; development's share a budget.",
+        subcommands: [List.self, Drop.self])
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract:
+                "List field indexes: field, index name, containers whose production schema declares the field, containers whose development queries asked for it."
+        )
+        @OptionGroup var listing: ListingOptions
+        @OptionGroup var options: DataOptions
+
+        func run() async throws {
+            let states = try await options.withStore { try await DatabaseService(store: $0).fieldIndexes(logger: Logger(label: "cumulus")) }
+            listing.print(
+                states.map { state in
+                    [
+                        ("field", .text(state.field)), ("index", .text(state.indexName)),
+                        ("production", .text(state.productionContainers.sorted().joined(separator: ","))),
+                        ("development", .text(state.developmentContainers.sorted().joined(separator: ","))),
+                    ]
+                })
+        }
+    }
+
+    struct Drop: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Drop a field's index: writes get faster, queries on the field slower; a later query may make it again. Prints the field.")
+        @Argument(help: "The field, as `indexes list` names it.") var field: String
+        @OptionGroup var options: DataOptions
+
+        func run() async throws {
+            try await options.withStore { try await DatabaseService(store: $0).dropFieldIndex(field: field, logger: Logger(label: "cumulus")) }
+            printResult(field)
+        }
+    }
+}
+
 struct Backup: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Copy the SQLite store to FILE while the server runs (one consistent snapshot); prints FILE. PostgreSQL: use pg_dump.")

@@ -21,7 +21,8 @@ struct CumulusCommand: AsyncParsableCommand {
         abstract: "A self-hostable server with CloudKit's data model and the CloudKit Web Services wire format.",
         version: CumulusVersion.current,
         subcommands: [
-            Serve.self, Containers.self, Tokens.self, Users.self, Keys.self, SchemaCommand.self, ConsoleCommand.self, Backup.self, Restore.self,
+            Serve.self, Containers.self, Tokens.self, Users.self, Keys.self, SchemaCommand.self, Indexes.self, ConsoleCommand.self, Backup.self,
+            Restore.self,
         ]
     )
 

@@ -1,5 +1,4 @@
 import CumulusModel
-import CumulusServer
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -7,6 +6,8 @@ import HummingbirdTesting
 import Logging
 import Synchronization
 import Testing
+
+@testable import CumulusServer
 
 /// Lines a logger wrote, kept for a test to read.
 final class CapturedLines: Sendable {
@@ -18,6 +19,17 @@ final class CapturedLines: Sendable {
 /// One structured access-log line per request, with the request ID the answer carries; never a credential.
 @Suite("Access log and request IDs")
 struct AccessLogTests {
+    /// A flood of refusals (made-up credentials, throttled requests) writes a few lines a second, and the next line
+    /// written says how many were left out.
+    @Test func refusalLinesAreSampledAndTheRestCounted() {
+        let sampler = RefusalLogSampler(linesPerSecond: 3)
+        let start = ContinuousClock.now
+        #expect((0..<5).map { _ in sampler.admit(now: start) } == [0, 0, 0, nil, nil])
+        #expect(sampler.admit(now: start + .milliseconds(999)) == nil)
+        #expect(sampler.admit(now: start + .seconds(1)) == 3)
+        #expect(sampler.admit(now: start + .seconds(1)) == 0)
+    }
+
     func withServer(
         format: StructuredLogHandler.Format = .json, _ body: @Sendable (CloudKitTestClient, TestWorld, CapturedLines) async throws -> Void
     ) async throws {

@@ -23,6 +23,13 @@ import Testing
 struct CourierHandlerTests {
     static let token = String(repeating: "ab", count: 32)
 
+    /// A token the store's server issued for the test container (no user registered it): the courier refuses one it
+    /// did not issue.
+    static func issuedToken(_ store: any RecordStore) async throws -> String {
+        SyncTokenCodec(secret: try await store.serverSecret(logger: Logger(label: "test")))
+            .newPushToken(container: TestWorld.container, environment: .development)
+    }
+
     static func head(_ target: String, headers: HTTPFields = [:]) -> HTTPRequest {
         HTTPRequest(method: .get, scheme: "http", authority: "127.0.0.1", path: target, headerFields: headers)
     }
@@ -102,8 +109,8 @@ struct CourierHandlerTests {
         }
         try await channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).get()
 
-        // A well-formed token that is not stored: its poll answers empty once its (zero) wait is over.
-        let poll = Self.head("/courier/1/iCloud.com.example.tests/development/\(Self.token)?timeout=0")
+        // An issued token that is not stored: its poll answers empty once its (zero) wait is over.
+        let poll = Self.head("/courier/1/iCloud.com.example.tests/development/\(try await Self.issuedToken(store))?timeout=0")
         try await channel.writeInbound(HTTPRequestPart.head(poll))
         try await channel.writeInbound(HTTPRequestPart.end(nil))
         // Pipelined behind it, before its answer: held until the poll is answered.
@@ -163,7 +170,8 @@ struct CourierHandlerTests {
             try channel.pipeline.syncOperations.addHandler(CourierChannelHandler(courier: courier))
         }
         try await channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).get()
-        let stream = Self.head("/courier/1/iCloud.com.example.tests/development/\(Self.token)", headers: [.accept: "text/event-stream"])
+        let stream = Self.head(
+            "/courier/1/iCloud.com.example.tests/development/\(try await Self.issuedToken(store))", headers: [.accept: "text/event-stream"])
         try await channel.writeInbound(HTTPRequestPart.head(stream))
         try await channel.writeInbound(HTTPRequestPart.end(nil))
         guard case .head(let opened) = try await channel.waitForOutboundWrite(as: HTTPResponsePart.self) else {
@@ -185,7 +193,7 @@ struct CourierHandlerTests {
         try await world.test { client in
             let port = try #require(client.client.port)
             let head =
-                "GET /courier/1/\(TestWorld.container)/development/\(Self.token)?timeout=1 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+                "GET /courier/1/\(TestWorld.container)/development/\(try await Self.issuedToken(world.store))?timeout=1 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
                 + "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
             let exchange = try await RawHTTPClient.exchange(port: port, head: head, body: [], readTimeout: 30)
             #expect(exchange.closedByServer)
@@ -204,7 +212,7 @@ struct CourierHandlerTests {
         try await world.test { client in
             let port = try #require(client.client.port)
             let head =
-                "GET /courier/1/\(TestWorld.container)/development/\(Self.token)?timeout=2 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+                "GET /courier/1/\(TestWorld.container)/development/\(try await Self.issuedToken(world.store))?timeout=2 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
                 + "POST /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Length: 40000\r\n\r\n"
             let exchange = try await RawHTTPClient.exchange(
                 port: port, head: head, body: Array(repeating: UInt8(ascii: "x"), count: 40_000), readTimeout: 30)
@@ -220,11 +228,12 @@ struct CourierHandlerTests {
     /// under way, not an idle connection: it stays open and still carries the next notification.
     @Test func anOpenStreamOutlivesTheIdleTimeout() async throws {
         var world = try await TestWorld.make()
-        world.configuration.connectionLimits.idleTimeout = .seconds(1)
+        // Long enough that a loaded machine reads a new connection's request within it; the stream then waits past it.
+        world.configuration.connectionLimits.idleTimeout = .seconds(3)
         world.configuration.pushHeartbeatInterval = .seconds(120)
         let alice = world.alice
         try await world.test { client in
-            // Every request on a connection of its own, closed after it: a pooled one may be closed as idle (after 1 s)
+            // Every request on a connection of its own, closed after it: a pooled one may be closed as idle (after 3 s)
             // just as the next request goes out on it, on a loaded machine (seen in CI: a reset).
             let base = "http://127.0.0.1:\(try #require(client.client.port))"
             let credentials = "ckAPIToken=\(client.apiToken)&ckWebAuthToken=\(alice.webAuthToken)"
@@ -248,7 +257,7 @@ struct CourierHandlerTests {
             var (stream, response) = try await EventStreamReader.open(client, courier)
             #expect(response.status == .ok)
             #expect(try await stream.next()?.comment == "connected")
-            try await Task.sleep(for: .seconds(3))
+            try await Task.sleep(for: .seconds(7))
             _ = try await post(
                 "\(database)/records/modify", #"{"zoneID":{"zoneName":"Drives"},"operations":[\#(PushTests.drive("late", distance: 1))]}"#)
             let event = try #require(try await stream.nextEvent())

@@ -185,7 +185,8 @@ struct HostileInputTests {
         var prepared = try await TestWorld.make(store: store)
         // Every request should reach its handler: the request limits have tests of their own.
         prepared.configuration.requestLimits = .unlimited
-        prepared.configuration.signInLimits = SignInLimits(attemptsPerAccount: 1_000_000, attemptsPerAddress: 1_000_000, signUpsPerAddress: 1_000_000)
+        prepared.configuration.signInLimits = SignInLimits(
+            attemptsPerAccount: 1_000_000, attemptsPerAccountAndAddress: 1_000_000, attemptsPerAddress: 1_000_000, signUpsPerAddress: 1_000_000)
         let world = prepared
         let carol = try await world.user("carol")
         let requestCount = 4_000

@@ -285,6 +285,87 @@ struct PushStreamTests {
         }
     }
 
+    /// Courier polls on tokens the server never issued hold nothing: 10,000 of them from 20 addresses are refused at
+    /// once, and tokens no user registered have places of their own, so a signed-in user's poll and stream are served
+    /// while strangers hold the rest.
+    @Test(arguments: TestStore.all)
+    func forgedAndAnonymousPollsNeverTakeASignedInDevicesPlace(_ store: TestStore) async throws {
+        var world = try await TestWorld.make(store: store)
+        world.configuration.pushLimits = PushLimits(maximumConnections: 8, maximumAnonymousConnections: 3)
+        let alice = world.alice
+        try await world.test { client in
+            let port = try #require(client.client.port)
+            // 20 addresses, 2 clients each, each sending 5 connections of 50 forged polls pipelined: 10,000 polls of 30 s.
+            let forged =
+                (0..<50).map { _ in
+                    let token = (0..<64).map { _ in String("0123456789abcdef".randomElement()!) }.joined()
+                    return "GET /courier/1/\(TestWorld.container)/development/\(token)?timeout=30 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+                }.joined() + "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+            let refusals = try await withThrowingTaskGroup(of: Int.self) { group in
+                for address in 2...21 {
+                    for _ in 0..<2 {
+                        group.addTask {
+                            var refused = 0
+                            for _ in 0..<5 {
+                                let exchange = try await RawHTTPClient.exchange(
+                                    port: port, head: forged, body: [], readTimeout: 120, source: "127.0.0.\(address)")
+                                let count = exchange.response.components(separatedBy: "HTTP/1.1 404 Not Found").count - 1
+                                if count != 50 { Issue.record("\(count) of 50 refused: \(exchange.response.suffix(600))") }
+                                refused += count
+                            }
+                            return refused
+                        }
+                    }
+                }
+                return try await group.reduce(0, +)
+            }
+            #expect(refusals == 10_000)
+
+            // Anonymous tokens (made with the API token alone) fill their own places, and no more.
+            var anonymous: [EventStreamReader] = []
+            for _ in 0..<3 {
+                let made = try await client.raw(
+                    "/device/1/\(TestWorld.container)/development/tokens/create?ckAPIToken=\(client.apiToken)", body: "{}")
+                var (stream, _) = try await EventStreamReader.open(client, try #require(made.json["webcourierURL"]?.stringValue))
+                #expect(try await stream.next()?.comment == "connected")
+                anonymous.append(stream)
+            }
+            let oneMore = try await client.raw("/device/1/\(TestWorld.container)/development/tokens/create?ckAPIToken=\(client.apiToken)", body: "{}")
+            let refused = try await client.raw(
+                try PushTests.courierPath(try #require(oneMore.json["webcourierURL"]?.stringValue), timeout: 0), method: .get)
+            #expect(refused.status == 503 && refused.serverErrorCode == "TRY_AGAIN_LATER", "\(refused.json)")
+
+            // The signed-in user's device is served: a stream and a poll.
+            let courier = try await PushStreamTests.subscribeAndMakeToken(client, as: alice)
+            var (stream, _) = try await EventStreamReader.open(client, courier)
+            #expect(try await stream.next()?.comment == "connected")
+            #expect(try await PushTests.poll(client, courier, timeout: 0) == .null)
+            withExtendedLifetime(anonymous) {}
+        }
+    }
+
+    /// A token value another user's device holds (it is in that device's courier URL) cannot be registered by someone
+    /// else: the answer is the one for a token of another container, and the device goes on being notified.
+    @Test(arguments: TestStore.all)
+    func anotherUsersTokenIsNeitherRegisteredNorMoved(_ store: TestStore) async throws {
+        let world = try await TestWorld.make(store: store)
+        let (alice, bob) = (world.alice, world.bob)
+        try await world.test { client in
+            let courier = try await PushStreamTests.subscribeAndMakeToken(client, as: alice)
+            let token = String(try #require(courier.split(separator: "/").last))
+            let taken = try await client.send("tokens/register", as: .user(bob), body: #"{"apnsToken":"\#(token)"}"#)
+            let foreign = try await client.send("tokens/register", as: .user(bob), body: #"{"apnsToken":"\#(String(repeating: "ab", count: 32))"}"#)
+            #expect(taken.status == 404 && taken.serverErrorCode == "NOT_FOUND", "\(taken.json)")
+            #expect(taken.status == foreign.status && taken.reason == foreign.reason)
+            let stored = try await world.store.pushToken(token, logger: Logger(label: "test"))
+            #expect(stored?.userRecordName == alice.userRecordName)
+            // Alice's device is still the one told of her changes.
+            async let told = PushTests.poll(client, courier, timeout: 20)
+            _ = try await client.modify([PushTests.drive("d", distance: 1)], zone: "Drives", as: .user(alice))
+            #expect(try await told["ck"]?["ckuserid"]?.stringValue == alice.userRecordName)
+        }
+    }
+
     @Test func oneInstanceHoldsAtMostItsShareOfConnections() async throws {
         var world = try await TestWorld.make()
         world.configuration.pushLimits = PushLimits(maximumConnections: 1)

@@ -241,6 +241,42 @@ struct ServeProcessTests {
         #expect(gone.status != 0 && gone.stderr.contains("does not exist"))
     }
 
+    /// An operator sees the field indexes queries made, and which schemas keep them, and drops one.
+    @Test func fieldIndexesAreListedAndDropped() async throws {
+        let data = try temporaryDirectory()
+        let container = "iCloud.com.example.indexes"
+        _ = try await Self.run(["containers", "create", container], data: data)
+        let apiToken = try await Self.run(["tokens", "create", "--container", container], data: data).stdout.trimmingCharacters(
+            in: .whitespacesAndNewlines)
+        _ = try await Self.run(["users", "create", "alice", "--container", container], data: data)
+        let webToken = try await Self.run(["users", "token", "alice", "--container", container], data: data).stdout.trimmingCharacters(
+            in: .whitespacesAndNewlines)
+        let server = try await Server.start(data: data)
+        let database = "\(server.url)/database/1/\(container)/development/private"
+        let query = "ckAPIToken=\(apiToken)&ckWebAuthToken=\(webToken)"
+        _ = try await Self.post(
+            "\(database)/zones/modify?\(query)", #"{"operations":[{"operationType":"create","zone":{"zoneID":{"zoneName":"Notes"}}}]}"#)
+        _ = try await Self.post(
+            "\(database)/records/modify?\(query)",
+            #"{"zoneID":{"zoneName":"Notes"},"operations":[{"operationType":"create","record":{"recordName":"n","recordType":"Note","fields":{"title":{"value":"hi"}}}}]}"#
+        )
+        let (status, _) = try await Self.post(
+            "\(database)/records/query?\(query)",
+            #"{"zoneID":{"zoneName":"Notes"},"query":{"recordType":"Note","filterBy":[{"fieldName":"title","comparator":"EQUALS","fieldValue":{"value":"hi"}}]}}"#
+        )
+        #expect(status == 200)
+        #expect(server.stop() == 0)
+
+        let listed = try #require(try JSONValue(parsing: try await Self.run(["indexes", "list", "--json"], data: data).stdout).arrayValue)
+        let title = try #require(listed.first { $0["field"]?.stringValue == "title" }, "\(listed)")
+        #expect(title["development"]?.stringValue == container && title["production"]?.stringValue == "")
+        let dropped = try await Self.run(["indexes", "drop", "title"], data: data)
+        #expect(dropped.status == 0 && dropped.stdout == "title\n", "\(dropped.stderr)")
+        #expect(try await Self.run(["indexes", "list"], data: data).stdout.isEmpty)
+        let again = try await Self.run(["indexes", "drop", "title"], data: data)
+        #expect(again.status != 0 && again.stderr.contains("has no index"))
+    }
+
     @Test func aBackupMadeWhileServingRestoresThatMomentAndDevicesStartOver() async throws {
         let data = try temporaryDirectory()
         let container = "iCloud.com.example.backup"

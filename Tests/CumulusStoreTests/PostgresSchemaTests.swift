@@ -45,7 +45,7 @@ enum PostgresTestServer {
 
     /// A migrated store over a fresh database that lives as long as the test process; its client runs in a task of
     /// its own. Databases left by earlier test processes (named by their process ID) are dropped in the background.
-    static func makeStore() async throws -> PostgresRecordStore {
+    static func makeStore(maximumFieldIndexes: Int? = nil) async throws -> PostgresRecordStore {
         let admin = try PostgresLocation(url: try #require(url))
         // Started once, not awaited: dropping hundreds of databases left by earlier runs takes minutes.
         _ = sweep
@@ -62,7 +62,7 @@ enum PostgresTestServer {
         let client = PostgresClient(configuration: configuration)
         Task { await client.run() }
         try await PostgresSchema.migrate(client, logger: logger)
-        return PostgresRecordStore(client: client)
+        return PostgresRecordStore(client: client, maximumFieldIndexes: maximumFieldIndexes ?? 64)
     }
 
     /// Drops the databases of test processes that are gone.

@@ -55,6 +55,68 @@ struct RecordStoreConformanceTests {
         #expect(try await store.trimPushTokens(of: "_alice", container: Self.container, environment: .development, keeping: 2, logger: logger) == 0)
     }
 
+    /// Field indexes are a budget: container A's development queries fill the store's, yet container B's fields declared
+    /// in production, and A's own, get their indexes; a container under its fair share takes a place from the one over
+    /// it; an operator lists and drops them.
+    @Test(arguments: StoreFactory.all)
+    func productionIndexesAlwaysAndDevelopmentIndexesByFairShare(_ factory: StoreFactory) async throws {
+        let store = try await factory.makeLimited(4)
+        let logger = self.logger
+        func database(_ container: String, _ environment: ContainerEnvironment) -> DatabaseRef {
+            DatabaseRef(container: container, environment: environment, scope: .private, ownerRecordName: "_owner")
+        }
+        /// A container environment whose schema marks `fields` queryable, with a record holding each, queried once on each.
+        func demand(_ container: String, _ environment: ContainerEnvironment, _ fields: [String]) async throws {
+            let database = database(container, environment)
+            try? await store.createContainer(container, createdAt: 0, logger: logger)
+            _ = try await store.extendSchema(
+                ContainerSchema(recordTypes: [
+                    RecordTypeSchema(
+                        name: "Note",
+                        fields: fields.map { FieldSchema(name: $0, type: SchemaFieldType(.string), isQueryable: true, isSortable: true) })
+                ]), container: container, environment: environment, logger: logger)
+            try? await createZone(store, database)
+            let record = RecordModification(
+                operationType: .forceReplace, recordName: "r-\(fields.joined())", recordType: "Note",
+                fields: Dictionary(uniqueKeysWithValues: fields.map { ($0, FieldValue.string("x")) }))
+            _ = try await store.modifyRecords(batch(database, [record]), logger: logger)
+            for field in fields {
+                _ = try await store.queryRecords(
+                    RecordQuery(
+                        database: database, zoneName: "Z", recordType: "Note",
+                        filters: [QueryFilter(comparator: .equals, field: .field(field), value: .string("x"))], sorts: [], limit: 10,
+                        indexesRequired: environment == .production),
+                    logger: logger)
+            }
+        }
+        func indexed() async throws -> [String: FieldIndexState] {
+            Dictionary(uniqueKeysWithValues: try await store.fieldIndexes(logger: logger).compactMap { state in state.field.map { ($0, state) } })
+        }
+        // Container A asks for six fields in development: four get indexes, the store's budget.
+        try await demand("iCloud.a", .development, ["a1", "a2", "a3", "a4", "a5", "a6"])
+        #expect(try await Set(indexed().keys) == ["a1", "a2", "a3", "a4"])
+        // B's production fields get theirs past it, and so do A's own.
+        try await demand("iCloud.b", .production, ["title"])
+        try await demand("iCloud.a", .production, ["p1"])
+        var states = try await indexed()
+        #expect(Set(states.keys) == ["a1", "a2", "a3", "a4", "title", "p1"])
+        #expect(states["title"]?.productionContainers == ["iCloud.b"])
+        #expect(states["a1"]?.developmentContainers == ["iCloud.a"])
+        // C, under its fair share (two of four), takes places from A, over its share; A's production index stays.
+        try await demand("iCloud.c", .development, ["c1", "c2", "c3"])
+        states = try await indexed()
+        #expect(Set(states.keys).isSuperset(of: ["c1", "c2", "title", "p1"]), "\(states.keys.sorted())")
+        #expect(!states.keys.contains("c3"), "C stops at its share")
+        #expect(states.keys.filter { $0.hasPrefix("a") }.count == 2, "\(states.keys.sorted())")
+        // A at its share takes nothing back.
+        try await demand("iCloud.a", .development, ["a5"])
+        #expect(try await indexed().keys.filter { $0.hasPrefix("a") }.count == 2)
+        // An operator drops one; a field with no index is no drop.
+        #expect(try await store.dropFieldIndex(field: "title", logger: logger))
+        #expect(try await !store.dropFieldIndex(field: "title", logger: logger))
+        #expect(try await indexed()["title"] == nil)
+    }
+
     @Test(arguments: StoreFactory.all)
     func aSignatureIsUsedOnceUntilItExpires(_ factory: StoreFactory) async throws {
         let store = try await prepared(factory)

@@ -14,7 +14,7 @@ struct SQLiteQueryPlanTests {
 
     func plan(_ query: RecordQuery, store: SQLiteRecordStore) async throws -> String {
         let compiled = try SQLiteQueryCompiler(query: query)
-        try await store.ensureFieldIndexes(compiled.indexedFields, database: query.database, recordType: query.recordType)
+        try await store.ensureFieldIndexes(compiled.indexedFields, query: query)
         let (sql, arguments) = compiled.statements(zoneRowIDs: [2])[0]
         return try await store.writer.read { db in
             try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + sql, arguments: arguments).map { $0["detail"] as String }.joined(separator: "\n")
@@ -72,6 +72,24 @@ struct SQLiteQueryPlanTests {
         query.createsIndexes = true
         _ = try await store.queryRecords(query, logger: logger)
         #expect(try await fieldIndexes(store) == [SQLiteQueryCompiler.indexName("name")])
+    }
+
+    /// A field declared in production gets its index, and its query uses it, when development's queries hold the whole
+    /// budget.
+    @Test func aProductionQueryUsesAnIndexPastTheDevelopmentBudget() async throws {
+        let store = try await store(holding: ["name": .string("x"), "title": .string("y")], maximumFieldIndexes: 1)
+        func query(_ field: String, required: Bool) -> RecordQuery {
+            RecordQuery(
+                database: alice, zoneName: "Z", recordType: "Drive",
+                filters: [QueryFilter(comparator: .equals, field: .field(field), value: .string("x"))], sorts: [], limit: 10,
+                indexesRequired: required)
+        }
+        _ = try await plan(query("name", required: false), store: store)
+        let unindexed = try await plan(query("title", required: false), store: store)
+        #expect(!unindexed.contains(SQLiteQueryCompiler.indexName("title")), "the budget is held: \(unindexed)")
+        let declared = try await plan(query("title", required: true), store: store)
+        #expect(declared.contains("USING INDEX \(SQLiteQueryCompiler.indexName("title"))"), "\(declared)")
+        #expect(try await fieldIndexes(store) == [SQLiteQueryCompiler.indexName("name"), SQLiteQueryCompiler.indexName("title")])
     }
 
     @Test func filtersAndSortsUseFieldIndexes() async throws {

@@ -8,17 +8,26 @@ import Testing
 /// `CUMULUS_TEST_POSTGRES` names a server (see ``PostgresTestServer``).
 struct StoreFactory: Sendable, CustomTestStringConvertible {
     var name: String
-    var make: @Sendable () async throws -> any RecordStore
+    /// Makes a store; with a number, one that makes at most that many field indexes for development queries.
+    var makeLimited: @Sendable (_ maximumFieldIndexes: Int?) async throws -> any RecordStore
 
     var testDescription: String { name }
 
+    func make() async throws -> any RecordStore { try await makeLimited(nil) }
+
     static let all: [StoreFactory] =
         [
-            StoreFactory(name: "SQLite in memory") { try SQLiteRecordStore.inMemory() },
-            StoreFactory(name: "SQLite file") {
+            StoreFactory(name: "SQLite in memory") { maximum in
+                try SQLiteRecordStore.inMemory(maximumFieldIndexes: maximum ?? SQLiteRecordStore.Configuration().maximumFieldIndexes)
+            },
+            StoreFactory(name: "SQLite file") { maximum in
                 let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cumulus-store-\(UUID().uuidString)")
                 try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-                return try SQLiteRecordStore(path: directory.appendingPathComponent("cumulus.sqlite").path)
+                var configuration = SQLiteRecordStore.Configuration()
+                if let maximum { configuration.maximumFieldIndexes = maximum }
+                return try SQLiteRecordStore(path: directory.appendingPathComponent("cumulus.sqlite").path, configuration: configuration)
             },
-        ] + (PostgresTestServer.url == nil ? [] : [StoreFactory(name: "PostgreSQL") { try await PostgresTestServer.makeStore() }])
+        ]
+        + (PostgresTestServer.url == nil
+            ? [] : [StoreFactory(name: "PostgreSQL") { try await PostgresTestServer.makeStore(maximumFieldIndexes: $0) }])
 }

@@ -41,6 +41,8 @@ final class RequestThrottle: Sendable {
 
     private final class Shard: Sendable {
         let buckets = Mutex<[String: Bucket]>([:])
+        /// Credentials (web auth tokens, key IDs) this instance has seen authenticate: each has a bucket of its own.
+        let verified = Mutex<Set<String>>([])
     }
 
     /// Buckets spread over shards by key, so concurrent requests of different callers rarely meet on one lock.
@@ -89,6 +91,20 @@ final class RequestThrottle: Sendable {
         }
     }
 
+    /// Whether a credential key (``RequestThrottleMiddleware/credentialKey(_:)``) has authenticated on this instance.
+    func isVerified(_ credential: String) -> Bool {
+        shard(credential).verified.withLock { $0.contains(credential) }
+    }
+
+    /// Notes that a credential authenticated. The set is bounded: past its size an arbitrary one is forgotten, which
+    /// costs that caller one request counted against its address.
+    func markVerified(_ credential: String) {
+        shard(credential).verified.withLock { verified in
+            if verified.count >= shardCapacity * 4, !verified.contains(credential) { verified.removeFirst() }
+            verified.insert(credential)
+        }
+    }
+
     /// Gives back the in-flight place taken by ``admit(_:now:)``.
     func finish(_ key: String) {
         shard(key).buckets.withLock { buckets in buckets[key]?.inFlight -= 1 }
@@ -116,7 +132,9 @@ struct RequestThrottleMiddleware: RouterMiddleware {
     let metrics: ServerMetrics
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        let key = Self.key(request, context)
+        let credential = Self.credentialKey(request)
+        let verified = credential.map(throttle.isVerified) ?? false
+        let key = verified ? credential! : Self.addressKey(context)
         switch throttle.admit(key) {
         case .refused(let retryAfter, let reason):
             metrics.refused(limit: "requests")
@@ -124,15 +142,28 @@ struct RequestThrottleMiddleware: RouterMiddleware {
             throw CumulusError(.throttled, reason, retryAfter: retryAfter)
         case .admitted:
             defer { throttle.finish(key) }
-            return try await next(request, context)
+            let response = try await next(request, context)
+            // Answered, so authenticated: the credential has a bucket of its own from now on.
+            if let credential, !verified { throttle.markVerified(credential) }
+            return response
         }
     }
 
-    /// What a request counts against: the user's web auth token (one signed-in device), the server-to-server key, or
-    /// for requests with the API token alone, the client's address. Tokens are kept only as map keys, never logged.
-    static func key(_ request: Request, _ context: Context) -> String {
+    /// What a request counts against: a credential this instance has seen authenticate (the user's web auth token, one
+    /// signed-in device; or a server-to-server key) has a bucket of its own; anything else, the API token alone or a
+    /// credential not yet seen to work, counts against the client's address. So made-up tokens, however many, share
+    /// their sender's one bucket, and cost no more than one caller's flood. Tokens are kept only as map keys, never
+    /// logged.
+    static func key(_ request: Request, _ context: Context, verified: (String) -> Bool) -> String {
+        if let credential = credentialKey(request), verified(credential) { return credential }
+        return addressKey(context)
+    }
+
+    static func credentialKey(_ request: Request) -> String? {
         if let token = request.uri.queryParameters["ckWebAuthToken"], !token.isEmpty { return "token:" + String(token) }
         if let keyID = request.headers[.cloudKitKeyID] { return "key:" + keyID }
-        return "address:" + context.remoteAddress
+        return nil
     }
+
+    static func addressKey(_ context: Context) -> String { "address:" + context.remoteAddress }
 }

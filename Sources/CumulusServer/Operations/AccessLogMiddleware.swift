@@ -1,6 +1,7 @@
 import HTTPTypes
 import Hummingbird
 import Logging
+import Synchronization
 
 /// One structured line per request: the route (its template, so no record name, share GUID or push token from the
 /// path), the container, environment and database, the status, the duration, the bytes, and the request ID; and the
@@ -48,9 +49,17 @@ struct AccessLog {
         requestID: String, method: String, route: String, status: Int, start: ContinuousClock.Instant, parameters: [(String, String)],
         bytesIn: String?, bytesOut: Int?
     ) {
-        let elapsed = ContinuousClock.now - start
+        let now = ContinuousClock.now
+        let elapsed = now - start
         metrics.request(route: route, method: method, status: status, duration: elapsed)
         guard logger.logLevel <= .info else { return }
+        // Refused credentials and throttled requests are what a flood is made of: a few lines a second tell of it, and
+        // the next line written says how many were left out (`/metrics` counts them all).
+        var suppressed = 0
+        if status == 401 || status == 429 {
+            guard let left = metrics.refusalLines.admit(now: now) else { return }
+            suppressed = left
+        }
         let milliseconds = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
         var metadata: Logger.Metadata = [
             "request_id": "\(requestID)",
@@ -62,7 +71,45 @@ struct AccessLog {
         for (name, value) in parameters { metadata[name] = "\(value)" }
         if let bytesIn { metadata["bytes_in"] = "\(bytesIn)" }
         if let bytesOut { metadata["bytes_out"] = "\(bytesOut)" }
+        if suppressed > 0 { metadata["refusals_not_logged"] = "\(suppressed)" }
         logger.info("request", metadata: metadata)
+    }
+}
+
+/// At most `linesPerSecond` access-log lines of refusals a second, per instance.
+final class RefusalLogSampler: Sendable {
+    private struct Window {
+        var start: ContinuousClock.Instant
+        var written = 0
+        var left = 0
+    }
+
+    let linesPerSecond: Int
+    private let window = Mutex<Window?>(nil)
+
+    init(linesPerSecond: Int) {
+        self.linesPerSecond = linesPerSecond
+    }
+
+    /// `nil` when this refusal's line is left out; otherwise how many were left out since the last one written.
+    func admit(now: ContinuousClock.Instant) -> Int? {
+        window.withLock { window in
+            var current = window ?? Window(start: now)
+            if now - current.start >= .seconds(1) {
+                current.start = now
+                current.written = 0
+            }
+            guard current.written < linesPerSecond else {
+                current.left += 1
+                window = current
+                return nil
+            }
+            current.written += 1
+            let left = current.left
+            current.left = 0
+            window = current
+            return left
+        }
     }
 }
 

@@ -34,6 +34,8 @@ public final class ServerMetrics: Sendable {
     private let openConnections: CoreMetrics.Meter
     private let pushNotifications: CoreMetrics.Counter
     private let linkUploads: CoreMetrics.Counter
+    /// How many access-log lines of refused credentials and throttled requests are written; the rest are counted.
+    let refusalLines = RefusalLogSampler(linesPerSecond: 20)
 
     /// - Parameter registry: Where the metrics are kept; a new one by default.
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {

@@ -252,15 +252,29 @@ final class CourierExchange {
     }
 
     func start() {
-        let connection: PushConnection
-        do {
-            connection = try courier.push.connect(token: request.token, container: request.container, environment: request.environment)
-        } catch {
-            refuse(error)
-            return
+        let (push, request, logger) = (courier.push, request, courier.logger)
+        // The token's signature, then whether a user registered it (which pool its place comes from).
+        run { _ in
+            try await push.connect(token: request.token, container: request.container, environment: request.environment, logger: logger)
+        } then: { exchange, result in
+            switch result {
+            case .success(let connection) where exchange.ended:
+                connection.close()
+            case .success(let connection):
+                exchange.opened(connection)
+            case .failure where exchange.ended:
+                break
+            case .failure(let error):
+                exchange.refuse(error)
+            }
         }
+    }
+
+    private func opened(_ connection: PushConnection) {
         self.connection = connection
         courier.metrics.pushConnection(opened: true)
+        // The server began shutting down while the token was checked: the first look ends the exchange.
+        if closesConnection { courier.push.end(connection) }
         switch request.kind {
         case .poll(let wait):
             deadline = started + wait

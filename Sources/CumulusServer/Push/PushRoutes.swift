@@ -112,7 +112,7 @@ struct PushRoutes {
             }
             return id
         }
-        let connection = try push.connect(token: token, container: container, environment: environment)
+        let connection = try await push.connect(token: token, container: container, environment: environment, logger: context.logger)
         var resumed = PushConnection.Resumption.resumed
         do {
             if let lastEventID { resumed = try await connection.resume(after: lastEventID, logger: context.logger) }

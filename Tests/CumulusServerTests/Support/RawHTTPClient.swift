@@ -29,10 +29,13 @@ enum RawHTTPClient {
 
     /// Sends `head` and `body` in full, then reads until the server closes the connection or `readTimeout` passes.
     /// With `halfClose`, the client then shuts down its sending side, as a client with nothing more to ask does.
-    static func exchange(port: Int, head: String, body: [UInt8], readTimeout: Double = 10, halfClose: Bool = false) async throws
-        -> Exchange
-    {
-        try await onThread { try blockingExchange(port: port, head: head, body: body, readTimeout: readTimeout, halfClose: halfClose) }
+    /// With `source`, the connection comes from that loopback address (any of 127.0.0.0/8), as another client would.
+    static func exchange(
+        port: Int, head: String, body: [UInt8], readTimeout: Double = 10, halfClose: Bool = false, source: String? = nil
+    ) async throws -> Exchange {
+        try await onThread {
+            try blockingExchange(port: port, head: head, body: body, readTimeout: readTimeout, halfClose: halfClose, source: source)
+        }
     }
 
     /// Runs blocking socket work on a thread of its own, so it never holds a Swift concurrency thread the server needs.
@@ -112,10 +115,10 @@ enum RawHTTPClient {
     /// Closes a connection from ``openConnection(port:)``.
     static func closeConnection(_ socket: Int32) { close(socket) }
 
-    private static func blockingExchange(port: Int, head: String, body: [UInt8], readTimeout: Double, halfClose: Bool) throws
-        -> Exchange
+    private static func blockingExchange(port: Int, head: String, body: [UInt8], readTimeout: Double, halfClose: Bool, source: String?)
+        throws -> Exchange
     {
-        let socket = try connect(port: port)
+        let socket = try connect(port: port, from: source)
         defer { close(socket) }
         let writeFailed = !write(socket, Array(head.utf8) + body)
         if halfClose { shutdown(socket, Int32(SHUT_WR)) }
@@ -139,13 +142,22 @@ enum RawHTTPClient {
             secondsToAnswer: Date().timeIntervalSince(wrote), writeFailed: writeFailed)
     }
 
-    private static func connect(port: Int) throws -> Int32 {
+    private static func connect(port: Int, from source: String? = nil) throws -> Int32 {
         #if canImport(Glibc)
         let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         #else
         let socket = Darwin.socket(AF_INET, SOCK_STREAM, 0)
         #endif
         guard socket >= 0 else { throw POSIXError(.EIO) }
+        if let source {
+            let bound = try SocketAddress(ipAddress: source, port: 0).withSockAddr { pointer, size in
+                bind(socket, pointer, socklen_t(size))
+            }
+            guard bound == 0 else {
+                close(socket)
+                throw POSIXError(.EADDRNOTAVAIL)
+            }
+        }
         // NIO's address spells the sockaddr, whose C struct's members another module of the build may claim.
         let address = try SocketAddress(ipAddress: "127.0.0.1", port: port)
         let result = address.withSockAddr { pointer, size in

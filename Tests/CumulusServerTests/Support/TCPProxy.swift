@@ -11,6 +11,8 @@ final class TCPProxy: Sendable {
 
     private final class State: Sendable {
         let mutex = Mutex<(up: Bool, open: [any Channel])>((true, []))
+        /// Bytes are dropped instead of passed on, connections left open: a server that stopped answering.
+        let stalled = Mutex(false)
         func withLockedValue<T>(_ body: (inout (up: Bool, open: [any Channel])) -> T) -> T { mutex.withLock { body(&$0) } }
     }
 
@@ -23,8 +25,8 @@ final class TCPProxy: Sendable {
                 guard state.withLockedValue({ $0.up }) else { return inbound.close() }
                 return ClientBootstrap(group: inbound.eventLoop).connect(host: targetHost, port: targetPort).flatMap { outbound in
                     state.withLockedValue { $0.open += [inbound, outbound] }
-                    return inbound.pipeline.addHandler(Forward(to: outbound)).flatMap {
-                        outbound.pipeline.addHandler(Forward(to: inbound))
+                    return inbound.pipeline.addHandler(Forward(to: outbound, state: state)).flatMap {
+                        outbound.pipeline.addHandler(Forward(to: inbound, state: state))
                     }
                 }
             }
@@ -45,7 +47,14 @@ final class TCPProxy: Sendable {
 
     /// Accepts connections again, as a server that came back.
     func restore() {
+        state.stalled.withLock { $0 = false }
         state.withLockedValue { $0.up = true }
+    }
+
+    /// Keeps every connection open but passes nothing on, either way: a server that stopped answering without closing
+    /// anything (a machine gone, a partition). ``cut()`` then ``restore()`` bring it back.
+    func stall() {
+        state.stalled.withLock { $0 = true }
     }
 
     func close() async throws {
@@ -57,12 +66,15 @@ final class TCPProxy: Sendable {
     private final class Forward: ChannelInboundHandler, Sendable {
         typealias InboundIn = ByteBuffer
         let peer: any Channel
+        let state: State
 
-        init(to peer: any Channel) {
+        init(to peer: any Channel, state: State) {
             self.peer = peer
+            self.state = state
         }
 
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            guard !state.stalled.withLock({ $0 }) else { return }
             peer.writeAndFlush(unwrapInboundIn(data), promise: nil)
         }
 
