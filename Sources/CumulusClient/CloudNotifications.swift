@@ -80,34 +80,72 @@ extension CloudContainer {
     /// than ending; it ends when the task reading it is cancelled, or with an error the server gives for good (a
     /// refused user token).
     public func notifications(pollTimeout: Int = 30) -> AsyncThrowingStream<CloudNotification, any Error> {
+        let events = courierEvents(pollTimeout: pollTimeout) { failures, error in
+            guard let error = error as? CloudError, error.isTransient || error.code == .server(.notFound) else { return nil }
+            return min(.seconds(1) * (1 << min(failures - 1, 5)), .seconds(30))
+        }
+        return AsyncThrowingStream { continuation in
+            let task = Task {
+                do {
+                    for try await case .notification(let notification) in events { continuation.yield(notification) }
+                    continuation.finish()
+                } catch {
+                    continuation.finish(throwing: error)
+                }
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+    }
+
+    /// The courier in a loop, as events: `live` when it is reached (the token made, or a poll answered after a
+    /// failure), each notification, and each failure (`lost`). After a failure `retry` tells how long to wait before
+    /// trying again, or `nil` to end the sequence with that error; a token the server no longer knows is made again.
+    /// `setUp` runs once before the first token, retried as the rest (the sync engine saves its subscription there).
+    public func courierEvents(
+        pollTimeout: Int = 30, setUp: @escaping @Sendable () async throws -> Void = {},
+        sleep: @escaping @Sendable (Duration) async throws -> Void = { try await Task.sleep(for: $0) },
+        retry: @escaping @Sendable (_ failures: Int, _ error: any Error) -> Duration?
+    ) -> AsyncThrowingStream<CourierEvent, any Error> {
         let container = self
         return AsyncThrowingStream { continuation in
             let task = Task {
-                var delay = Duration.seconds(1)
+                var isSetUp = false
                 var registration: PushRegistration?
+                var live = false
+                var failures = 0
                 while !Task.isCancelled {
                     do {
+                        if !isSetUp {
+                            try await setUp()
+                            isSetUp = true
+                        }
                         let current: PushRegistration
                         if let registration {
                             current = registration
                         } else {
                             current = try await container.createPushToken()
+                            registration = current
                         }
-                        registration = current
+                        if !live {
+                            live = true
+                            continuation.yield(.live)
+                        }
+                        failures = 0
                         if let notification = try await abandoningOnCancel({ try await container.nextNotification(current, timeout: pollTimeout) }) {
-                            continuation.yield(notification)
+                            continuation.yield(.notification(notification))
                         }
-                        delay = .seconds(1)
-                    } catch let error as CloudError where error.isTransient || error.code == .server(.notFound) {
-                        // A token the server no longer knows is made again.
-                        if error.code == .server(.notFound) { registration = nil }
-                        try? await Task.sleep(for: delay)
-                        delay = min(delay * 2, .seconds(30))
                     } catch is CancellationError {
                         break
                     } catch {
-                        continuation.finish(throwing: error)
-                        return
+                        live = false
+                        continuation.yield(.lost(error))
+                        if (error as? CloudError)?.code == .server(.notFound) { registration = nil }
+                        failures += 1
+                        guard let delay = retry(failures, error) else {
+                            continuation.finish(throwing: error)
+                            return
+                        }
+                        do { try await sleep(delay) } catch { break }
                     }
                 }
                 continuation.finish()
@@ -115,6 +153,15 @@ extension CloudContainer {
             continuation.onTermination = { _ in task.cancel() }
         }
     }
+}
+
+/// What ``CloudContainer/courierEvents(pollTimeout:setUp:sleep:retry:)`` tells.
+public enum CourierEvent: Sendable {
+    /// The courier is reached: from now on changes are told.
+    case live
+    case notification(CloudNotification)
+    /// A step failed; nothing is told until the next `live`.
+    case lost(any Error)
 }
 
 extension CloudDatabase {

@@ -215,50 +215,33 @@ public actor SyncEngine {
 
     /// The courier of ``run(sendDelay:fallbackInterval:)``: the engine's database subscription (as CKSyncEngine keeps
     /// one, so any change in the database is told), a push token, and long polls, each step retried until the task is
-    /// cancelled. A fetch is asked for whenever a notification comes and whenever the courier becomes live.
+    /// cancelled. A fetch is asked for whenever a notification comes and whenever the courier becomes live: a token
+    /// starts from the server's current positions, so what happened before it (since the first fetch began, or while
+    /// the courier was away) is fetched then, once.
     private func listenToTheCourier(fetch: AsyncStream<Void>.Continuation) async {
         let database = self.database
-        let container = database.container
         let subscription = Subscription(subscriptionID: "CumulusSyncEngine.\(database.scope.rawValue)", kind: .database)
-        var subscribed = false
-        var registration: PushRegistration?
-        var failures = 0
-        while !Task.isCancelled {
-            do {
-                if !subscribed {
-                    try await database.modifySubscriptions(saving: [subscription])
-                    subscribed = true
-                }
-                let current: PushRegistration
-                if let registration {
-                    current = registration
-                } else {
-                    current = try await container.createPushToken()
-                    registration = current
-                }
-                if !status.isPushLive {
-                    // A token starts from the server's current positions: what happened before it (since the first
-                    // fetch began, or while the courier was away) is fetched now, once.
+        let policy = configuration.retryPolicy
+        // Transient or not (a refused user token may be renewed by the app), the courier is tried again: at the
+        // backoff's pace, which a server's `retryAfter` sets when it gives one.
+        let events = database.container.courierEvents(
+            setUp: { try await database.modifySubscriptions(saving: [subscription]) }, sleep: configuration.sleep
+        ) { failures, error in
+            policy.backoff(afterFailure: failures, retryAfter: (error as? CloudError)?.retryAfter)
+        }
+        do {
+            for try await event in events {
+                switch event {
+                case .live:
                     setPushLive(true)
                     fetch.yield(())
+                case .notification:
+                    fetch.yield(())
+                case .lost:
+                    setPushLive(false)
                 }
-                failures = 0
-                let notification = try await abandoningOnCancel { try await container.nextNotification(current, timeout: 30) }
-                if notification != nil { fetch.yield(()) }
-            } catch is CancellationError {
-                break
-            } catch {
-                setPushLive(false)
-                let cloudError = error as? CloudError
-                // A token the server no longer knows (revoked, or the account's oldest) is made again.
-                if cloudError?.code == .server(.notFound) { registration = nil }
-                failures += 1
-                // Transient or not (a refused user token may be renewed by the app), the courier is tried again: at the
-                // backoff's pace, which a server's `retryAfter` sets when it gives one.
-                let delay = configuration.retryPolicy.backoff(afterFailure: failures, retryAfter: cloudError?.retryAfter)
-                do { try await configuration.sleep(delay) } catch { break }
             }
-        }
+        } catch {}
         setPushLive(false)
     }
 

@@ -369,7 +369,10 @@ struct AbuseTests {
         var prepared = try await TestWorld.make()
         // Half a request a second, after a burst of five: however slowly a loaded machine serves them, at most ten of
         // twenty requests sent at once within ten seconds get through.
-        prepared.configuration.requestLimits = RequestLimits(requestsPerSecond: 0.5, burst: 5, concurrentRequests: 4)
+        // The refusal delay is short: the twenty requests share the test client's one connection, and a loaded machine
+        // must answer them all within its read timeout.
+        prepared.configuration.requestLimits = RequestLimits(
+            requestsPerSecond: 0.5, burst: 5, concurrentRequests: 4, refusalDelay: .milliseconds(50))
         let world = prepared
         try await world.test { client in
             try await client.createZone("Z", as: world.alice)

@@ -195,7 +195,7 @@ struct SharingAuthorizationTests {
     /// The code an answer carries: top-level, per item, or per zone; "ok" when none.
     static func outcome(_ response: CloudKitResponse, _ operation: Operation) -> String {
         if let code = response.serverErrorCode { return code }
-        let items = response.records + response.zones + (response.json["results"]?.arrayValue ?? [])
+        let items = Array(response.records) + Array(response.zones) + (response.json["results"]?.arrayValue ?? [])
         if let code = items.compactMap({ $0["serverErrorCode"]?.stringValue }).first { return code }
         return "ok"
     }

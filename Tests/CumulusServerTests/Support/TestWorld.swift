@@ -101,8 +101,25 @@ struct CloudKitResponse: Sendable {
 
     var serverErrorCode: String? { json["serverErrorCode"]?.stringValue }
     var reason: String? { json["reason"]?.stringValue }
-    var records: [JSONValue] { json["records"]?.arrayValue ?? [] }
-    var zones: [JSONValue] { json["zones"]?.arrayValue ?? [] }
+    var records: AnswerList { AnswerList(json["records"]?.arrayValue ?? []) }
+    var zones: AnswerList { AnswerList(json["zones"]?.arrayValue ?? []) }
+}
+
+/// The items of an answer: reading one past the end gives `.null`, so a test whose request failed (a `503` on a loaded
+/// machine, say) records a failed expectation instead of crashing the whole test process.
+struct AnswerList: RandomAccessCollection, Sendable {
+    private let items: [JSONValue]
+
+    init(_ items: [JSONValue]) {
+        self.items = items
+    }
+
+    var startIndex: Int { items.startIndex }
+    var endIndex: Int { items.endIndex }
+
+    subscript(position: Int) -> JSONValue {
+        items.indices.contains(position) ? items[position] : .null
+    }
 }
 
 /// Sends CloudKit Web Services requests to the application under test.
