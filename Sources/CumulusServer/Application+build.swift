@@ -37,7 +37,8 @@ public func buildApplication(
     let router = buildRouter(configuration: routed, store: store, clock: clock, changes: changes, metrics: metrics, push: push)
     let serverName = "Cumulus"
     let courier = Courier(
-        push: push, heartbeat: configuration.pushHeartbeatInterval, metrics: metrics, logger: logger, serverName: serverName)
+        push: push, heartbeat: configuration.pushHeartbeatInterval, metrics: metrics, logger: logger, serverName: serverName,
+        refusalDelay: configuration.requestLimits.refusalDelay)
     let host = configuration.host
     let cleanup = LinkCleanupService(
         links: LinkService(store: store, clock: clock, limits: configuration.linkLimits), interval: configuration.linkCleanupInterval, logger: logger

@@ -294,6 +294,8 @@ struct PushStreamTests {
         world.configuration.pushLimits = PushLimits(maximumConnections: 8, maximumAnonymousConnections: 3)
         // The test client's own connection waits through the flood, which a loaded machine may take minutes to send.
         world.configuration.connectionLimits.idleTimeout = .seconds(600)
+        // Forged polls are refused at once here (a second's wait each is what bounds a real flood: tested below).
+        world.configuration.requestLimits.refusalDelay = .zero
         let alice = world.alice
         try await world.test { client in
             let port = try #require(client.client.port)
@@ -344,6 +346,22 @@ struct PushStreamTests {
             #expect(try await stream.next()?.comment == "connected")
             #expect(try await PushTests.poll(client, courier, timeout: 0) == .null)
             withExtendedLifetime(anonymous) {}
+        }
+    }
+
+    /// A poll on a made-up token is refused after the refusal delay, so each of a flooder's connections makes one a
+    /// second; a client gone meanwhile is refused nothing.
+    @Test func aForgedPollIsRefusedAfterTheRefusalDelay() async throws {
+        var world = try await TestWorld.make()
+        world.configuration.requestLimits.refusalDelay = .seconds(2)
+        try await world.test { client in
+            let port = try #require(client.client.port)
+            let token = String(repeating: "ab", count: 32)
+            let head = "GET /courier/1/\(TestWorld.container)/development/\(token)?timeout=0 HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+            let started = ContinuousClock.now
+            let exchange = try await RawHTTPClient.exchange(port: port, head: head, body: [], readTimeout: 60)
+            #expect(exchange.statusCode == 404, "\(exchange.response)")
+            #expect(ContinuousClock.now - started >= .seconds(2), "refused before the delay")
         }
     }
 

@@ -23,14 +23,20 @@ final class Courier: Sendable {
     /// that reconnected wakes them all) queue for the store instead of all waiting on its connection pool at once.
     let looks = LookGate(maximum: 32)
 
+    /// How long a poll on a token this server did not issue waits before its `404`: the courier needs no credential,
+    /// so what bounds a flood of made-up tokens is each connection making one a second, as the request limits'
+    /// refusal delay does for the database API. The wait holds no place and no task, only a timer.
+    let refusalDelay: Duration
+
     static let route = "/courier/1/{container}/{environment}/{token}"
 
-    init(push: PushService, heartbeat: Duration, metrics: ServerMetrics, logger: Logger, serverName: String) {
+    init(push: PushService, heartbeat: Duration, metrics: ServerMetrics, logger: Logger, serverName: String, refusalDelay: Duration = .seconds(1)) {
         self.push = push
         self.heartbeat = heartbeat
         self.metrics = metrics
         self.logger = logger
         self.serverName = serverName
+        self.refusalDelay = refusalDelay
     }
 }
 
@@ -265,7 +271,7 @@ final class CourierExchange {
             case .failure where exchange.ended:
                 break
             case .failure(let error):
-                exchange.refuse(error)
+                exchange.refuse(error, forged: (error as? CumulusError)?.code == .notFound)
             }
         }
     }
@@ -481,6 +487,20 @@ final class CourierExchange {
     }
 
     /// Refuses the request with CloudKit's error envelope (before any answer was written).
+    /// Refuses a poll on a token this server did not issue after the courier's refusal delay (the connection then
+    /// makes no other request meanwhile); anything else at once.
+    private func refuse(_ error: any Error, forged: Bool) {
+        guard forged, courier.refusalDelay > .zero else {
+            refuse(error)
+            return
+        }
+        let this = NIOLoopBound(self, eventLoop: context.eventLoop)
+        timer = context.eventLoop.scheduleTask(in: TimeAmount(courier.refusalDelay)) {
+            guard !this.value.ended else { return }
+            this.value.refuse(error)
+        }
+    }
+
     private func refuse(_ error: any Error) {
         let refusal = CloudKitErrorResponse(error, logger: courier.logger)
         let body = ByteBuffer(bytes: refusal.envelope(requestID: requestID))
