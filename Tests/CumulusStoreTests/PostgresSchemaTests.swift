@@ -62,7 +62,8 @@ enum PostgresTestServer {
         let client = PostgresClient(configuration: configuration)
         Task { await client.run() }
         try await PostgresSchema.migrate(client, logger: logger)
-        return PostgresRecordStore(client: client, maximumFieldIndexes: maximumFieldIndexes ?? 64)
+        // Tests run side by side on two cores: a connection may take longer than a server's 5 s to come free.
+        return PostgresRecordStore(client: client, maximumFieldIndexes: maximumFieldIndexes ?? 64, connectionWait: .seconds(30))
     }
 
     /// Drops the databases of test processes that are gone.

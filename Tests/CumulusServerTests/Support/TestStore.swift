@@ -34,7 +34,8 @@ struct TestStore: Sendable, CustomTestStringConvertible {
         let client = PostgresClient(configuration: configuration)
         Task { await client.run() }
         try await PostgresSchema.migrate(client, logger: logger)
-        return PostgresRecordStore(client: client, metrics: metrics)
+        // Tests run side by side on two cores: a connection may take longer than a server's 5 s to come free.
+        return PostgresRecordStore(client: client, connectionWait: .seconds(30), metrics: metrics)
     }
 
     /// A fresh, empty database named after this process, on the server `CUMULUS_TEST_POSTGRES` names.
