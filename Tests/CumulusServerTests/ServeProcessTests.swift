@@ -241,16 +241,20 @@ struct ServeProcessTests {
         #expect(gone.status != 0 && gone.stderr.contains("does not exist"))
     }
 
+    /// Makes a container, an API token for it and a user `alice`, through the command line; answers both tokens.
+    static func containerWithAlice(_ container: String, data: URL) async throws -> (apiToken: String, webToken: String) {
+        _ = try await run(["containers", "create", container], data: data)
+        let apiToken = try await run(["tokens", "create", "--container", container], data: data).stdout
+        _ = try await run(["users", "create", "alice", "--container", container], data: data)
+        let webToken = try await run(["users", "token", "alice", "--container", container], data: data).stdout
+        return (apiToken.trimmingCharacters(in: .whitespacesAndNewlines), webToken.trimmingCharacters(in: .whitespacesAndNewlines))
+    }
+
     /// An operator sees the field indexes queries made, and which schemas keep them, and drops one.
     @Test func fieldIndexesAreListedAndDropped() async throws {
         let data = try temporaryDirectory()
         let container = "iCloud.com.example.indexes"
-        _ = try await Self.run(["containers", "create", container], data: data)
-        let apiToken = try await Self.run(["tokens", "create", "--container", container], data: data).stdout.trimmingCharacters(
-            in: .whitespacesAndNewlines)
-        _ = try await Self.run(["users", "create", "alice", "--container", container], data: data)
-        let webToken = try await Self.run(["users", "token", "alice", "--container", container], data: data).stdout.trimmingCharacters(
-            in: .whitespacesAndNewlines)
+        let (apiToken, webToken) = try await Self.containerWithAlice(container, data: data)
         let server = try await Server.start(data: data)
         let database = "\(server.url)/database/1/\(container)/development/private"
         let query = "ckAPIToken=\(apiToken)&ckWebAuthToken=\(webToken)"
@@ -280,12 +284,7 @@ struct ServeProcessTests {
     @Test func aBackupMadeWhileServingRestoresThatMomentAndDevicesStartOver() async throws {
         let data = try temporaryDirectory()
         let container = "iCloud.com.example.backup"
-        _ = try await Self.run(["containers", "create", container], data: data)
-        let apiToken = try await Self.run(["tokens", "create", "--container", container], data: data).stdout.trimmingCharacters(
-            in: .whitespacesAndNewlines)
-        _ = try await Self.run(["users", "create", "alice", "--container", container], data: data)
-        let webToken = try await Self.run(["users", "token", "alice", "--container", container], data: data).stdout.trimmingCharacters(
-            in: .whitespacesAndNewlines)
+        let (apiToken, webToken) = try await Self.containerWithAlice(container, data: data)
         func database(_ server: Server) -> String {
             "\(server.url)/database/1/\(container)/development/private"
         }
