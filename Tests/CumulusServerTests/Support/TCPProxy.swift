@@ -24,7 +24,16 @@ final class TCPProxy: Sendable {
             .childChannelInitializer { inbound in
                 guard state.withLockedValue({ $0.up }) else { return inbound.close() }
                 return ClientBootstrap(group: inbound.eventLoop).connect(host: targetHost, port: targetPort).flatMap { outbound in
-                    state.withLockedValue { $0.open += [inbound, outbound] }
+                    // A cut that came while this connection was being made closes it too: it was not in `open` yet.
+                    let accepted = state.withLockedValue { state -> Bool in
+                        guard state.up else { return false }
+                        state.open += [inbound, outbound]
+                        return true
+                    }
+                    guard accepted else {
+                        outbound.close(promise: nil)
+                        return inbound.close()
+                    }
                     return inbound.pipeline.addHandler(Forward(to: outbound, state: state)).flatMap {
                         outbound.pipeline.addHandler(Forward(to: inbound, state: state))
                     }
