@@ -133,8 +133,7 @@ struct RequestThrottleMiddleware: RouterMiddleware {
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let credential = Self.credentialKey(request)
-        let verified = credential.map(throttle.isVerified) ?? false
-        let key = verified ? credential! : Self.addressKey(context)
+        let key = credential.flatMap { throttle.isVerified($0) ? $0 : nil } ?? Self.addressKey(context)
         switch throttle.admit(key) {
         case .refused(let retryAfter, let reason):
             metrics.refused(limit: "requests")
@@ -144,7 +143,7 @@ struct RequestThrottleMiddleware: RouterMiddleware {
             defer { throttle.finish(key) }
             let response = try await next(request, context)
             // Answered, so authenticated: the credential has a bucket of its own from now on.
-            if let credential, !verified { throttle.markVerified(credential) }
+            if let credential, key != credential { throttle.markVerified(credential) }
             return response
         }
     }
@@ -154,11 +153,6 @@ struct RequestThrottleMiddleware: RouterMiddleware {
     /// credential not yet seen to work, counts against the client's address. So made-up tokens, however many, share
     /// their sender's one bucket, and cost no more than one caller's flood. Tokens are kept only as map keys, never
     /// logged.
-    static func key(_ request: Request, _ context: Context, verified: (String) -> Bool) -> String {
-        if let credential = credentialKey(request), verified(credential) { return credential }
-        return addressKey(context)
-    }
-
     static func credentialKey(_ request: Request) -> String? {
         if let token = request.uri.queryParameters["ckWebAuthToken"], !token.isEmpty { return "token:" + String(token) }
         if let keyID = request.headers[.cloudKitKeyID] { return "key:" + keyID }
