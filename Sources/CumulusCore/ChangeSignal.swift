@@ -113,6 +113,15 @@ public final class ChangeSignal: Sendable {
     /// Registered waiters (for tests and benchmarks).
     public var waiting: Int { state.withLock { $0.waiters.count } }
 
+    /// Registered waiters with nothing to do until a wake-up: waiting in ``wait(_:until:)``, or (waiting without a task)
+    /// not woken since they last looked. A connection counted here has looked at what changed, so a commit from now on
+    /// reaches it only through a wake-up.
+    public var idle: Int {
+        state.withLock { state in
+            state.waiters.values.count { $0.continuation != nil || ($0.onWake != nil && !$0.woken) }
+        }
+    }
+
     /// Starts remembering wake-ups under `keys`; `onWake`, when given, is called (on the waking thread) at each one, for
     /// a connection that waits without a task of its own.
     public func register(_ keys: Set<String>, onWake: (@Sendable () -> Void)? = nil) -> Registration {

@@ -29,6 +29,7 @@ public func buildApplication(
     onMetricsServerRunning: @escaping @Sendable (String) async -> Void = { _ in }
 ) -> Application<RouterResponder<CumulusRequestContext>> {
     let changes = changeSignal(for: store)
+    metrics.observe(changes)
     let assetStorage = configuration.assetStorage ?? temporaryAssetStorage()
     var routed = configuration
     routed.assetStorage = assetStorage

@@ -2,7 +2,7 @@ import CumulusModel
 import Foundation
 import Testing
 
-@Suite("Record field wire format")
+@Suite("Record field wire format", .timeLimit(.minutes(10)))
 struct FieldValueTests {
     static let everyType: [FieldValue] = [
         .string("Morning commute"),
@@ -101,7 +101,7 @@ struct FieldValueTests {
     }
 }
 
-@Suite("Finding assets in canonical fields")
+@Suite("Finding assets in canonical fields", .timeLimit(.minutes(10)))
 struct HoldsAssetsTests {
     @Test func anAssetTypeIsFoundWhereverItIsAndNothingElseIs() {
         func holds(_ text: String) -> Bool { JSONWriter.holdsAssets(Array(text.utf8)) }

@@ -2,7 +2,7 @@ import CumulusModel
 import Foundation
 import Testing
 
-@Suite("JSON parsing and writing")
+@Suite("JSON parsing and writing", .timeLimit(.minutes(10)))
 struct JSONTests {
     @Test func parsesAllValueKinds() throws {
         let value = try JSONValue(parsing: #"{"a":[1,-2.5e3,true,false,null,"x"],"b":{}}"#)

@@ -4,7 +4,7 @@ import Testing
 
 /// The scanned `records/modify` reader is a shortcut, not a second definition of the wire format: whatever body it
 /// reads must make the request the tree reader makes, and whatever body the tree refuses it must leave to the tree.
-@Suite("records/modify read straight from its bytes")
+@Suite("records/modify read straight from its bytes", .timeLimit(.minutes(10)))
 struct RecordsModifyScanTests {
     static let bodies: [String] = [
         // As CloudKit clients send it.

@@ -1,7 +1,7 @@
 import CumulusModel
 import Testing
 
-@Suite("Request decoding")
+@Suite("Request decoding", .timeLimit(.minutes(10)))
 struct RequestDecodingTests {
     private func modify(_ json: String) throws -> RecordsModifyRequest {
         try RecordsModifyRequest(wire: WireObject(JSONValue(parsing: json), path: ""))

@@ -1,7 +1,7 @@
 import CumulusModel
 import Testing
 
-@Suite("The schema language")
+@Suite("The schema language", .timeLimit(.minutes(10)))
 struct SchemaLanguageTests {
     static let sample = """
         // An app's schema.

@@ -17,7 +17,7 @@ final class CapturedLines: Sendable {
 }
 
 /// One structured access-log line per request, with the request ID the answer carries; never a credential.
-@Suite("Access log and request IDs")
+@Suite("Access log and request IDs", .timeLimit(.minutes(10)))
 struct AccessLogTests {
     /// A flood of refusals (made-up credentials, throttled requests) writes a few lines a second, and the next line
     /// written says how many were left out.

@@ -5,7 +5,7 @@ import Logging
 import Testing
 
 /// `cumulus users delete` and `cumulus containers delete`: what goes, what stays, and what other users' devices see.
-@Suite("Deleting users and containers")
+@Suite("Deleting users and containers", .timeLimit(.minutes(10)))
 struct AdministrationDeletionTests {
     let logger = Logger(label: "test")
 

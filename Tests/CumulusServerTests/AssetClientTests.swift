@@ -9,7 +9,7 @@ import Testing
 
 /// The client's assets against a real server: a record saved with a local file uploads it first, a lost upload answer
 /// is recovered with a new receipt, and a second device syncs the record and downloads the same bytes.
-@Suite("Assets in the client and the sync engine")
+@Suite("Assets in the client and the sync engine", .timeLimit(.minutes(10)))
 struct AssetClientTests {
     static let zone = ZoneID(zoneName: "Receipts")
 

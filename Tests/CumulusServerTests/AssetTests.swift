@@ -16,7 +16,7 @@ import Testing
 
 /// Assets through real HTTP, as a CloudKit Web Services client sends them: ask for an upload URL, POST the bytes,
 /// save the answered dictionary in a record, fetch the record, download from its `downloadURL`.
-@Suite("Assets")
+@Suite("Assets", .timeLimit(.minutes(10)))
 struct AssetTests {
     let logger = Logger(label: "test")
 

@@ -9,10 +9,11 @@ import Logging
 import Synchronization
 import Testing
 
-@Suite("Authentication: API tokens, web auth tokens, server-to-server keys, sign-in")
+@Suite("Authentication: API tokens, web auth tokens, server-to-server keys, sign-in", .timeLimit(.minutes(10)))
 struct AuthenticationTests {
-    @Test func apiTokenIsRequiredAndChecked() async throws {
-        let world = try await TestWorld.make()
+    @Test(arguments: TestStore.all)
+    func apiTokenIsRequiredAndChecked(_ store: TestStore) async throws {
+        let world = try await TestWorld.make(store: store)
         try await world.test { client in
             let missing = try await client.send("zones/list", as: .none, database: "public", method: .get)
             #expect(missing.status == 401)
@@ -33,8 +34,9 @@ struct AuthenticationTests {
         }
     }
 
-    @Test func userTokenIsRequiredForThePrivateDatabase() async throws {
-        let world = try await TestWorld.make()
+    @Test(arguments: TestStore.all)
+    func userTokenIsRequiredForThePrivateDatabase(_ store: TestStore) async throws {
+        let world = try await TestWorld.make(store: store)
         try await world.test { client in
             let anonymous = try await client.send("zones/list", as: .anonymous, method: .get)
             #expect(anonymous.status == 421)
@@ -53,9 +55,10 @@ struct AuthenticationTests {
         }
     }
 
-    @Test func expiredWebAuthTokensAreRejected() async throws {
+    @Test(arguments: TestStore.all)
+    func expiredWebAuthTokensAreRejected(_ store: TestStore) async throws {
         let clockTime = LockedTime(Date())
-        let world = try await TestWorld.make(clock: WallClock { clockTime.now })
+        let world = try await TestWorld.make(store: store, clock: WallClock { clockTime.now })
         try await world.test { client in
             let fresh = try await client.send("zones/list", as: .user(world.alice), method: .get)
             #expect(fresh.status == 200)
@@ -65,8 +68,9 @@ struct AuthenticationTests {
         }
     }
 
-    @Test func usersCallerReturnsTheFlatIdentity() async throws {
-        let world = try await TestWorld.make()
+    @Test(arguments: TestStore.all)
+    func usersCallerReturnsTheFlatIdentity(_ store: TestStore) async throws {
+        let world = try await TestWorld.make(store: store)
         try await world.test { client in
             for operation in ["users/caller", "users/current"] {
                 let response = try await client.send(operation, as: .user(world.alice), database: "public", method: .get)
@@ -79,8 +83,9 @@ struct AuthenticationTests {
         }
     }
 
-    @Test func signUpSignInAndSignOutOverHTTP() async throws {
-        let world = try await TestWorld.make()
+    @Test(arguments: TestStore.all)
+    func signUpSignInAndSignOutOverHTTP(_ store: TestStore) async throws {
+        let world = try await TestWorld.make(store: store)
         try await world.test { client in
             let base = "/auth/1/\(TestWorld.container)/development"
             let signUp = try await client.raw(
@@ -204,8 +209,9 @@ struct AuthenticationTests {
         return signer
     }
 
-    @Test func signedRequestsActOnThePublicDatabase() async throws {
-        let world = try await TestWorld.make()
+    @Test(arguments: TestStore.all)
+    func signedRequestsActOnThePublicDatabase(_ store: TestStore) async throws {
+        let world = try await TestWorld.make(store: store)
         let signer = try await signer(world)
         try await world.test { client in
             let path = "/database/1/\(TestWorld.container)/development/public/records/modify"
@@ -271,8 +277,9 @@ struct AuthenticationTests {
         }
     }
 
-    @Test func badSignaturesAreRejected() async throws {
-        let world = try await TestWorld.make()
+    @Test(arguments: TestStore.all)
+    func badSignaturesAreRejected(_ store: TestStore) async throws {
+        let world = try await TestWorld.make(store: store)
         let signer = try await signer(world)
         let production = try await self.signer(world, environment: .production)
         try await world.test { client in
@@ -298,8 +305,9 @@ struct AuthenticationTests {
         }
     }
 
-    @Test func serverKeysMustBeP256PublicKeys() async throws {
-        let world = try await TestWorld.make()
+    @Test(arguments: TestStore.all)
+    func serverKeysMustBeP256PublicKeys(_ store: TestStore) async throws {
+        let world = try await TestWorld.make(store: store)
         await #expect(throws: CumulusError.self) {
             try await world.accounts.addServerKey(
                 container: TestWorld.container, environment: .development, publicKeyPEM: "not a key", logger: Logger(label: "t"))

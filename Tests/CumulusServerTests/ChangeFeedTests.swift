@@ -9,7 +9,7 @@ import Logging
 import Synchronization
 import Testing
 
-@Suite("Change feeds: changes/database, changes/zone and their older aliases")
+@Suite("Change feeds: changes/database, changes/zone and their older aliases", .timeLimit(.minutes(10)))
 struct ChangeFeedTests {
     /// One zone feed page.
     struct Page {

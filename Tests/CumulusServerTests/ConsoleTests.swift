@@ -11,7 +11,7 @@ import Testing
 
 /// The web console: signing in with a one-use link, what each page shows, editing and deleting a record, and that
 /// nothing from the data can run in the page.
-@Suite("Web console", .serialized)
+@Suite("Web console", .serialized, .timeLimit(.minutes(10)))
 struct ConsoleTests {
     let logger = Logger(label: "test")
     static let hostile = #"<img src=x onerror="document.title='owned'"><script>document.title='owned'</script>"#

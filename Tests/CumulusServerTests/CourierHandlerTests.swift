@@ -19,7 +19,7 @@ import Testing
 /// The courier answered below the router (``CourierChannelHandler``): which requests it takes, that the router never
 /// sees them, that later requests on the connection still reach the router in order, and that an open stream is not
 /// taken for an idle connection.
-@Suite("Push: the courier below the router")
+@Suite("Push: the courier below the router", .timeLimit(.minutes(10)))
 struct CourierHandlerTests {
     static let token = String(repeating: "ab", count: 32)
 
@@ -99,7 +99,7 @@ struct CourierHandlerTests {
     /// The handler in a pipeline of its own: a poll is answered by the handler and never reaches what stands behind it
     /// (the router); the next request on the connection does, after the poll's answer.
     @Test func aPollIsAnsweredBelowTheRouterAndTheNextRequestReachesIt() async throws {
-        let store = try SQLiteRecordStore.inMemory()
+        let store = try await TestStore.sqlite.make()
         let courier = Courier(
             push: PushService(store: store), heartbeat: .seconds(15), metrics: ServerMetrics(), logger: Logger(label: "test"),
             serverName: "Cumulus")
@@ -157,9 +157,9 @@ struct CourierHandlerTests {
     /// A look that waits long (for the gate, or a slow store) leaves the event loop idle: while it is under way only the
     /// heartbeat is timed. A deadline or re-check already past would fire the timer again at once, over and over (this
     /// busy loop once starved every connection of an event loop while PostgreSQL was slow); here it would never let
-    /// the testing event loop's `run` return.
-    @Test func aLookWaitingItsTurnLeavesTheEventLoopIdle() async throws {
-        let store = try SQLiteRecordStore.inMemory()
+    /// the testing event loop's `run` return, which the time limit turns into a failure.
+    @Test(.timeLimit(.minutes(1))) func aLookWaitingItsTurnLeavesTheEventLoopIdle() async throws {
+        let store = try await TestStore.sqlite.make()
         let courier = Courier(
             push: PushService(store: store), heartbeat: .seconds(15), metrics: ServerMetrics(), logger: Logger(label: "test"),
             serverName: "Cumulus")

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 
 /// Docs that show an example whole show the code that the tests run, to the byte.
-@Suite("Documentation shows the tested examples")
+@Suite("Documentation shows the tested examples", .timeLimit(.minutes(10)))
 struct DocumentationTests {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 

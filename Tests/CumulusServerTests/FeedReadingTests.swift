@@ -12,7 +12,7 @@ private struct CannedTransport: Transport {
     }
 }
 
-@Suite("Client: change feed pages read straight from their bytes")
+@Suite("Client: change feed pages read straight from their bytes", .timeLimit(.minutes(10)))
 struct FeedReadingTests {
     private let zone = ZoneID(zoneName: "Drives")
 

@@ -12,7 +12,7 @@ import Testing
 /// Thousands of generated hostile requests over every endpoint: valid bodies mutated (values of the wrong kind, huge
 /// and tiny numbers, long and odd strings, deep nesting, truncation, stray bytes), sent as several kinds of caller.
 /// Nothing may answer 5xx, the server must stay up, and a bystander's data must come out exactly as it went in.
-@Suite("Hostile input")
+@Suite("Hostile input", .timeLimit(.minutes(10)))
 struct HostileInputTests {
     /// A deterministic generator (SplitMix64), so a failure can be replayed from its seed.
     struct Generator: RandomNumberGenerator {

@@ -9,7 +9,7 @@ import Testing
 
 /// A user's private database is theirs alone: no other user, anonymous caller, or token of another container or
 /// environment can read or write it, or learn whether a record exists in it.
-@Suite("Private database isolation")
+@Suite("Private database isolation", .timeLimit(.minutes(10)))
 struct IsolationTests {
     enum Intruder: String, CaseIterable, Sendable {
         case otherUser, anonymous, otherContainerToken, productionToken, productionTokenWithUser, serverKey
@@ -25,9 +25,9 @@ struct IsolationTests {
         }
     }
 
-    @Test(arguments: Intruder.allCases)
-    func intrudersCanNeitherReadNorWrite(_ intruder: Intruder) async throws {
-        let world = try await TestWorld.make()
+    @Test(arguments: Intruder.allCases, TestStore.all)
+    func intrudersCanNeitherReadNorWrite(_ intruder: Intruder, _ store: TestStore) async throws {
+        let world = try await TestWorld.make(store: store)
         var signer = AuthenticationTests.Signer()
         signer.keyID = try await world.accounts.addServerKey(
             container: TestWorld.container, environment: .development, publicKeyPEM: signer.key.publicKey.pemRepresentation,

@@ -4,7 +4,7 @@ import CumulusStore
 import HTTPTypes
 import Testing
 
-@Suite("Limits and naming rules")
+@Suite("Limits and naming rules", .timeLimit(.minutes(10)))
 struct LimitTests {
     @Test func atMost200OperationsPerRequest() async throws {
         let world = try await TestWorld.make()

@@ -18,7 +18,7 @@ func driveJSON(name: String? = "Morning commute", points: Int = 50, extra: Strin
         #"{"startTime":\#(startTime),"duration":1834,"distance":12400.5,"averageSpeed":6.76,"maxSpeed":19.4,"points":[\#(route.joined(separator: ","))]\#(namePart)\#(extra)}"#
 }
 
-@Suite("Share a copy by link")
+@Suite("Share a copy by link", .timeLimit(.minutes(10)))
 struct LinkTests {
     static func upload(_ client: CloudKitTestClient, _ drives: [String], device: String = "device-1", token: String? = nil) async throws
         -> CloudKitResponse
@@ -252,7 +252,7 @@ struct LinkTests {
 }
 
 /// The client side, against a real server on a loopback port.
-@Suite("Share a copy by link: the client")
+@Suite("Share a copy by link: the client", .timeLimit(.minutes(10)))
 struct LinkClientTests {
     func withClient(_ world: TestWorld, _ body: @Sendable (LinkClient) async throws -> Void) async throws {
         try await world.application().test(.live) { client in
@@ -334,7 +334,7 @@ struct LinkClientTests {
 }
 
 /// The web page, rendered by a real browser (Debian's chromium, installed by `.ci/run`).
-@Suite("Share a copy by link: the web page in a browser", .serialized)
+@Suite("Share a copy by link: the web page in a browser", .serialized, .timeLimit(.minutes(10)))
 struct LinkPageBrowserTests {
     static var chromium: String? {
         ["/usr/bin/chromium", "/usr/bin/chromium-browser"].first { FileManager.default.isExecutableFile(atPath: $0) }

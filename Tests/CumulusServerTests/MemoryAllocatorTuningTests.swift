@@ -1,7 +1,7 @@
 import CumulusServer
 import Testing
 
-@Suite("Memory allocator tuning")
+@Suite("Memory allocator tuning", .timeLimit(.minutes(10)))
 struct MemoryAllocatorTuningTests {
     #if canImport(Glibc)
     @Test func glibcTakesTheFixedThresholds() {

@@ -14,7 +14,7 @@ import Synchronization
 import Testing
 
 /// `/metrics` in Prometheus's text format: requests, records, feed pages and refusals, without naming who.
-@Suite("Metrics")
+@Suite("Metrics", .timeLimit(.minutes(10)))
 struct MetricsTests {
     func metricsText(_ client: CloudKitTestClient) async throws -> String {
         let response = try await client.client.execute(uri: "/metrics", method: .get)
@@ -24,9 +24,7 @@ struct MetricsTests {
     }
 
     /// The value of the sample whose line starts with `series` (name and labels), if any.
-    func sample(_ series: String, in text: String) -> Double? {
-        text.split(separator: "\n").first { $0.hasPrefix(series + " ") }.flatMap { Double($0.split(separator: " ").last ?? "") }
-    }
+    func sample(_ series: String, in text: String) -> Double? { metricSample(series, in: text) }
 
     @Test func requestsRecordsAndFeedPagesAreCountedWithoutNamingTheCaller() async throws {
         let world = try await TestWorld.make()

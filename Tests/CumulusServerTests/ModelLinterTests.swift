@@ -6,7 +6,7 @@ import GhostCarExample
 import Testing
 
 /// The model linter: each rule of CloudKit sync reported on a table that breaks it, and none on the Ghost Car table.
-@Suite("Model linter")
+@Suite("Model linter", .timeLimit(.minutes(10)))
 struct ModelLinterTests {
     /// The problems of one `items` table mapped with `columns`.
     func problems(_ sql: String, columns: [SyncedColumn], parent: (column: String, table: String?)? = nil) throws -> [ModelProblem] {

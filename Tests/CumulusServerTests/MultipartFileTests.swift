@@ -3,7 +3,7 @@ import Testing
 @testable import CumulusServer
 
 /// The file part of a form body, taken out as the body streams in chunks of any size.
-@Suite("Multipart asset bodies")
+@Suite("Multipart asset bodies", .timeLimit(.minutes(10)))
 struct MultipartFileTests {
     static let boundary = "----cumulusBoundary7MA4YWxk"
 

@@ -7,7 +7,7 @@ import Testing
 @testable import CumulusServer
 
 /// `/openapi.json` describes every route the server has, and nothing else.
-@Suite("OpenAPI description")
+@Suite("OpenAPI description", .timeLimit(.minutes(10)))
 struct OpenAPITests {
     /// The router's routes, as OpenAPI writes them: `GET /database/1/{container}/…`.
     static func routes(of router: Router<CumulusRequestContext>) -> Set<String> {

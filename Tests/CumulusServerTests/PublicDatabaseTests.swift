@@ -5,10 +5,11 @@ import HTTPTypes
 import Logging
 import Testing
 
-@Suite("Public database and user discovery")
+@Suite("Public database and user discovery", .timeLimit(.minutes(10)))
 struct PublicDatabaseTests {
-    @Test func everyoneReadsOnlyTheCreatorOrAKeyWrites() async throws {
-        let world = try await TestWorld.make()
+    @Test(arguments: TestStore.all)
+    func everyoneReadsOnlyTheCreatorOrAKeyWrites(_ store: TestStore) async throws {
+        let world = try await TestWorld.make(store: store)
         var signer = AuthenticationTests.Signer()
         signer.keyID = try await world.accounts.addServerKey(
             container: TestWorld.container, environment: .development, publicKeyPEM: signer.key.publicKey.pemRepresentation,
@@ -57,8 +58,9 @@ struct PublicDatabaseTests {
         }
     }
 
-    @Test func onlyDiscoverableUsersAreFound() async throws {
-        let world = try await TestWorld.make()
+    @Test(arguments: TestStore.all)
+    func onlyDiscoverableUsersAreFound(_ store: TestStore) async throws {
+        let world = try await TestWorld.make(store: store)
         try await world.test { client in
             let byEmail = #"{"users":[{"emailAddress":"BOB@example.com"},{"emailAddress":"nobody@example.com"}]}"#
             let hidden = try await client.send("users/lookup/email", as: .user(world.alice), database: "public", body: byEmail)

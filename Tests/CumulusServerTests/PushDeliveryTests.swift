@@ -7,7 +7,7 @@ import Testing
 
 /// The parts of push delivery that need no server: what a token remembers of what it was told, and which waiting
 /// connections a commit wakes.
-@Suite("Push: delivery state and wake-ups")
+@Suite("Push: delivery state and wake-ups", .timeLimit(.minutes(10)))
 struct PushDeliveryTests {
     typealias DeliveryState = PushService.DeliveryState
 

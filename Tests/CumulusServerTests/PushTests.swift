@@ -13,7 +13,7 @@ import Testing
 
 /// CloudKit's push wire through real HTTP, as a third-party client long-polls it: `tokens/create`, then GETs of the
 /// `webcourierURL`, each answering one notification or, after the timeout, nothing.
-@Suite("Push: tokens and the courier")
+@Suite("Push: tokens and the courier", .timeLimit(.minutes(10)))
 struct PushTests {
     /// The courier path of a `webcourierURL`, with a timeout in seconds.
     static func courierPath(_ url: String, timeout: Int) throws -> String {
@@ -67,7 +67,7 @@ struct PushTests {
             // A poll waiting while another device writes is answered with the zone subscription's notification (how
             // soon is measured by the benchmarks, not here).
             async let waiting = Self.poll(client, courier, timeout: 20)
-            try await Task.sleep(for: .milliseconds(300))
+            try await client.waitForIdlePushConnections(1)
             _ = try await client.modify([Self.drive("short", distance: 500)], zone: "Drives", as: .user(alice))
             let first = try await waiting
             #expect(first["ck"]?["met"]?["sid"]?.stringValue == "drives", "\(first)")
@@ -225,7 +225,7 @@ struct EventStreamReader {
     }
 }
 
-@Suite("Push: the event stream and its limits")
+@Suite("Push: the event stream and its limits", .timeLimit(.minutes(10)))
 struct PushStreamTests {
     static func subscribeAndMakeToken(_ client: CloudKitTestClient, as user: TestUser) async throws -> String {
         try await client.createZone("Drives", as: user)

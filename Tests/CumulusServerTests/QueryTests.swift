@@ -1,7 +1,7 @@
 import CumulusModel
 import Testing
 
-@Suite("records/query")
+@Suite("records/query", .timeLimit(.minutes(10)))
 struct QueryTests {
     /// Twelve drives with varied fields; drive-11 has no fields at all.
     static func seed(_ client: CloudKitTestClient, as user: TestUser) async throws {

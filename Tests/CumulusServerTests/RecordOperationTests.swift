@@ -4,7 +4,7 @@ import CumulusStore
 import HTTPTypes
 import Testing
 
-@Suite("records/modify and records/lookup over HTTP")
+@Suite("records/modify and records/lookup over HTTP", .timeLimit(.minutes(10)))
 struct RecordOperationTests {
     @Test(arguments: [
         // (operation, send the current tag?, record exists first?, expected per-item code or nil for success)

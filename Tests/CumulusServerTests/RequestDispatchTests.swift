@@ -12,7 +12,7 @@ import Testing
 @testable import CumulusServer
 
 /// ``RequestDispatchHandler``: requests read by the connection's handlers, each answered in a task of its own.
-@Suite("Requests answered a task each")
+@Suite("Requests answered a task each", .timeLimit(.minutes(10)))
 struct RequestDispatchTests {
     /// Counts the reads from the socket asked for by what stands behind it.
     final class ReadCounter: ChannelOutboundHandler, RemovableChannelHandler, Sendable {

@@ -14,7 +14,7 @@ import NIOCore
 import Testing
 
 /// Schemas that fail loudly: development grows from writes with fixed types; production is declared and deployed.
-@Suite("Schemas: development, production and deploys")
+@Suite("Schemas: development, production and deploys", .timeLimit(.minutes(10)))
 struct SchemaTests {
     static let schemaFile = """
         DEFINE SCHEMA

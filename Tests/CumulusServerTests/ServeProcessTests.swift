@@ -9,7 +9,7 @@ import Testing
 
 /// Drives the real `cumulus` executable, because that is what users run: administration commands, `serve` on a
 /// loopback port, and a graceful shutdown that loses no acknowledged write.
-@Suite("The cumulus executable", .serialized)
+@Suite("The cumulus executable", .serialized, .timeLimit(.minutes(10)))
 struct ServeProcessTests {
     static var binary: URL {
         if let path = ProcessInfo.processInfo.environment["CUMULUS_BINARY"] { return URL(fileURLWithPath: path) }
@@ -108,6 +108,22 @@ struct ServeProcessTests {
             kill(process.processIdentifier, signal)
             process.waitUntilExit()
             return process.terminationStatus
+        }
+
+        /// Waits until the server's `/metrics` shows `series` at `value` (readiness, not a guess at how long it takes);
+        /// fails after a generous deadline.
+        func waitForMetric(_ series: String, toBe value: Double, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+            let deadline = ContinuousClock.now + .seconds(60)
+            while ContinuousClock.now < deadline {
+                if let response = try? await HTTPClient.shared.execute(HTTPClientRequest(url: url + "/metrics"), timeout: .seconds(30)),
+                    let body = try? await response.body.collect(upTo: 8 << 20),
+                    metricSample(series, in: String(buffer: body)) == value
+                {
+                    return
+                }
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            Issue.record("/metrics never showed \(series) at \(value)", sourceLocation: sourceLocation)
         }
     }
 

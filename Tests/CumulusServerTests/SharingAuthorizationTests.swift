@@ -4,7 +4,7 @@ import Logging
 import Testing
 
 /// Every role against every operation, on shared and unshared records: who may do what, and that nothing leaks.
-@Suite("Live sharing: authorization matrix")
+@Suite("Live sharing: authorization matrix", .timeLimit(.minutes(10)))
 struct SharingAuthorizationTests {
     enum Role: String, CaseIterable, Sendable {
         case owner, readWrite, readOnly, pendingInvitee, removedParticipant, unrelatedUser, anonymous

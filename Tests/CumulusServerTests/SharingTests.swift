@@ -58,7 +58,7 @@ func shareOperation(
         """#
 }
 
-@Suite("Live sharing: stories")
+@Suite("Live sharing: stories", .timeLimit(.minutes(10)))
 struct SharingTests {
     static func names(_ response: CloudKitResponse) -> Set<String> {
         Set(response.records.compactMap { $0["serverErrorCode"] == nil ? $0["recordName"]?.stringValue : nil })

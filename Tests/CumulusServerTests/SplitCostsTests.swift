@@ -8,7 +8,7 @@ import SplitCostsExample
 import Testing
 
 /// Seed 001's cost-splitting app, two people and three devices, through a real server.
-@Suite("Sync engine: the cost-splitting app, shared as a hierarchy")
+@Suite("Sync engine: the cost-splitting app, shared as a hierarchy", .timeLimit(.minutes(10)))
 struct SplitCostsTests {
     static func device(_ container: CloudContainer, _ name: String, path: String? = nil) throws -> SplitCosts {
         try SplitCosts(container: container, path: try path ?? SyncEngineTests.temporaryPath(name)) { configuration in

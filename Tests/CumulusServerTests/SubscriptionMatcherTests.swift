@@ -3,7 +3,7 @@ import CumulusModel
 import Testing
 
 /// Which subscriptions a record change fires, decided without a store.
-@Suite("Subscription matcher")
+@Suite("Subscription matcher", .timeLimit(.minutes(10)))
 struct SubscriptionMatcherTests {
     static let drives = ZoneID(zoneName: "Drives", ownerRecordName: "_alice")
 

@@ -5,7 +5,7 @@ import HTTPTypes
 import Testing
 
 /// `subscriptions/modify`, `subscriptions/list` and `subscriptions/lookup`, as CloudKit Web Services clients send them.
-@Suite("Subscriptions")
+@Suite("Subscriptions", .timeLimit(.minutes(10)))
 struct SubscriptionTests {
     static func subscriptions(_ response: CloudKitResponse) -> [JSONValue] { response.json["subscriptions"]?.arrayValue ?? [] }
 

@@ -13,7 +13,7 @@ import Logging
 import Testing
 
 /// Devices syncing through a real server on a loopback port, each with its own SQLite file.
-@Suite("Sync engine: devices through a real server")
+@Suite("Sync engine: devices through a real server", .timeLimit(.minutes(10)))
 struct SyncEngineTests {
     static func temporaryPath(_ name: String) throws -> String {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cumulus-sync-\(UUID().uuidString)")
@@ -298,7 +298,7 @@ struct SyncEngineTests {
 }
 
 /// The client API in process (no socket), through ``InProcessTransport``.
-@Suite("Client API in process")
+@Suite("Client API in process", .timeLimit(.minutes(10)))
 struct ClientInProcessTests {
     @Test func theClientAPIWorksAgainstTheServerInProcess() async throws {
         let world = try await TestWorld.make()

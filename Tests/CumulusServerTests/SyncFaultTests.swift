@@ -21,7 +21,7 @@ final class Reports: Sendable {
 
 /// The client against a flaky world: answers lost after the server applied a request, refused records, offline edits
 /// of the same record on two devices. A real server on loopback; faults injected in the transport.
-@Suite("Sync engine: lost answers, refused records and merges")
+@Suite("Sync engine: lost answers, refused records and merges", .timeLimit(.minutes(10)))
 struct SyncFaultTests {
     static func isModify(_ request: TransportRequest) -> Bool { request.url.path.hasSuffix("records/modify") }
 
@@ -209,7 +209,7 @@ struct SyncFaultTests {
     }
 }
 
-@Suite("Record merge")
+@Suite("Record merge", .timeLimit(.minutes(10)))
 struct RecordMergeTests {
     @Test func eachSideKeepsWhatOnlyItChanged() {
         let ancestor: [String: FieldValue] = ["a": .int64(1), "b": .int64(1), "c": .int64(1)]
@@ -235,7 +235,7 @@ struct RecordMergeTests {
 }
 
 /// A participant's shared store holding two owners' zones of the same name, with records of the same name.
-@Suite("Sync engine: zones are (name, owner)")
+@Suite("Sync engine: zones are (name, owner)", .timeLimit(.minutes(10)))
 struct SyncZoneIdentityTests {
     static let lists = "Lists"
 
@@ -379,7 +379,7 @@ struct SyncZoneIdentityTests {
     }
 }
 
-@Suite("CloudShare: a typed share")
+@Suite("CloudShare: a typed share", .timeLimit(.minutes(10)))
 struct CloudShareTests {
     @Test func createInviteAcceptChangeRemoveLeaveAndStop() async throws {
         let world = try await TestWorld.make()
@@ -439,7 +439,7 @@ struct CloudShareTests {
 
 /// Feed pages are requested ahead while the previous one is applied: lost answers and an interrupted fetch still
 /// leave exactly the applied pages on the device, and the next fetch resumes after them.
-@Suite("Sync engine: pipelined feed pages")
+@Suite("Sync engine: pipelined feed pages", .timeLimit(.minutes(10)))
 struct PipelinedFetchTests {
     static func isLaterPage(_ request: TransportRequest) -> Bool {
         request.url.path.hasSuffix("changes/zone") && String(decoding: request.body ?? Data(), as: UTF8.self).contains("syncToken")
@@ -503,7 +503,7 @@ final class AccountChangeRecorder: SyncEngineDelegate, @unchecked Sendable {
     }
 }
 
-@Suite("Sync engine: account changes")
+@Suite("Sync engine: account changes", .timeLimit(.minutes(10)))
 struct SyncAccountChangeTests {
     static func engine(_ device: Device, _ container: CloudContainer) -> (SyncEngine, AccountChangeRecorder) {
         var configuration = Device.configuration(database: container.privateCloudDatabase, store: device.store, adapter: device.adapter)
@@ -567,7 +567,7 @@ struct SyncAccountChangeTests {
     }
 }
 
-@Suite("GRDB sync store: the server's fields, the ancestor of merges")
+@Suite("GRDB sync store: the server's fields, the ancestor of merges", .timeLimit(.minutes(10)))
 struct ServerFieldsTests {
     /// Large values are kept as digests: the ancestor still tells an unchanged value from a changed one, field by field.
     @Test func largeValuesAreKeptAsDigestsThatStillTellChangesApart() async throws {

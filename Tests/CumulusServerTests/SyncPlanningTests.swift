@@ -3,7 +3,7 @@ import CumulusModel
 import Testing
 
 /// The sync engine's pure parts, without a server.
-@Suite("Sync planning: batches, ordering, backoff")
+@Suite("Sync planning: batches, ordering, backoff", .timeLimit(.minutes(10)))
 struct SyncPlanningTests {
     let zone = ZoneID(zoneName: "Z")
 

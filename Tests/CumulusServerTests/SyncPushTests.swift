@@ -12,7 +12,7 @@ import Testing
 /// `run()` and the courier in a world that fails: no network at start, a change made as another device starts, the
 /// courier's connection cut or its answer lost, access to a zone ended. A real server on loopback; the fallback fetch is
 /// an hour away, so whatever arrives came through push (or the fetch the engine makes each time push becomes live).
-@Suite("Sync engine: push that never stalls")
+@Suite("Sync engine: push that never stalls", .timeLimit(.minutes(10)))
 struct SyncPushTests {
     /// Polls `condition` every 20 ms until it holds or `seconds` pass (a bound for a loaded machine, not a measure).
     static func eventually(within seconds: Double = 30, _ condition: () async throws -> Bool) async rethrows -> Bool {

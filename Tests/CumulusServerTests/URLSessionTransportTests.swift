@@ -4,7 +4,7 @@ import HummingbirdTesting
 import Testing
 
 /// The URLSession transport against a real server on loopback.
-@Suite("URLSession transport")
+@Suite("URLSession transport", .timeLimit(.minutes(10)))
 struct URLSessionTransportTests {
     /// FoundationNetworking deadlocks a request whose task is cancelled just as its answer arrives (two threads, each
     /// waiting for what the other holds); the transport never lets a cancellation reach it.

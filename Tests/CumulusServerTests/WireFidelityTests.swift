@@ -13,7 +13,7 @@ import Testing
 
 /// What real third-party CloudKit Web Services clients depend on beyond the documents: token shapes, share records that
 /// read back whole, the share URL, and how refused requests end. Everything goes through real HTTP on loopback.
-@Suite("Wire fidelity for third-party clients")
+@Suite("Wire fidelity for third-party clients", .timeLimit(.minutes(10)))
 struct WireFidelityTests {
     /// A strict standard-base64 check, as a client using a strict decoder (and force-unwrapping it) performs.
     static func decodesStrictly(_ token: String) -> Bool {

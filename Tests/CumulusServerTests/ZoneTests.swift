@@ -4,7 +4,7 @@ import CumulusStore
 import HTTPTypes
 import Testing
 
-@Suite("zones/list, zones/lookup, zones/modify")
+@Suite("zones/list, zones/lookup, zones/modify", .timeLimit(.minutes(10)))
 struct ZoneTests {
     @Test(arguments: TestStore.all) func customZonesAreCreatedLookedUpAndDeleted(_ store: TestStore) async throws {
         let world = try await TestWorld.make(store: store)

@@ -4,7 +4,7 @@ import Foundation
 import Testing
 
 /// What every ``AssetStorage`` must do: files in the data directory, and chunks in PostgreSQL.
-@Suite("AssetStorage conformance")
+@Suite("AssetStorage conformance", .timeLimit(.minutes(10)))
 struct AssetStorageConformanceTests {
     struct Kind: Sendable, CustomTestStringConvertible {
         var name: String

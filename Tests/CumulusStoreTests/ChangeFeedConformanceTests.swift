@@ -4,7 +4,7 @@ import Logging
 import Testing
 
 /// Change feeds and queries, against every store implementation.
-@Suite("RecordStore conformance: feeds and queries")
+@Suite("RecordStore conformance: feeds and queries", .timeLimit(.minutes(10)))
 struct ChangeFeedConformanceTests {
     let logger = Logger(label: "test")
     let alice = DatabaseRef(container: "c", environment: .development, scope: .private, ownerRecordName: "_alice")

@@ -104,7 +104,7 @@ enum PostgresTestServer {
     }
 }
 
-@Suite("PostgreSQL locations")
+@Suite("PostgreSQL locations", .timeLimit(.minutes(10)))
 struct PostgresLocationTests {
     @Test func urlsReadAsLibpqWouldAndBadOnesSayWhatIsWrong() throws {
         let full = try PostgresLocation(url: "postgres://app:s%40cret@db.internal:6543/cumulus?sslmode=require")
@@ -129,7 +129,7 @@ struct PostgresLocationTests {
     }
 }
 
-@Suite("PostgreSQL schema", .enabled(if: PostgresTestServer.url != nil, PostgresTestServer.skipped))
+@Suite("PostgreSQL schema", .enabled(if: PostgresTestServer.url != nil, PostgresTestServer.skipped), .timeLimit(.minutes(10)))
 struct PostgresSchemaTests {
     @Test func instancesStartingTogetherMigrateAnEmptyDatabaseOnce() async throws {
         try await PostgresTestServer.withFreshDatabase { client, _ in
@@ -167,7 +167,7 @@ struct PostgresSchemaTests {
 
 /// What only the PostgreSQL store has: connection failures named at once, concurrency across instances. Everything a
 /// store must do is in the conformance suites, which run on PostgreSQL too.
-@Suite("PostgreSQL store: accounts", .enabled(if: PostgresTestServer.url != nil, PostgresTestServer.skipped))
+@Suite("PostgreSQL store: accounts", .enabled(if: PostgresTestServer.url != nil, PostgresTestServer.skipped), .timeLimit(.minutes(10)))
 struct PostgresAccountsTests {
     let logger = PostgresTestServer.logger
     static let container = "c"
@@ -192,7 +192,7 @@ struct PostgresAccountsTests {
     }
 }
 
-@Suite("PostgreSQL store: zones", .enabled(if: PostgresTestServer.url != nil, PostgresTestServer.skipped))
+@Suite("PostgreSQL store: zones", .enabled(if: PostgresTestServer.url != nil, PostgresTestServer.skipped), .timeLimit(.minutes(10)))
 struct PostgresZonesTests {
     @Test func zonesAreCreatedOnceListedDeletedAndCreatedAgainAsNewIncarnations() async throws {
         try await PostgresTestServer.withFreshStore { store in
@@ -264,7 +264,7 @@ struct PostgresZonesTests {
     }
 }
 
-@Suite("PostgreSQL store: share-a-copy links", .enabled(if: PostgresTestServer.url != nil, PostgresTestServer.skipped))
+@Suite("PostgreSQL store: share-a-copy links", .enabled(if: PostgresTestServer.url != nil, PostgresTestServer.skipped), .timeLimit(.minutes(10)))
 struct PostgresLinksTests {
     @Test func concurrentUploadsNeverPassTheQuotaAndSnapshotsExpire() async throws {
         try await PostgresTestServer.withFreshStore { store in
@@ -305,7 +305,9 @@ extension Sequence where Element: Sendable {
 }
 
 /// Point 4 of the PostgreSQL store: two instances (two stores, each with its own connection pool) over one database.
-@Suite("PostgreSQL store: concurrency across instances", .enabled(if: PostgresTestServer.url != nil, PostgresTestServer.skipped))
+@Suite(
+    "PostgreSQL store: concurrency across instances", .enabled(if: PostgresTestServer.url != nil, PostgresTestServer.skipped),
+    .timeLimit(.minutes(10)))
 struct PostgresConcurrencyTests {
     let logger = PostgresTestServer.logger
     static let alice = DatabaseRef(container: "c", environment: .development, scope: .private, ownerRecordName: "_alice")
@@ -417,8 +419,9 @@ struct PostgresConcurrencyTests {
     @Test func writesToOneZoneWaitForItsLockWhileOtherZonesProceed() async throws {
         try await withTwoInstances { first, second, location in
             let logger = PostgresTestServer.logger
+            let blocked: Task<[RecordModificationResult], any Error>
             // A third connection holds zone A's row lock, as a writer in the middle of its batch does.
-            try await PostgresTestServer.withClient(location) { holder in
+            blocked = try await PostgresTestServer.withClient(location) { holder in
                 try await holder.withTransaction(logger: logger) { connection in
                     try await connection.query("SELECT id FROM zones WHERE zone_name = 'A' FOR UPDATE", logger: logger)
                     let blocked = Task {
@@ -428,19 +431,29 @@ struct PostgresConcurrencyTests {
                     // Zone B is written through the other instance while A is held.
                     let other = try await second.modifyRecords(
                         Self.batch("B", [RecordModification(operationType: .create, recordName: "b", recordType: "T")]), logger: logger)
-                    guard case .saved = other.first else { Issue.record("zone B was not written: \(other)"); return }
-                    try await Task.sleep(for: .milliseconds(200))
+                    guard case .saved = other.first else { Issue.record("zone B was not written: \(other)"); return blocked }
+                    // The write to A is seen waiting for the lock (PostgreSQL says so), not guessed to be after a while.
+                    var waiting = false
+                    let deadline = ContinuousClock.now + .seconds(60)
+                    while !waiting, ContinuousClock.now < deadline {
+                        let rows = try await connection.query(
+                            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'", logger: logger)
+                        for try await count in rows.decode(Int.self) { waiting = count > 0 }
+                        if !waiting { try await Task.sleep(for: .milliseconds(10)) }
+                    }
+                    #expect(waiting, "the write to zone A never waited for the lock")
                     let heldRows = try await second.records(named: ["a"], zoneName: "A", in: Self.alice, access: nil, logger: logger)
                     #expect(heldRows.isEmpty, "the write to zone A waits for the lock")
-                    _ = blocked
+                    return blocked
                 }
             }
             // Once the lock is released, the waiting write completes.
-            var written: [String: StoredRecord] = [:]
-            for _ in 0..<100 where written.isEmpty {
-                written = try await second.records(named: ["a"], zoneName: "A", in: Self.alice, access: nil, logger: logger)
-                try await Task.sleep(for: .milliseconds(20))
+            let results = try await blocked.value
+            guard case .saved = results.first else {
+                Issue.record("the write to zone A failed: \(results)")
+                return
             }
+            let written = try await second.records(named: ["a"], zoneName: "A", in: Self.alice, access: nil, logger: logger)
             #expect(written["a"]?.header.recordChangeTag == "1")
         }
     }

@@ -3,7 +3,7 @@ import CumulusStore
 import Testing
 
 /// The record semantics every store shares, tested without a database.
-@Suite("RecordBatchPlanner")
+@Suite("RecordBatchPlanner", .timeLimit(.minutes(10)))
 struct RecordBatchPlannerTests {
     let planner = RecordBatchPlanner(makeShortGUID: { "guid" })
     let database = DatabaseRef(container: "c", environment: .development, scope: .private, ownerRecordName: "_me")

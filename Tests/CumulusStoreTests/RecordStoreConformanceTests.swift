@@ -4,7 +4,7 @@ import Logging
 import Testing
 
 /// The behaviour every ``RecordStore`` must have, run against each store implementation.
-@Suite("RecordStore conformance")
+@Suite("RecordStore conformance", .timeLimit(.minutes(10)))
 struct RecordStoreConformanceTests {
     let logger = Logger(label: "test")
     static let container = "iCloud.com.example.store"

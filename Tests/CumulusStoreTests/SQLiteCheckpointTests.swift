@@ -6,7 +6,7 @@ import Testing
 @testable import CumulusStoreSQLite
 
 /// While a server runs, the write-ahead log is checkpointed in the background, never inside a request's commit.
-@Suite("SQLite background checkpoints")
+@Suite("SQLite background checkpoints", .timeLimit(.minutes(10)))
 struct SQLiteCheckpointTests {
     let logger = Logger(label: "test")
 

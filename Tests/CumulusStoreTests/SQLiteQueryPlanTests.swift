@@ -7,7 +7,7 @@ import Testing
 @testable import CumulusStoreSQLite
 
 /// Queries must use indexes, not scan every record: checked on SQLite's own query plans.
-@Suite("SQLite query plans")
+@Suite("SQLite query plans", .timeLimit(.minutes(10)))
 struct SQLiteQueryPlanTests {
     let logger = Logger(label: "test")
     let alice = DatabaseRef(container: "c", environment: .development, scope: .private, ownerRecordName: "_alice")

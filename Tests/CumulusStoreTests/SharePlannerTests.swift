@@ -3,7 +3,7 @@ import CumulusStore
 import Testing
 
 /// The sharing rules every store shares, tested without a database.
-@Suite("SharePlanner")
+@Suite("SharePlanner", .timeLimit(.minutes(10)))
 struct SharePlannerTests {
     let planner = RecordBatchPlanner(makeShortGUID: { "guid" })
     let database = DatabaseRef(container: "c", environment: .development, scope: .private, ownerRecordName: "_alice")
@@ -185,7 +185,7 @@ struct SharePlannerTests {
 }
 
 /// The share-a-copy upload quota every store applies, tested without a database.
-@Suite("LinkQuota")
+@Suite("LinkQuota", .timeLimit(.minutes(10)))
 struct LinkQuotaTests {
     @Test func theFirstFullWindowRefusesAndSaysWhenItFrees() {
         let quota = LinkQuota(perDevicePerHour: 2, perDevicePerDay: 3, perAddressPerHour: 10)

@@ -85,17 +85,22 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
     private let counts: ConnectionCounts
     private var admittedAddress: String?
     private var bodyDeadline: Scheduled<Void>?
-    private var idle = IdleConnectionState()
+    private var idle: IdleConnectionState
     private var idleCheck: Scheduled<Void>?
     /// When the scheduled idle check is due.
-    private var idleCheckDue = ContinuousClock.now
+    private var idleCheckDue: ContinuousClock.Instant
+    /// The time; tests pass their own, to run a late idle check on a simulated loop.
+    private let now: () -> ContinuousClock.Instant
     /// How late an idle check may run and still trust what it saw: later, the loop was busy (another connection's long
     /// request), and bytes of this connection may wait unread, since a loop runs the timers that fell due before it
     /// reads its sockets again.
     static let stalledLoopAllowance: Duration = .milliseconds(25)
 
-    init(counts: ConnectionCounts) {
+    init(counts: ConnectionCounts, now: @escaping () -> ContinuousClock.Instant = { .now }) {
         self.counts = counts
+        self.now = now
+        self.idle = IdleConnectionState(at: now())
+        self.idleCheckDue = now()
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -138,7 +143,7 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let part = unwrapInboundIn(data)
-        idle.read(part)
+        idle.read(part, at: now())
         switch part {
         case .head:
             bodyDeadline?.cancel()
@@ -156,7 +161,7 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        if idle.wrote(unwrapOutboundIn(data)) { scheduleIdleCheck(context: context) }
+        if idle.wrote(unwrapOutboundIn(data), at: now()) { scheduleIdleCheck(context: context) }
         context.write(data, promise: promise)
     }
 
@@ -168,7 +173,7 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
     private func scheduleIdleCheck(in delay: Duration, context: ChannelHandlerContext) {
         let loopBoundContext = NIOLoopBound(context, eventLoop: context.eventLoop)
         let loopBoundSelf = NIOLoopBound(self, eventLoop: context.eventLoop)
-        idleCheckDue = .now + delay
+        idleCheckDue = now() + delay
         idleCheck = context.eventLoop.scheduleTask(in: TimeAmount(delay)) {
             loopBoundSelf.value.checkIdle(context: loopBoundContext.value)
         }
@@ -176,7 +181,7 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
 
     private func checkIdle(context: ChannelHandlerContext) {
         idleCheck = nil
-        let now = ContinuousClock.now
+        let now = self.now()
         switch idle.check(now: now, timeout: counts.limits.idleTimeout) {
         case .answering:
             // Scheduled again when the answer ends.
@@ -205,9 +210,13 @@ struct IdleConnectionState: Sendable, Equatable {
 
     private var answersUnderWay = 0
     private var readingRequest = false
-    private var lastActive = ContinuousClock.now
+    private var lastActive: ContinuousClock.Instant
 
-    mutating func read(_ part: HTTPRequestPart, at now: ContinuousClock.Instant = .now) {
+    init(at now: ContinuousClock.Instant = .now) {
+        lastActive = now
+    }
+
+    mutating func read(_ part: HTTPRequestPart, at now: ContinuousClock.Instant) {
         lastActive = now
         switch part {
         case .head:
@@ -221,7 +230,7 @@ struct IdleConnectionState: Sendable, Equatable {
     }
 
     /// Returns `true` when the last answer under way ended, so the idle time starts again.
-    mutating func wrote(_ part: HTTPResponsePart, at now: ContinuousClock.Instant = .now) -> Bool {
+    mutating func wrote(_ part: HTTPResponsePart, at now: ContinuousClock.Instant) -> Bool {
         guard case .end = part else { return false }
         // An answer written with no request read (a malformed head's 400) counts nothing.
         answersUnderWay = max(0, answersUnderWay - 1)

@@ -1,4 +1,5 @@
 import CoreMetrics
+import CumulusCore
 public import Prometheus
 import Synchronization
 
@@ -31,6 +32,9 @@ public final class ServerMetrics: Sendable {
     private let recordsWritten: CoreMetrics.Counter
     private let feedPages: CoreMetrics.Counter
     private let pushConnections: CoreMetrics.Meter
+    private let idlePushConnections: CoreMetrics.Meter
+    /// The application's change signal, read when the metrics are rendered.
+    private let changes = Mutex<ChangeSignal?>(nil)
     private let openConnections: CoreMetrics.Meter
     private let pushNotifications: CoreMetrics.Counter
     private let linkUploads: CoreMetrics.Counter
@@ -52,13 +56,22 @@ public final class ServerMetrics: Sendable {
         recordsWritten = Counter(label: "cumulus_records_written_total", factory: factory)
         feedPages = Counter(label: "cumulus_change_feed_pages_total", factory: factory)
         pushConnections = Meter(label: "cumulus_push_connections", factory: factory)
+        idlePushConnections = Meter(label: "cumulus_push_idle_connections", factory: factory)
         openConnections = Meter(label: "cumulus_open_connections", factory: factory)
         pushNotifications = Counter(label: "cumulus_push_notifications_total", factory: factory)
         linkUploads = Counter(label: "cumulus_link_uploads_total", factory: factory)
     }
 
     /// The text exposition format, version 0.0.4.
-    public func exposition() -> [UInt8] { registry.emitToBuffer() }
+    public func exposition() -> [UInt8] {
+        if let changes = changes.withLock({ $0 }) { idlePushConnections.set(changes.idle) }
+        return registry.emitToBuffer()
+    }
+
+    /// Reports, as `cumulus_push_idle_connections`, how many push connections wait for a change of this signal's.
+    func observe(_ signal: ChangeSignal) {
+        changes.withLock { $0 = signal }
+    }
 
     func request(route: String, method: String, status: Int, duration: Duration) {
         let key = RequestKey(route: route, method: method, status: status)

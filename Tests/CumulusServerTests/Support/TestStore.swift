@@ -7,7 +7,12 @@ import PostgresNIO
 import Testing
 
 /// The store a server test runs on: SQLite always, and PostgreSQL when `CUMULUS_TEST_POSTGRES` names a server (as the
-/// store suites; see the README). The HTTP suites for records, zones, feeds, queries, sharing and links run on each.
+/// store suites; see the README). The HTTP suites for records, zones, feeds, queries, sharing, links and every security
+/// suite run on each.
+///
+/// SQLite is opened as `cumulus serve` opens it: a file in write-ahead-log mode behind a pool of readers and one writer,
+/// checkpointed in the background while the application runs. (An in-memory SQLite database is the same SQL behind a
+/// serial queue; no deployment runs it, so no suite does.)
 struct TestStore: Sendable, CustomTestStringConvertible {
     var name: String
     /// Makes a store whose metrics go where given (`nil`: swift-metrics' global system, which tests leave unset).
@@ -17,7 +22,9 @@ struct TestStore: Sendable, CustomTestStringConvertible {
 
     func make() async throws -> any RecordStore { try await makeMeasured(nil) }
 
-    static let sqlite = TestStore(name: "SQLite") { try SQLiteRecordStore.inMemory(metrics: $0) }
+    static let sqlite = TestStore(name: "SQLite") { metrics in
+        try SQLiteRecordStore(path: TestFiles.fresh("cumulus.sqlite"), configuration: .init(metrics: metrics))
+    }
     static let postgresURL = ProcessInfo.processInfo.environment["CUMULUS_TEST_POSTGRES"]
     static let all: [TestStore] =
         [.sqlite] + (postgresURL == nil ? [] : [TestStore(name: "PostgreSQL") { try await makePostgresStore(metrics: $0) }])
@@ -50,5 +57,31 @@ struct TestStore: Sendable, CustomTestStringConvertible {
             _ = try await adminClient.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(location.database)"), logger: Logger(label: "postgres-test"))
         }
         return location
+    }
+}
+
+/// Files tests make: each in a directory of its own under one directory per test process, which is removed when the
+/// process exits (and, should it crash, by the next process that starts).
+enum TestFiles {
+    private static let root: URL = {
+        let temporary = FileManager.default.temporaryDirectory
+        let prefix = "cumulus-tests-"
+        // Directories of processes that no longer run.
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: temporary.path)) ?? [] where name.hasPrefix(prefix) {
+            if let pid = pid_t(name.dropFirst(prefix.count)), kill(pid, 0) != 0, errno == ESRCH {
+                try? FileManager.default.removeItem(at: temporary.appendingPathComponent(name))
+            }
+        }
+        let root = temporary.appendingPathComponent("\(prefix)\(getpid())")
+        try? FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        atexit { try? FileManager.default.removeItem(atPath: "\(FileManager.default.temporaryDirectory.path)/cumulus-tests-\(getpid())") }
+        return root
+    }()
+
+    /// A path named `name` in a new, empty directory.
+    static func fresh(_ name: String) throws -> String {
+        let directory = root.appendingPathComponent(UUID().uuidString)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        return directory.appendingPathComponent(name).path
     }
 }

@@ -8,6 +8,7 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import Logging
+import Testing
 
 /// A signed-in test user.
 struct TestUser: Sendable {
@@ -158,6 +159,23 @@ struct CloudKitTestClient: Sendable {
 
     // MARK: Conveniences
 
+    /// Waits until `count` push connections have looked at the feeds and wait for a change (`/metrics`), so that what a
+    /// test writes next can reach them only by waking them. Fails after a generous deadline.
+    func waitForIdlePushConnections(_ count: Int, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        try await waitForMetric("cumulus_push_idle_connections", toBe: Double(count), sourceLocation: sourceLocation)
+    }
+
+    /// Waits until `/metrics` shows `series` at `value`; fails after a generous deadline.
+    func waitForMetric(_ series: String, toBe value: Double, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        let deadline = ContinuousClock.now + .seconds(60)
+        while ContinuousClock.now < deadline {
+            let response = try await client.execute(uri: "/metrics", method: .get, headers: [:], body: nil)
+            if metricSample(series, in: String(buffer: response.body)) == value { return }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        Issue.record("/metrics never showed \(series) at \(value)", sourceLocation: sourceLocation)
+    }
+
     @discardableResult
     func createZone(_ name: String, as user: TestUser) async throws -> CloudKitResponse {
         try await send(
@@ -189,4 +207,9 @@ func operation(_ type: String, _ name: String, type recordType: String? = "Note"
     if let recordType { record += #","recordType":"\#(recordType)""# }
     if let tag { record += #","recordChangeTag":"\#(tag)""# }
     return #"{"operationType":"\#(type)","record":{\#(record)\#(extra)}}"#
+}
+
+/// A series' value in Prometheus's text format; `nil` when absent.
+func metricSample(_ series: String, in text: String) -> Double? {
+    text.split(separator: "\n").first { $0.hasPrefix(series + " ") }.flatMap { Double($0.split(separator: " ").last ?? "") }
 }
