@@ -323,6 +323,9 @@ public struct DatabaseService: Sendable {
     }
 }
 
+/// Seconds a client is told to wait when the server's storage is full.
+let storageFullRetryAfter = 30
+
 /// Runs a store call, translating its ``StoreError``s into the domain's ``CumulusError``s.
 ///
 /// - Parameter writing: The call writes. The store may have committed before it became unavailable (the connection
@@ -342,6 +345,11 @@ func mapStoreErrors<T>(writing: Bool = false, _ body: () async throws -> T) asyn
                 "the store did not answer; whether this write was applied is unknown: send it again (change tags make that safe)",
                 retryAfter: 1, underlying: error)
         case .unavailable: throw CumulusError(.unavailable, "the store is busy; retry", retryAfter: 1, underlying: error)
+        case .storageFull:
+            // Nothing was written, and space comes back only when an operator acts: clients wait longer between tries.
+            throw CumulusError(
+                .unavailable, "the server's storage is full: nothing of this request was written; retry later",
+                retryAfter: storageFullRetryAfter, underlying: error)
         default: throw CumulusError(.internalError, "internal error", underlying: error)
         }
     }

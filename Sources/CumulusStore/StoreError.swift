@@ -11,6 +11,7 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
             case zoneNotFound
             case invalidState
             case unavailable
+            case storageFull
             case corrupt
             case unexpected
             case misconfigured
@@ -29,6 +30,9 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
         public static var invalidState: Self { .init(.invalidState) }
         /// The store is busy or unreachable; the caller may retry.
         public static var unavailable: Self { .init(.unavailable) }
+        /// The database's disk is full: nothing of the failed call was written, and writes succeed again once the operator
+        /// frees space. Reads still work.
+        public static var storageFull: Self { .init(.storageFull) }
         /// The store cannot be used as configured: a malformed URL, refused credentials, a schema newer than this
         /// program. Retrying does not help; the reason says what to change.
         public static var misconfigured: Self { .init(.misconfigured) }

@@ -168,7 +168,10 @@ public final class SQLiteRecordStore: RecordStore {
             return StoreError(.invalidState, message, underlying: error)
         case .SQLITE_BUSY, .SQLITE_LOCKED:
             return StoreError(.unavailable, "the database is busy", underlying: error)
-        case .SQLITE_IOERR, .SQLITE_FULL, .SQLITE_CANTOPEN, .SQLITE_NOMEM, .SQLITE_INTERRUPT, .SQLITE_PROTOCOL:
+        case .SQLITE_FULL:
+            // SQLite rolled the transaction back.
+            return StoreError(.storageFull, "the database's disk is full (\(message))", underlying: error)
+        case .SQLITE_IOERR, .SQLITE_CANTOPEN, .SQLITE_NOMEM, .SQLITE_INTERRUPT, .SQLITE_PROTOCOL:
             // The disk or the host: a retry may succeed later.
             return StoreError(.unavailable, message, underlying: error)
         case .SQLITE_CORRUPT, .SQLITE_NOTADB:

@@ -16,9 +16,7 @@ import Testing
 @Suite("Sync engine: devices through a real server", .timeLimit(.minutes(10)))
 struct SyncEngineTests {
     static func temporaryPath(_ name: String) throws -> String {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cumulus-sync-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        return directory.appendingPathComponent("\(name).sqlite").path
+        try TestFiles.fresh("\(name).sqlite")
     }
 
     /// Runs a live server over the world's store and gives a container for a user.

@@ -111,6 +111,9 @@ struct CloudKitErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             // A store failure no service mapped (signing in, say): the store is down or busy, and a retry may succeed.
             context.logger.error("request failed", metadata: ["error": "\(error)"])
             throw CloudKitErrorResponse(code: .tryAgainLater, reason: "the store is unavailable; retry", retryAfter: 1)
+        } catch let error as StoreError where error.code == .storageFull {
+            context.logger.error("request failed", metadata: ["error": "\(error)"])
+            throw CloudKitErrorResponse(code: .tryAgainLater, reason: "the server's storage is full; retry later", retryAfter: 30)
         } catch let error as WireFormatError {
             throw CloudKitErrorResponse(code: .badRequest, reason: error.description)
         } catch let error as HTTPParserError {
