@@ -140,7 +140,7 @@ struct MetricsTests {
     @Test(arguments: TestStore.all)
     func theStoreReportsItsOperationsTheirDurationAndItsPool(_ kind: TestStore) async throws {
         let registry = PrometheusCollectorRegistry()
-        let storeName = kind.name == "SQLite" ? "sqlite" : "postgres"
+        let storeName = kind.name.hasPrefix("SQLite") ? "sqlite" : "postgres"
         let factory = PrometheusMetricsFactory(registry: registry)
         let store = try await kind.makeMeasured(
             storeName == "sqlite" ? .sqlite(poolSize: 3, factory: factory) : .postgres(poolSize: 3, factory: factory))

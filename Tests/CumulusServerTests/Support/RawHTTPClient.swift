@@ -75,7 +75,7 @@ enum RawHTTPClient {
             var buffer = [UInt8](repeating: 0, count: 4_096)
             while Date().timeIntervalSince(start) < maximumSeconds {
                 let count = recv(socket, &buffer, buffer.count, 0)
-                if count == 0 || (count < 0 && errno != EAGAIN && errno != EWOULDBLOCK) { return Date().timeIntervalSince(start) }
+                if count == 0 || (count < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) { return Date().timeIntervalSince(start) }
                 if !trickle.isEmpty, !write(socket, trickle) { return Date().timeIntervalSince(start) }
             }
             return nil
@@ -132,6 +132,9 @@ enum RawHTTPClient {
             let count = recv(socket, &buffer, buffer.count, 0)
             if count > 0 {
                 received += buffer[0..<count]
+            } else if count < 0, errno == EINTR {
+                // A signal for the process (another test's child exiting) landed on this thread: read on.
+                continue
             } else {
                 closedByServer = count == 0 || errno == ECONNRESET
                 break
@@ -191,6 +194,7 @@ enum RawHTTPClient {
                 send(socket, pointer.baseAddress, pointer.count, 0)
                 #endif
             }
+            if written < 0, errno == EINTR { continue }
             if written <= 0 { return false }
             offset += written
         }

@@ -22,7 +22,7 @@ struct TestStore: Sendable, CustomTestStringConvertible {
 
     func make() async throws -> any RecordStore { try await makeMeasured(nil) }
 
-    static let sqlite = TestStore(name: "SQLite") { metrics in
+    static let sqlite = TestStore(name: "SQLite file") { metrics in
         try SQLiteRecordStore(path: TestFiles.fresh("cumulus.sqlite"), configuration: .init(metrics: metrics))
     }
     static let postgresURL = ProcessInfo.processInfo.environment["CUMULUS_TEST_POSTGRES"]
