@@ -65,7 +65,8 @@ struct SyncServerFaultTests {
     }
 
     static func database(_ world: TestWorld, _ url: URL, _ user: TestUser, transport: (any Transport)? = nil) -> CloudDatabase {
-        var container = CloudContainer(serverURL: url, containerIdentifier: TestWorld.container, apiToken: world.apiToken, webAuthToken: user.webAuthToken)
+        var container = CloudContainer(
+            serverURL: url, containerIdentifier: TestWorld.container, apiToken: world.apiToken, webAuthToken: user.webAuthToken)
         if let transport { container.transport = transport }
         return container.privateCloudDatabase
     }
@@ -107,7 +108,9 @@ struct SyncServerFaultTests {
             }
             var ids: [String] = []
             for round in 0..<3 {
-                for index in 0..<3 { ids.append(try phone.recordDrive(name: "drive \(round)-\(index)", distance: 1000, at: Int64(round * 10 + index))) }
+                for index in 0..<3 {
+                    ids.append(try phone.recordDrive(name: "drive \(round)-\(index)", distance: 1000, at: Int64(round * 10 + index)))
+                }
                 await emptyTheBucket()
                 try await phone.engine.sendChanges()
                 await emptyTheBucket()
