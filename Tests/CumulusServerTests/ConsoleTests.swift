@@ -112,6 +112,7 @@ struct ConsoleTests {
             let zone = "/console/development/zones/private/\(world.alice.userRecordName)/Lists"
             for path in [
                 "/console/development", "/console/production", "/console/development/credentials", "/console/development/links",
+                "/console/development/indexes",
                 "/console/development/schema", "/console/development/users/\(world.alice.userRecordName)", zone, "\(zone)/list", "\(zone)/share-1",
                 "/console/development/zones/public/\(ZoneID.publicOwnerName)",
             ] {
@@ -177,6 +178,56 @@ struct ConsoleTests {
                 path, cookie: cookie, form: ["csrf": csrf, "action": "delete", "recordChangeTag": after.header.recordChangeTag])
             #expect(deleted.status == 303)
             #expect(try await world.store.records(named: ["list"], zoneName: "Lists", in: database, access: nil, logger: logger).isEmpty)
+        }
+    }
+
+    /// The console lists the field indexes the container's queries use, drops one only it uses, and leaves one another
+    /// container shares to the operator, never naming that container.
+    @Test(arguments: TestStore.all)
+    func aContainersIndexesAreListedAndOnlyItsOwnDropped(_ store: TestStore) async throws {
+        let world = try await seeded(store)
+        let account = try await world.accounts.createUser(
+            container: TestWorld.otherContainer, name: "mallory", password: nil, email: nil, logger: logger)
+        let mallory = TestUser(account: account, webAuthToken: try await world.accounts.issueWebAuthToken(for: account, logger: logger))
+        @Sendable func query(_ type: String, _ field: String, zone: String?) -> String {
+            let zoneID = zone.map { #","zoneID":{"zoneName":"\#($0)"}"# } ?? ""
+            return
+                #"{"query":{"recordType":"\#(type)","filterBy":[{"fieldName":"\#(field)","comparator":"EQUALS","fieldValue":{"value":"x"}}]}\#(zoneID)}"#
+        }
+        try await world.test { client in
+            // Alice's queries index `name` (this container's alone) and `text`, which the other container's queries use too.
+            #expect(try await client.send("records/query", as: .user(world.alice), body: query("List", "name", zone: "Lists")).status == 200)
+            #expect(try await client.send("records/query", as: .user(world.alice), body: query("Item", "text", zone: "Lists")).status == 200)
+            let other = Identity.apiTokenAndUser(world.otherContainerToken, mallory)
+            let written = try await client.send(
+                "records/modify", as: other, container: TestWorld.otherContainer,
+                body: #"{"operations":[\#(operation("create", "n", type: "Item", fields: #"{"text":{"value":"x"}}"#))]}"#)
+            #expect(written.status == 200, "\(written.json)")
+            #expect(
+                try await client.send("records/query", as: other, container: TestWorld.otherContainer, body: query("Item", "text", zone: nil)).status
+                    == 200)
+        }
+        @Sendable func indexedFields() async throws -> Set<String> { Set(try await world.store.fieldIndexes(logger: logger).compactMap(\.field)) }
+        #expect(try await indexedFields().isSuperset(of: ["name", "text"]))
+
+        try await world.application().test(.live) { client in
+            let browser = Browser(base: "http://127.0.0.1:\(client.port!)")
+            let cookie = try await browser.signIn(world)
+            let page = try await browser.get("/console/development/indexes", cookie: cookie)
+            #expect(page.status == 200)
+            #expect(page.body.contains("<code>name</code>") && page.body.contains("<code>text</code>"))
+            #expect(page.body.contains("operator only"), "the shared index cannot be dropped here")
+            #expect(!page.body.contains(TestWorld.otherContainer), "another container is counted, never named")
+            let csrf = try csrf(in: page.body)
+
+            #expect(try await browser.post("/console/development/indexes", cookie: cookie, form: ["field": "name"]).status == 403)
+            let shared = try await browser.post("/console/development/indexes", cookie: cookie, form: ["csrf": csrf, "field": "text"])
+            #expect(shared.status == 403 && shared.body.contains("cumulus indexes drop"))
+            let dropped = try await browser.post("/console/development/indexes", cookie: cookie, form: ["csrf": csrf, "field": "name"])
+            #expect(dropped.status == 200 && dropped.body.contains("Dropped the index of name."))
+            let fields = try await indexedFields()
+            #expect(!fields.contains("name") && fields.contains("text"))
+            #expect(try await browser.post("/console/development/indexes", cookie: cookie, form: ["csrf": csrf, "field": "name"]).status == 404)
         }
     }
 

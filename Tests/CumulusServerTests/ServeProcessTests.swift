@@ -412,6 +412,7 @@ struct ServeProcessTests {
         #expect(zoneStatus == 200)
 
         // Writers keep saving while the server is told to stop; every write it acknowledged must survive.
+        let acknowledgedSoFar = PostgresOutageTests.Shared(0)
         let acknowledged = await withTaskGroup(of: [String].self) { group in
             for writer in 0..<4 {
                 group.addTask {
@@ -421,13 +422,17 @@ struct ServeProcessTests {
                         let body =
                             #"{"zoneID":{"zoneName":"Drives"},"operations":[{"operationType":"create","record":{"recordName":"\#(name)","recordType":"Drive","fields":{"distance":{"value":\#(index)}}}}]}"#
                         guard let (status, json) = try? await Self.post("\(base)/records/modify?\(query)", body) else { break }
-                        if status == 200, json["records"]?[0]?["recordChangeTag"] != nil { saved.append(name) }
+                        if status == 200, json["records"]?[0]?["recordChangeTag"] != nil {
+                            saved.append(name)
+                            acknowledgedSoFar.withLock { $0 += 1 }
+                        }
                     }
                     return saved
                 }
             }
             group.addTask {
-                try? await Task.sleep(for: .milliseconds(300))
+                // Told to stop once the writers are under way, however long a loaded machine takes to get there.
+                while acknowledgedSoFar.withLock({ $0 }) < 20 { try? await Task.sleep(for: .milliseconds(5)) }
                 _ = server.stop()
                 return []
             }

@@ -38,6 +38,7 @@ enum ConsolePage {
                 <a href="\(base)/credentials">Tokens and keys</a>
                 <a href="\(base)/links">Links</a>
                 <a href="\(base)/schema">Schema</a>
+                <a href="\(base)/indexes">Indexes</a>
                 <a class="environment" href="/console/\(other.rawValue)">\(environment.rawValue) ⇄ \(other.rawValue)</a>
                 </nav>
                 \(csrf.map { #"<form method="post" action="/console/signout" class="signout"><input type="hidden" name="csrf" value="\#(escape($0))"><button>Sign out</button></form>"# } ?? "")
@@ -78,12 +79,20 @@ enum ConsolePage {
         case text(String)
         case code(String)
         case link(String, href: String)
+        /// A button posting a form with the session's token and the given hidden fields.
+        case form(action: String, csrf: String, fields: [String: String], button: String)
 
         var html: String {
             switch self {
-            case .text(let text): "<td>\(ConsolePage.escape(text))</td>"
-            case .code(let text): "<td><code>\(ConsolePage.escape(text))</code></td>"
-            case .link(let text, let href): #"<td><a href="\#(ConsolePage.escape(href))">\#(ConsolePage.escape(text))</a></td>"#
+            case .form(let action, let csrf, let fields, let button):
+                let hidden = ([("csrf", csrf)] + fields.sorted { $0.key < $1.key }).map {
+                    #"<input type="hidden" name="\#(ConsolePage.escape($0.0))" value="\#(ConsolePage.escape($0.1))">"#
+                }.joined()
+                return
+                    #"<td><form method="post" action="\#(ConsolePage.escape(action))">\#(hidden)<button>\#(ConsolePage.escape(button))</button></form></td>"#
+            case .text(let text): return "<td>\(ConsolePage.escape(text))</td>"
+            case .code(let text): return "<td><code>\(ConsolePage.escape(text))</code></td>"
+            case .link(let text, let href): return #"<td><a href="\#(ConsolePage.escape(href))">\#(ConsolePage.escape(text))</a></td>"#
             }
         }
     }

@@ -8,7 +8,8 @@ import Hummingbird
 import Logging
 
 /// The web console at `/console`: a container's administrator looks at its users, credentials, databases, zones and
-/// records (and edits or deletes a record), shares and participants, subscriptions, links and schema.
+/// records (and edits or deletes a record), shares and participants, subscriptions, links, schema and the field
+/// indexes its queries use (and drops one only its container uses).
 ///
 /// The administrator signs in with a link `cumulus console --container …` prints: it works once, within 15 minutes,
 /// and starts a 12-hour session in an `HttpOnly`, `SameSite=Strict` cookie scoped to `/console`. Forms carry a token
@@ -34,6 +35,8 @@ struct ConsoleRoutes {
         router.get("console/:environment/credentials", use: credentials)
         router.get("console/:environment/links", use: links)
         router.get("console/:environment/schema", use: schema)
+        router.get("console/:environment/indexes", use: indexes)
+        router.post("console/:environment/indexes", use: dropIndex)
         router.get("console/:environment/zones/:scope/:owner", use: zones)
         router.get("console/:environment/zones/:scope/:owner/:zone", use: records)
         router.get("console/:environment/zones/:scope/:owner/:zone/:record", use: record)
@@ -255,6 +258,74 @@ struct ConsoleRoutes {
                 """
             return render("Schema", session, environment, body)
         }
+    }
+
+    // MARK: - Field indexes
+
+    @Sendable func indexes(_ request: Request, context: CumulusRequestContext) async throws -> Response {
+        try await page(request, context: context) { session, environment in
+            try await indexesPage(context, session, environment, message: nil)
+        }
+    }
+
+    /// Drops an index only the session's container uses. One another container shares (its production schema declares
+    /// the field, or its queries asked for it) is the operator's to drop (`cumulus indexes drop`): a container's
+    /// administrator must not slow another container's queries.
+    @Sendable func dropIndex(_ request: Request, context: CumulusRequestContext) async throws -> Response {
+        try await page(request, context: context) { session, environment in
+            let form = try await Self.form(request)
+            guard form["csrf"] == session.csrf else { throw CumulusError(.accessDenied, "csrf: the form is not from this session") }
+            guard let field = form["field"], !field.isEmpty else { throw CumulusError(.badRequest, "field: is required") }
+            let states = try await database.fieldIndexes(logger: context.logger)
+            guard let state = states.first(where: { $0.field == field && Self.concerns($0, session.container) }) else {
+                throw CumulusError(.notFound, "field \(field): no index of this container's")
+            }
+            guard Self.isOnly(state, session.container) else {
+                throw CumulusError(
+                    .accessDenied, "field \(field): other containers use this index too; the operator drops it with `cumulus indexes drop`")
+            }
+            try await database.dropFieldIndex(field: field, logger: context.logger)
+            return try await indexesPage(context, session, environment, message: "Dropped the index of \(field).")
+        }
+    }
+
+    static func concerns(_ state: FieldIndexState, _ container: String) -> Bool {
+        state.productionContainers.contains(container) || state.developmentContainers.contains(container)
+    }
+
+    static func isOnly(_ state: FieldIndexState, _ container: String) -> Bool {
+        state.productionContainers.union(state.developmentContainers) == [container]
+    }
+
+    private func indexesPage(_ context: CumulusRequestContext, _ session: Session, _ environment: ContainerEnvironment, message: String?)
+        async throws -> Response
+    {
+        let states = try await database.fieldIndexes(logger: context.logger)
+            .filter { Self.concerns($0, session.container) }
+            .sorted { ($0.field ?? "") < ($1.field ?? "") }
+        let rows = states.map { state -> [ConsolePage.Cell] in
+            let others = state.productionContainers.union(state.developmentContainers).subtracting([session.container]).count
+            return [
+                .code(state.field ?? state.indexName),
+                .text(state.productionContainers.contains(session.container) ? "declared" : "—"),
+                .text(state.developmentContainers.contains(session.container) ? "queried" : "—"),
+                .text(others == 0 ? "none" : "\(others)"),
+                Self.isOnly(state, session.container)
+                    ? .form(
+                        action: "/console/\(environment.rawValue)/indexes", csrf: session.csrf, fields: ["field": state.field ?? ""], button: "Drop")
+                    : .text("operator only"),
+            ]
+        }
+        let body = """
+            \(message.map { #"<p class="note" id="message">\#(ConsolePage.escape($0))</p>"# } ?? "")
+            \(ConsolePage.table(
+                id: "indexes", headers: ["Field", "Production", "Development", "Other containers", ""], rows: rows,
+                empty: "No field indexes: no query of this container's has needed one."))
+            <p class="note">A field a production schema declares <code>QUERYABLE</code> or <code>SORTABLE</code> always has its index;
+            development queries make theirs from a budget the store shares (docs/SCHEMA.md). An index makes its queries fast and
+            every write a little slower. A dropped index is made again by the next query that needs it, within the budget.</p>
+            """
+        return render("Field indexes", session, environment, body)
     }
 
     /// The database a path names: the public database, or a user's private database in the session's container.
