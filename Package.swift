@@ -196,6 +196,7 @@ let package = Package(
             name: "CumulusServerTests",
             dependencies: [
                 "CumulusClient",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 "CumulusTesting",
                 "CumulusSyncGRDB",
                 "GhostCarExample",

@@ -6,7 +6,7 @@ public import Logging
 
 /// Containers, tokens, users and keys: what the `cumulus` administration commands and the sign-in endpoints do.
 public struct AccountService: Sendable {
-    let store: any RecordStore
+    let store: any ContainerStore & UserStore
     let passwordHasher: PasswordHasher
     let passwordHashing: PasswordHashingQueue
     let signInLimits: SignInLimits
@@ -27,7 +27,7 @@ public struct AccountService: Sendable {
     ///     revocation through another instance takes effect within it. Zero (the default) reads the store every time.
     ///   - clock: The current time.
     public init(
-        store: any RecordStore, passwordHasher: PasswordHasher = .init(), passwordHashing: PasswordHashingQueue = .init(),
+        store: any ContainerStore & UserStore, passwordHasher: PasswordHasher = .init(), passwordHashing: PasswordHashingQueue = .init(),
         signInLimits: SignInLimits = .init(), webAuthTokenLifetime: Duration = .seconds(14 * 24 * 3600),
         credentialCacheLifetime: Duration = .zero, clock: WallClock = .system
     ) {

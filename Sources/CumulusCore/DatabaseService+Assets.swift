@@ -20,6 +20,40 @@ extension DatabaseService {
         }
     }
 
+    // MARK: - Uploads and their bytes (the upload URL, download URLs, the cleanup)
+
+    /// The uploads these receipts name (those that exist).
+    public func assetUploads(receipts: [String], logger: Logger) async throws -> [AssetUpload] {
+        try await mapStoreErrors { try await store.assetUploads(receipts: receipts, logger: logger) }
+    }
+
+    /// What an uploader keeps in the container: bytes saved in records, and bytes uploaded since `pendingSince` that no
+    /// record holds yet.
+    public func assetUsage(uploader: String, container: String, pendingSince: Int64, logger: Logger) async throws -> AssetUsage {
+        try await mapStoreErrors { try await store.assetUsage(uploader: uploader, container: container, pendingSince: pendingSince, logger: logger) }
+    }
+
+    /// Records that a receipt's bytes are in a file; `false` when the receipt has a file already (another upload won).
+    public func completeAssetUpload(receipt: String, fileID: String, size: Int64, checksum: String, logger: Logger) async throws -> Bool {
+        try await mapStoreErrors(writing: true) {
+            try await store.completeAssetUpload(receipt: receipt, fileID: fileID, size: size, checksum: checksum, logger: logger)
+        }
+    }
+
+    /// Forgets receipts no record holds (see ``RecordStore/collectAssetGarbage(unattachedBefore:detachedBefore:logger:)``)
+    /// and answers the files to delete.
+    public func collectAssetGarbage(unattachedBefore: Int64, detachedBefore: Int64, logger: Logger) async throws -> [String] {
+        try await mapStoreErrors(writing: true) {
+            try await store.collectAssetGarbage(unattachedBefore: unattachedBefore, detachedBefore: detachedBefore, logger: logger)
+        }
+    }
+
+    /// The server's secret, from which keys for signing asset URLs are derived, so every instance over one store signs
+    /// and accepts alike.
+    public func serverSecret(logger: Logger) async throws -> [UInt8] {
+        try await mapStoreErrors { try await store.serverSecret(logger: logger) }
+    }
+
     /// Receipts for uploads into a zone the caller may write, in the order asked, each with the record name it is for.
     ///
     /// A token that names no record (the reference makes `recordName` optional) gets a new name, answered with its

@@ -38,11 +38,11 @@ public struct CreatedLink: Sendable, Hashable {
 /// The share-a-copy service: snapshots behind links that expire, with an abuse ceiling. It keeps as little as
 /// possible: the cleaned payload, its expiry, and upload counts for a day.
 public struct LinkService: Sendable {
-    let store: any RecordStore
+    let store: any LinkStore
     let clock: WallClock
     public let limits: LinkLimits
 
-    public init(store: any RecordStore, clock: WallClock = .system, limits: LinkLimits = .init()) {
+    public init(store: any LinkStore, clock: WallClock = .system, limits: LinkLimits = .init()) {
         self.store = store
         self.clock = clock
         self.limits = limits

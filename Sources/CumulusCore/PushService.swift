@@ -40,7 +40,7 @@ public struct PushNotification: Sendable, Hashable {
 /// subscription and zone, and any instance can answer any poll. Checks run when a commit to a watched database wakes the
 /// connection (``ChangeSignal``), and every `recheckInterval` (when set) in case a wake-up was missed.
 public struct PushService: Sendable {
-    let store: any RecordStore
+    let store: any SubscriptionStore & ShareStore & RecordZoneStore & ContainerStore
     let clock: WallClock
     public let signal: ChangeSignal
     public let limits: PushLimits
@@ -52,7 +52,8 @@ public struct PushService: Sendable {
     let secrets: TokenSecrets
 
     public init(
-        store: any RecordStore, signal: ChangeSignal = ChangeSignal(), clock: WallClock = .system, limits: PushLimits = .init(),
+        store: any SubscriptionStore & ShareStore & RecordZoneStore & ContainerStore, signal: ChangeSignal = ChangeSignal(),
+        clock: WallClock = .system, limits: PushLimits = .init(),
         recheckInterval: Duration? = nil
     ) {
         self.store = store

@@ -7,10 +7,10 @@ import Synchronization
 /// Callers that ask at the same moment share one load (a burst of requests at start, forged push polls among them,
 /// costs one store read, not one each); a load that fails is tried again by the next caller.
 public final class TokenSecrets: Sendable {
-    private let store: any RecordStore
+    private let store: any ContainerStore
     private let loading = Mutex<Task<SyncTokenCodec, any Error>?>(nil)
 
-    public init(store: any RecordStore) {
+    public init(store: any ContainerStore) {
         self.store = store
     }
 

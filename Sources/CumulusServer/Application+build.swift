@@ -50,7 +50,9 @@ public func buildApplication(
     var services: [any Service] = [
         cleanup,
         AssetCleanupService(
-            cleanup: AssetCleanup(store: store, storage: assetStorage, clock: clock, limits: configuration.assetLimits), logger: logger),
+            cleanup: AssetCleanup(
+                database: DatabaseService(store: store, clock: clock), storage: assetStorage, clock: clock, limits: configuration.assetLimits),
+            logger: logger),
     ]
     if let broadcaster = store as? any ChangeBroadcasting { services.append(ChangeListener(store: broadcaster, changes: changes)) }
     if let maintained = store as? any BackgroundMaintenance { services.append(StoreMaintenance(store: maintained, logger: logger)) }
@@ -106,11 +108,11 @@ public func buildRouter(
         acceptsUnhashedLargeServerToServerBodies: configuration.acceptsUnhashedLargeServerToServerBodies)
     let throttle = RequestThrottleMiddleware(throttle: RequestThrottle(limits: configuration.requestLimits), metrics: metrics)
     let databaseGroup = router.group("database/1/:container/:environment/:database").add(middleware: throttle).add(middleware: authentication)
-    let assetLinks = AssetLinks(store: store, clock: clock, address: address, limits: configuration.assetLimits)
+    let assetLinks = AssetLinks(database: database, clock: clock, address: address, limits: configuration.assetLimits)
     DatabaseRoutes(database: database, accounts: accounts, limits: limits, address: address, metrics: metrics, assetLinks: assetLinks)
         .register(on: databaseGroup)
     let assets = AssetRoutes(
-        database: database, store: store, storage: configuration.assetStorage ?? temporaryAssetStorage(), links: assetLinks, limits: limits)
+        database: database, storage: configuration.assetStorage ?? temporaryAssetStorage(), links: assetLinks, limits: limits)
     assets.registerOperations(on: databaseGroup)
     assets.registerTransfers(on: router)
     let pushRoutes = PushRoutes(push: push, limits: limits, address: address, heartbeat: configuration.pushHeartbeatInterval, metrics: metrics)
@@ -125,7 +127,7 @@ public func buildRouter(
         .register(on: router)
     AuthRoutes(accounts: accounts, limits: limits, metrics: metrics).register(on: router.group("auth/1/:container/:environment"))
     ConsoleRoutes(
-        accounts: accounts, database: database, store: store, clock: clock,
+        accounts: accounts, database: database, console: ConsoleService(store: store, clock: clock),
         secureCookies: configuration.publicBaseURL?.lowercased().hasPrefix("https:") == true
     ).register(on: router)
     LinkRoutes(

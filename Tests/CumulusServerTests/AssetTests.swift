@@ -339,7 +339,9 @@ struct AssetTests {
         setup.world.configuration.assetLimits.maximumStoredBytes = 100
         let world = setup.world
         let time = setup.time
-        let cleanup = AssetCleanup(store: world.store, storage: setup.storage, clock: world.clock, limits: world.configuration.assetLimits)
+        let cleanup = AssetCleanup(
+            database: DatabaseService(store: world.store, clock: world.clock), storage: setup.storage, clock: world.clock,
+            limits: world.configuration.assetLimits)
         try await world.test { client in
             try await Self.$port.withValue(client.client.port) {
                 try await client.createZone("Z", as: world.alice)
@@ -424,7 +426,9 @@ struct AssetTests {
     func theCleanupDeletesUnattachedUploadsAndFilesNoRecordHolds(_ store: TestStore) async throws {
         let setup = try await AssetWorld(store)
         let world = setup.world
-        let cleanup = AssetCleanup(store: world.store, storage: setup.storage, clock: world.clock, limits: world.configuration.assetLimits)
+        let cleanup = AssetCleanup(
+            database: DatabaseService(store: world.store, clock: world.clock), storage: setup.storage, clock: world.clock,
+            limits: world.configuration.assetLimits)
         try await world.test { client in
             try await Self.$port.withValue(client.client.port) {
                 try await client.createZone("Z", as: world.alice)

@@ -346,20 +346,16 @@ struct LinkPageBrowserTests {
         let executable = URL(fileURLWithPath: try #require(chromium, "chromium is needed: apt-get install -y chromium"))
         return try await withCheckedThrowingContinuation { continuation in
             Thread.detachNewThread {
-                let process = Process()
-                process.executableURL = executable
-                process.arguments = ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=390,844"] + arguments
-                let output = Pipe()
-                process.standardOutput = output
-                process.standardError = FileHandle.nullDevice
+                let browser: ChildProcess
                 do {
-                    try process.run()
+                    browser = try ChildProcess(
+                        executable.path, ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=390,844"] + arguments)
                 } catch {
                     continuation.resume(throwing: error)
                     return
                 }
-                let data = output.fileHandleForReading.readDataToEndOfFile()
-                process.waitUntilExit()
+                let data = browser.standardOutput?.readDataToEndOfFile() ?? Data()
+                browser.wait()
                 continuation.resume(returning: String(decoding: data, as: UTF8.self))
             }
         }

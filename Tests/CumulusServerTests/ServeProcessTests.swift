@@ -46,28 +46,20 @@ struct ServeProcessTests {
     }
 
     private static func runBlocking(_ arguments: [String], input: String?) throws -> CommandResult {
-        let process = Process()
-        process.executableURL = binary
-        process.arguments = arguments
-        let out = Pipe()
-        let err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        let stdin = Pipe()
-        process.standardInput = stdin
-        try process.run()
-        stdin.fileHandleForWriting.write(Data((input ?? "").utf8))
-        try stdin.fileHandleForWriting.close()
-        let stdout = out.fileHandleForReading.readDataToEndOfFile()
-        let stderr = err.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return CommandResult(
-            status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self), stderr: String(decoding: stderr, as: UTF8.self))
+        let child = try ChildProcess(binary.path, arguments, input: .pipe, output: .pipe, error: .pipe)
+        if let standardInput = child.standardInput {
+            try standardInput.write(contentsOf: Data((input ?? "").utf8))
+            try standardInput.close()
+        }
+        let stdout = child.standardOutput?.readDataToEndOfFile() ?? Data()
+        let stderr = child.standardError?.readDataToEndOfFile() ?? Data()
+        let status = child.wait()
+        return CommandResult(status: status, stdout: String(decoding: stdout, as: UTF8.self), stderr: String(decoding: stderr, as: UTF8.self))
     }
 
     /// A running `cumulus serve`.
     final class Server: Sendable {
-        let process: Process
+        let child: ChildProcess
         let url: String
 
         /// Starts `cumulus serve --port 0` on an SQLite data directory.
@@ -81,33 +73,24 @@ struct ServeProcessTests {
         }
 
         private init(arguments: [String], standardError: URL?) throws {
-            let process = Process()
-            process.executableURL = ServeProcessTests.binary
-            process.arguments = ["serve", "--port", "0"] + arguments
-            let out = Pipe()
-            process.standardOutput = out
-            if let standardError {
-                _ = FileManager.default.createFile(atPath: standardError.path, contents: nil)
-                process.standardError = try FileHandle(forWritingTo: standardError)
-            } else {
-                process.standardError = FileHandle.nullDevice
-            }
-            try process.run()
+            if let standardError { _ = FileManager.default.createFile(atPath: standardError.path, contents: nil) }
+            let child = try ChildProcess(
+                ServeProcessTests.binary.path, ["serve", "--port", "0"] + arguments, output: .pipe,
+                error: standardError.map { .file($0.path) } ?? .null)
             // The first line on stdout is the URL, printed once the server accepts connections.
             var line = Data()
-            while !line.contains(UInt8(ascii: "\n")) {
-                let chunk = out.fileHandleForReading.availableData
+            while !line.contains(UInt8(ascii: "\n")), let output = child.standardOutput {
+                let chunk = output.availableData
                 if chunk.isEmpty { break }
                 line.append(chunk)
             }
-            self.process = process
+            self.child = child
             self.url = String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         }
 
         func stop(_ signal: Int32 = SIGTERM) -> Int32 {
-            kill(process.processIdentifier, signal)
-            process.waitUntilExit()
-            return process.terminationStatus
+            child.signal(signal)
+            return child.wait()
         }
 
         /// Waits until the server's `/metrics` shows `series` at `value` (readiness, not a guess at how long it takes);
@@ -438,7 +421,7 @@ struct ServeProcessTests {
             }
             return await group.reduce(into: []) { $0 += $1 }
         }
-        #expect(server.process.terminationStatus == 0, "graceful shutdown exits 0")
+        #expect(server.child.exitStatus == 0, "graceful shutdown exits 0")
         #expect(!acknowledged.isEmpty)
 
         let restarted = try await Server.start(data: data)

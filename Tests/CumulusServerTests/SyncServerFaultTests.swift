@@ -9,6 +9,7 @@ import GRDB
 import GhostCarExample
 import Hummingbird
 import Logging
+import ServiceLifecycle
 import Synchronization
 import Testing
 
@@ -199,7 +200,7 @@ struct SyncServerFaultTests {
     final class RestartableServer: Sendable {
         let path: String
         let world: TestWorld
-        private let running = Mutex<(task: Task<Void, any Error>, port: Int)?>(nil)
+        private let running = Mutex<(group: ServiceGroup, task: Task<Void, any Error>, port: Int)?>(nil)
 
         init(path: String, world: TestWorld) {
             self.path = path
@@ -213,21 +214,27 @@ struct SyncServerFaultTests {
             configuration.port = port
             let store = try SQLiteRecordStore(path: path)
             let (started, continuation) = AsyncStream.makeStream(of: String.self)
-            let task = Task {
-                try await buildApplication(
-                    configuration: configuration, store: store, logger: .testServer, onServerRunning: { continuation.yield($0) }
-                ).runService()
-            }
+            let application = buildApplication(
+                configuration: configuration, store: store, logger: .testServer, onServerRunning: { continuation.yield($0) })
+            let group = ServiceGroup(configuration: .init(services: [application], logger: .testServer))
+            let task = Task { try await group.run() }
             var iterator = started.makeAsyncIterator()
             let address = try #require(await iterator.next())
             let bound = try #require(URL(string: address)?.port)
-            running.withLock { $0 = (task, bound) }
+            running.withLock { $0 = (group, task, bound) }
         }
 
+        /// Shuts the server down as `SIGTERM` does, and returns once its port refuses connections: every connection of
+        /// the old run, kept-alive ones included, is closed.
         func stop() async {
-            guard let task = running.withLock({ $0?.task }) else { return }
-            task.cancel()
+            guard let (group, task, port) = running.withLock({ $0 }) else { return }
+            await group.triggerGracefulShutdown()
             _ = await task.result
+            let deadline = ContinuousClock.now + .seconds(60)
+            while ContinuousClock.now < deadline, let socket = try? RawHTTPClient.openConnection(port: port) {
+                RawHTTPClient.closeConnection(socket)
+                try? await Task.sleep(for: .milliseconds(10))
+            }
         }
     }
 

@@ -12,14 +12,14 @@ import Synchronization
 /// and expiry; its signature is an HMAC of them under a key derived from the store's secret, so an altered or expired
 /// URL is refused and every instance over one store accepts the others' URLs.
 final class AssetLinks: Sendable {
-    let store: any RecordStore
+    let database: DatabaseService
     let clock: WallClock
     let address: PublicAddress
     let limits: AssetLimits
     private let cachedKey = Mutex<SymmetricKey?>(nil)
 
-    init(store: any RecordStore, clock: WallClock, address: PublicAddress, limits: AssetLimits) {
-        self.store = store
+    init(database: DatabaseService, clock: WallClock, address: PublicAddress, limits: AssetLimits) {
+        self.database = database
         self.clock = clock
         self.address = address
         self.limits = limits
@@ -31,7 +31,7 @@ final class AssetLinks: Sendable {
 
     func key(logger: Logger) async throws -> SymmetricKey {
         if let key = cachedKey.withLock({ $0 }) { return key }
-        let secret = try await store.serverSecret(logger: logger)
+        let secret = try await database.serverSecret(logger: logger)
         let key = SymmetricKey(data: SHA256.hash(data: Data("cumulus asset links".utf8) + Data(secret)))
         cachedKey.withLock { $0 = key }
         return key
@@ -85,7 +85,7 @@ final class AssetLinks: Sendable {
         for record in holding {
             for value in try record.fields().values { receipts += Self.receipts(in: value) }
         }
-        let uploads = try await store.assetUploads(receipts: receipts, logger: logger)
+        let uploads = try await database.assetUploads(receipts: receipts, logger: logger)
         var files: [String: (AssetUpload, String)] = [:]
         for upload in uploads { if let fileID = upload.fileID { files[upload.receipt] = (upload, fileID) } }
         let key = try await key(logger: logger)

@@ -17,7 +17,6 @@ import Synchronization
 /// memory; a download is read in chunks, with `Range`, `ETag` and `Content-Length`.
 struct AssetRoutes {
     let database: DatabaseService
-    let store: any RecordStore
     let storage: any AssetStorage
     let links: AssetLinks
     let limits: Limits
@@ -157,11 +156,11 @@ struct AssetRoutes {
         if let length = request.headers[.contentLength].flatMap(Int64.init), length > limit {
             throw CloudKitErrorResponse(code: .quotaExceeded, reason: "asset: \(length) bytes; the limit is \(limit) bytes", closesConnection: true)
         }
-        guard let upload = try await store.assetUploads(receipts: [receipt], logger: context.logger).first,
+        guard let upload = try await database.assetUploads(receipts: [receipt], logger: context.logger).first,
             upload.database.container == container, upload.database.environment == environment
         else { throw CumulusError(.notFound, "receipt: no such upload") }
         guard upload.fileID == nil else { throw CumulusError(.conflict, "receipt: its bytes were uploaded already; ask assets/upload for another") }
-        let usage = try await store.assetUsage(
+        let usage = try await database.assetUsage(
             uploader: upload.uploader, container: container, pendingSince: links.clock.milliseconds() - 24 * 3600 * 1000, logger: context.logger)
         if usage.pendingBytes >= links.limits.maximumPendingBytes {
             throw CloudKitErrorResponse(
@@ -213,7 +212,7 @@ struct AssetRoutes {
             try? await storage.delete(fileIDs: [fileID])
             throw CumulusError(.badRequest, "asset: the bytes' SHA-256 is \(checksum), not the \(claimed) announced; upload again")
         }
-        guard try await store.completeAssetUpload(receipt: receipt, fileID: fileID, size: size, checksum: checksum, logger: context.logger) else {
+        guard try await database.completeAssetUpload(receipt: receipt, fileID: fileID, size: size, checksum: checksum, logger: context.logger) else {
             try? await storage.delete(fileIDs: [fileID])
             throw CumulusError(.conflict, "receipt: its bytes were uploaded already; ask assets/upload for another")
         }

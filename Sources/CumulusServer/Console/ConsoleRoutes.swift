@@ -17,8 +17,7 @@ import Logging
 struct ConsoleRoutes {
     let accounts: AccountService
     let database: DatabaseService
-    let store: any RecordStore
-    let clock: WallClock
+    let console: ConsoleService
     let secureCookies: Bool
 
     static let cookieName = "cumulus_console"
@@ -139,12 +138,10 @@ struct ConsoleRoutes {
         try await page(request, context: context) { session, environment in
             let logger = context.logger
             let container = session.container
-            let users = try await store.listUsers(container: container, logger: logger)
-            let tokens = try await store.listAPITokens(container: container, logger: logger).filter { $0.environment == environment }
-            let keys = try await store.listServerKeys(container: container, logger: logger).filter { $0.environment == environment }
-            let links = try await store.listLinkSnapshots(
-                container: container, environment: environment, now: clock.milliseconds(), limit: 1000, logger: logger)
-            let publicZones = try await store.zones(in: .publicDatabase(container: container, environment: environment), logger: logger)
+            let users = try await console.users(container: container, logger: logger)
+            let (tokens, keys) = try await console.credentials(container: container, environment: environment, logger: logger)
+            let links = try await console.links(container: container, environment: environment, limit: 1000, logger: logger)
+            let publicZones = try await console.zones(in: .publicDatabase(container: container, environment: environment), logger: logger)
             let schema = try await database.schema(container: container, environment: environment, logger: logger)
             let base = "/console/\(environment.rawValue)"
             func card(_ label: String, _ count: Int, _ href: String) -> String {
@@ -167,7 +164,7 @@ struct ConsoleRoutes {
 
     @Sendable func users(_ request: Request, context: CumulusRequestContext) async throws -> Response {
         try await page(request, context: context) { session, environment in
-            let users = try await store.listUsers(container: session.container, logger: context.logger)
+            let users = try await console.users(container: session.container, logger: context.logger)
             let base = "/console/\(environment.rawValue)"
             let rows: [[ConsolePage.Cell]] = users.map { user in
                 [
@@ -184,11 +181,9 @@ struct ConsoleRoutes {
     @Sendable func user(_ request: Request, context: CumulusRequestContext) async throws -> Response {
         try await page(request, context: context) { session, environment in
             let logger = context.logger
-            guard let name = context.parameters.get("user"), let user = try await store.user(userRecordName: name, logger: logger),
-                user.container == session.container
-            else { throw CumulusError(.notFound, "user: no such user in \(session.container)") }
+            let user = try await console.user(context.parameters.get("user") ?? "", container: session.container, logger: logger)
             let database = DatabaseRef(container: session.container, environment: environment, scope: .private, ownerRecordName: user.userRecordName)
-            let zones = try await store.zones(in: database, logger: logger)
+            let zones = try await console.zones(in: database, logger: logger)
             let base = "/console/\(environment.rawValue)/zones/private/\(ConsolePage.segment(user.userRecordName))"
             var body = "<p><code id=\"user-record-name\">\(ConsolePage.escape(user.userRecordName))</code></p><h2>Private database</h2>"
             body += ConsolePage.table(
@@ -198,15 +193,10 @@ struct ConsoleRoutes {
                 },
                 empty: "No zones.")
             body += "<h2>Subscriptions</h2>"
-            var rows: [[ConsolePage.Cell]] = []
-            for scope in [DatabaseScope.private, .shared, .public] {
-                let owner = SubscriptionOwner(
-                    container: session.container, environment: environment, scope: scope, userRecordName: user.userRecordName)
-                for subscription in try await store.subscriptions(of: owner, ids: nil, logger: logger) {
-                    rows.append([
-                        .text(scope.rawValue), .code(subscription.subscriptionID), .code(String(decoding: subscription.json, as: UTF8.self)),
-                    ])
-                }
+            let subscriptions = try await console.subscriptions(
+                of: user.userRecordName, container: session.container, environment: environment, logger: logger)
+            let rows: [[ConsolePage.Cell]] = subscriptions.map { scope, subscription in
+                [.text(scope.rawValue), .code(subscription.subscriptionID), .code(String(decoding: subscription.json, as: UTF8.self))]
             }
             body += ConsolePage.table(id: "subscriptions", headers: ["Database", "ID", "Subscription"], rows: rows, empty: "No subscriptions.")
             return render(user.name, session, environment, body)
@@ -215,8 +205,7 @@ struct ConsoleRoutes {
 
     @Sendable func credentials(_ request: Request, context: CumulusRequestContext) async throws -> Response {
         try await page(request, context: context) { session, environment in
-            let tokens = try await store.listAPITokens(container: session.container, logger: context.logger).filter { $0.environment == environment }
-            let keys = try await store.listServerKeys(container: session.container, logger: context.logger).filter { $0.environment == environment }
+            let (tokens, keys) = try await console.credentials(container: session.container, environment: environment, logger: context.logger)
             var body = "<h2>API tokens</h2>"
             body += ConsolePage.table(
                 id: "tokens", headers: ["Fingerprint", "Created", "Status"],
@@ -235,8 +224,7 @@ struct ConsoleRoutes {
 
     @Sendable func links(_ request: Request, context: CumulusRequestContext) async throws -> Response {
         try await page(request, context: context) { session, environment in
-            let links = try await store.listLinkSnapshots(
-                container: session.container, environment: environment, now: clock.milliseconds(), limit: 500, logger: context.logger)
+            let links = try await console.links(container: session.container, environment: environment, limit: 500, logger: context.logger)
             let body = ConsolePage.table(
                 id: "links", headers: ["Link", "Kind", "Size", "Created", "Expires"],
                 rows: links.map {
@@ -332,14 +320,10 @@ struct ConsoleRoutes {
     private func databaseRef(_ context: CumulusRequestContext, _ session: Session, _ environment: ContainerEnvironment) async throws
         -> DatabaseRef
     {
-        guard let scope = context.parameters.get("scope").flatMap(DatabaseScope.init(rawValue:)), scope != .shared,
-            let owner = context.parameters.get("owner")
+        guard let scope = context.parameters.get("scope").flatMap(DatabaseScope.init(rawValue:)), let owner = context.parameters.get("owner")
         else { throw CumulusError(.notFound, "database: must be public or private") }
-        if scope == .public { return .publicDatabase(container: session.container, environment: environment) }
-        guard let user = try await store.user(userRecordName: owner, logger: context.logger), user.container == session.container else {
-            throw CumulusError(.notFound, "owner: no such user in \(session.container)")
-        }
-        return DatabaseRef(container: session.container, environment: environment, scope: .private, ownerRecordName: owner)
+        return try await console.database(
+            scope: scope, owner: owner, container: session.container, environment: environment, logger: context.logger)
     }
 
     private func zonePath(_ environment: ContainerEnvironment, _ database: DatabaseRef, _ zone: String? = nil) -> String {
@@ -350,7 +334,7 @@ struct ConsoleRoutes {
     @Sendable func zones(_ request: Request, context: CumulusRequestContext) async throws -> Response {
         try await page(request, context: context) { session, environment in
             let database = try await databaseRef(context, session, environment)
-            let zones = try await store.zones(in: database, logger: context.logger)
+            let zones = try await console.zones(in: database, logger: context.logger)
             let body = ConsolePage.table(
                 id: "zones", headers: ["Zone", "Changes"],
                 rows: zones.map {
@@ -367,14 +351,7 @@ struct ConsoleRoutes {
             let database = try await databaseRef(context, session, environment)
             let zoneName = context.parameters.get("zone") ?? ""
             let after = request.uri.queryParameters["after"].flatMap { Int64($0) } ?? 0
-            let page: ZoneChangePage
-            do {
-                page = try await store.zoneChanges(
-                    ZoneChangeRequest(database: database, zoneName: zoneName, incarnation: nil, after: after, limit: Self.pageSize),
-                    logger: context.logger)
-            } catch let error as StoreError where error.code == .zoneNotFound {
-                throw CumulusError(.zoneNotFound, "zone \(zoneName) does not exist")
-            }
+            let page = try await console.records(in: zoneName, of: database, after: after, limit: Self.pageSize, logger: context.logger)
             var rows: [[ConsolePage.Cell]] = []
             for change in page.changes {
                 guard case .changed(let record) = change else { continue }
@@ -409,13 +386,9 @@ struct ConsoleRoutes {
     ) async throws -> Response {
         let zoneName = context.parameters.get("zone") ?? ""
         let recordName = context.parameters.get("record") ?? ""
-        let found: [String: StoredRecord]
-        do {
-            found = try await store.records(named: [recordName], zoneName: zoneName, in: database, access: nil, logger: context.logger)
-        } catch let error as StoreError where error.code == .zoneNotFound {
-            throw CumulusError(.zoneNotFound, "zone \(zoneName) does not exist")
+        guard let record = try await console.record(recordName, in: zoneName, of: database, logger: context.logger) else {
+            throw CumulusError(.notFound, "record \(recordName) does not exist")
         }
-        guard let record = found[recordName] else { throw CumulusError(.notFound, "record \(recordName) does not exist") }
         let header = record.header
         var body = ""
         if let message { body += #"<p class="message" id="message">\#(ConsolePage.escape(message))</p>"# }
@@ -455,7 +428,7 @@ struct ConsoleRoutes {
                 ]
             }, empty: "No fields.")
         if header.recordType == "cloudkit.share",
-            let share = try await store.shares(named: [header.recordName], zoneName: zoneName, in: database, logger: context.logger).first
+            let share = try await console.share(header.recordName, in: zoneName, of: database, logger: context.logger)
         {
             body += "<h2>Participants</h2>"
             body += "<p class=\"note\">Anyone with the link: <b id=\"public-permission\">\(share.publicPermission.rawValue)</b>.</p>"
@@ -493,13 +466,10 @@ struct ConsoleRoutes {
             let zoneName = context.parameters.get("zone") ?? ""
             let recordName = context.parameters.get("record") ?? ""
             guard let tag = form["recordChangeTag"] else { throw CumulusError(.badRequest, "recordChangeTag: is required") }
-            let stored = try await store.records(named: [recordName], zoneName: zoneName, in: database, access: nil, logger: context.logger)
-            guard let current = stored[recordName] else { throw CumulusError(.notFound, "record \(recordName) does not exist") }
-            // The console writes as the database's owner, or in the public database as the record's creator.
-            let authorName = database.scope == .public ? current.header.created.userRecordName : database.ownerRecordName
-            guard let author = try await store.user(userRecordName: authorName, logger: context.logger) else {
-                throw CumulusError(.accessDenied, "record \(recordName): its author \(authorName) no longer exists; it cannot be changed here")
+            guard let current = try await console.record(recordName, in: zoneName, of: database, logger: context.logger) else {
+                throw CumulusError(.notFound, "record \(recordName) does not exist")
             }
+            let author = try await console.author(of: current, in: database, logger: context.logger)
             let caller = Caller(container: session.container, environment: environment, user: author, credential: .apiToken, deviceID: "console")
             let deleting = form["action"] == "delete"
             var operation: [String: JSONValue] = [

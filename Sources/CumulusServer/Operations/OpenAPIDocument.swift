@@ -436,6 +436,7 @@ enum OpenAPIDocument {
             ("/credentials", "consoleCredentials", "API tokens, by fingerprint, and server-to-server keys.", []),
             ("/links", "consoleLinks", "Live share-a-copy links.", []),
             ("/schema", "consoleSchema", "The schema, in CloudKit's schema language.", []),
+            ("/indexes", "consoleIndexes", "The field indexes the container's queries use, and a form to drop one only it uses.", []),
             (
                 "/zones/{scope}/{owner}", "consoleZones", "A database's zones.",
                 [pathParameter("scope", "public or private.", oneOf: ["public", "private"]), pathParameter("owner", "The database's owner.")]
@@ -484,6 +485,20 @@ enum OpenAPIDocument {
                     "409": ["description": "The record changed since the page was shown", "content": ["text/html": ["schema": string]]],
                 ], security: session)
         }
+        paths.add(
+            "post", "/console/{environment}/indexes", id: "consoleDropIndex",
+            summary: "Drops a field's index that only this container uses; a shared one is the operator's (`cumulus indexes drop`).",
+            tag: .console, parameters: [environment],
+            request: [
+                "content": [
+                    "application/x-www-form-urlencoded": ["schema": object(["csrf": string, "field": string], required: ["csrf", "field"])]
+                ]
+            ],
+            responses: [
+                "200": page, "401": signIn,
+                "403": ["description": "Not from this session, or another container uses the index", "content": ["text/html": ["schema": string]]],
+                "404": ["description": "No index of this container's on that field", "content": ["text/html": ["schema": string]]],
+            ], security: session)
     }
 
     private static func describeOthers(_ paths: inout Paths) {
