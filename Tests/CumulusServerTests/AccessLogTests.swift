@@ -38,7 +38,7 @@ struct AccessLogTests {
         let logger = Logger(label: "cumulus") { StructuredLogHandler(label: $0, format: format, write: { captured.append($0) }) }
         let app = buildApplication(configuration: world.configuration, store: world.store, logger: logger, clock: world.clock)
         try await app.test(.live) { client in
-            try await body(CloudKitTestClient(client: client, apiToken: world.apiToken), world, captured)
+            try await CloudKitTestClient.patient(client, apiToken: world.apiToken) { try await body($0, world, captured) }
         }
     }
 

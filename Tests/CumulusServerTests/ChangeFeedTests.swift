@@ -262,7 +262,7 @@ struct ChangeFeedTests {
         /// A server process over the data file: a new store each time, as after a restart.
         func server(_ body: @Sendable (CloudKitTestClient) async throws -> Void) async throws {
             let app = buildApplication(configuration: ServerConfiguration(port: 0), store: try SQLiteRecordStore(path: path), logger: .testServer)
-            try await app.test(.live) { client in try await body(CloudKitTestClient(client: client, apiToken: apiToken)) }
+            try await app.test(.live) { client in try await CloudKitTestClient.patient(client, apiToken: apiToken, body) }
         }
         let token = Mutex("")
         try await server { client in

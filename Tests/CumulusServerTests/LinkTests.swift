@@ -114,7 +114,7 @@ struct LinkTests {
             let app = buildApplication(
                 configuration: ServerConfiguration(port: 0), store: try SQLiteRecordStore(path: path), logger: .testServer,
                 clock: WallClock { time.now })
-            try await app.test(.live) { client in try await body(CloudKitTestClient(client: client, apiToken: apiToken)) }
+            try await app.test(.live) { client in try await CloudKitTestClient.patient(client, apiToken: apiToken, body) }
         }
         try await server { client in
             for _ in 0..<5 { #expect(try await Self.upload(client, [driveJSON()]).status == 200) }

@@ -451,13 +451,7 @@ struct PipelinedFetchTests {
             let database = container(world.alice).privateCloudDatabase
             try await database.save(zones: [GhostCar.zone])
             let phone = try Device(path: try SyncEngineTests.temporaryPath("phone"), database: database)
-            try await phone.queue.write { db in
-                for index in 0..<1_000 {
-                    let id = String(format: "drive-%04d", index)
-                    try db.execute(sql: "INSERT INTO drives (id, distance, modifiedAt) VALUES (?, ?, 1)", arguments: [id, Double(index)])
-                    try phone.store.enqueue([.saveRecord(RecordID(recordName: id, zoneID: GhostCar.zone))], in: db)
-                }
-            }
+            try await phone.recordNumberedDrives(1_000)
             try await phone.engine.sendChanges()
 
             // A lost answer of a page requested ahead: retried, nothing missing.

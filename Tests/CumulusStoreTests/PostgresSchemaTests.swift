@@ -37,7 +37,7 @@ enum PostgresTestServer {
     static func withFreshStore<T: Sendable>(_ body: @Sendable (PostgresRecordStore) async throws -> T) async throws -> T {
         try await withFreshDatabase { client, _ in
             try await PostgresSchema.migrate(client, logger: logger)
-            let store = PostgresRecordStore(client: client)
+            let store = PostgresRecordStore(client: client, connectionWait: .seconds(30))
             try await store.createContainer("c", createdAt: 0, logger: logger)
             return try await body(store)
         }
@@ -318,12 +318,12 @@ struct PostgresConcurrencyTests {
     {
         try await PostgresTestServer.withFreshDatabase { client, location in
             try await PostgresSchema.migrate(client, logger: logger)
-            let first = PostgresRecordStore(client: client)
+            let first = PostgresRecordStore(client: client, connectionWait: .seconds(30))
             try await first.createContainer("c", createdAt: 0, logger: logger)
             _ = try await first.modifyZones(
                 ["A", "B"].map { ZoneOperation(operationType: .create, zoneID: ZoneID(zoneName: $0)) }, in: Self.alice, timestamp: 0, logger: logger)
             try await PostgresTestServer.withClient(location) { other in
-                try await body(first, PostgresRecordStore(client: other), location)
+                try await body(first, PostgresRecordStore(client: other, connectionWait: .seconds(30)), location)
             }
         }
     }

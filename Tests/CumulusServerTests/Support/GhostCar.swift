@@ -58,6 +58,17 @@ final class Device: @unchecked Sendable {
         return id
     }
 
+    /// Records `count` bare drives (`drive-0000`, `drive-0001`, …) with their pending changes, in one transaction.
+    func recordNumberedDrives(_ count: Int) async throws {
+        try await queue.write { [store, zone] db in
+            for index in 0..<count {
+                let id = String(format: "drive-%04d", index)
+                try db.execute(sql: "INSERT INTO drives (id, distance, modifiedAt) VALUES (?, ?, 1)", arguments: [id, Double(index)])
+                try store.enqueue([.saveRecord(RecordID(recordName: id, zoneID: zone))], in: db)
+            }
+        }
+    }
+
     func rename(_ id: String, to name: String, at time: Int64) throws {
         try queue.write { db in
             try db.execute(sql: "UPDATE drives SET customName = ?, modifiedAt = ? WHERE id = ?", arguments: [name, time, id])

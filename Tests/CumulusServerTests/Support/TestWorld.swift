@@ -69,7 +69,7 @@ struct TestWorld: Sendable {
     /// Runs a test against the application over real HTTP on a loopback port, as clients reach it.
     func test<Value: Sendable>(_ body: @Sendable (CloudKitTestClient) async throws -> Value) async throws -> Value {
         try await application().test(.live) { client in
-            try await body(CloudKitTestClient(client: client, apiToken: apiToken))
+            try await CloudKitTestClient.patient(client, apiToken: apiToken, body)
         }
     }
 }
@@ -123,11 +123,49 @@ struct AnswerList: RandomAccessCollection, Sendable {
     }
 }
 
+/// An HTTP/1.1 client of a live test server whose reads wait up to two minutes: HummingbirdTesting's live client gives
+/// up after 20 s, which a request to PostgreSQL on a machine the whole suite loads has taken.
+struct PatientClient: Sendable {
+    /// An answer: status, headers and the whole body.
+    struct Answer: Sendable {
+        var status: HTTPResponse.Status
+        var headers: HTTPFields
+        var body: ByteBuffer
+    }
+
+    let http: TestClient
+    let port: Int?
+
+    func execute(uri: String, method: HTTPRequest.Method, headers: HTTPFields = [:], body: ByteBuffer? = nil) async throws -> Answer {
+        var headers = headers
+        headers[.connection] = "keep-alive"
+        let response = try await http.execute(TestClient.Request(uri, method: method, authority: "localhost", headers: headers, body: body))
+        return Answer(status: response.status, headers: response.headers, body: response.body ?? ByteBuffer())
+    }
+}
+
 /// Sends CloudKit Web Services requests to the application under test.
 struct CloudKitTestClient: Sendable {
-    let client: any TestClientProtocol
+    let client: PatientClient
     /// The development API token of ``TestWorld/container``.
     let apiToken: String
+
+    /// Runs `body` with a client of the live server `live` reaches (from `application().test(.live)`).
+    static func patient<Value: Sendable>(
+        _ live: any TestClientProtocol, apiToken: String, _ body: @Sendable (CloudKitTestClient) async throws -> Value
+    ) async throws -> Value {
+        let port = try #require(live.port)
+        let http = TestClient(host: "localhost", port: port, configuration: .init(timeout: .seconds(120)))
+        http.connect()
+        do {
+            let value = try await body(CloudKitTestClient(client: PatientClient(http: http, port: port), apiToken: apiToken))
+            try? await http.shutdown()
+            return value
+        } catch {
+            try? await http.shutdown()
+            throw error
+        }
+    }
 
     func send(
         _ operation: String, as identity: Identity, database: String = "private", environment: String = "development",
