@@ -46,6 +46,11 @@ extension DatabaseService {
                 try NameRules.checkIdentifier(name, kind: "field name", path: "query.sortBy[\(index)].fieldName", limits: limits)
             }
         }
+        do {
+            _ = try QueryPlan(filters: request.filters, sorts: request.sorts)
+        } catch {
+            throw CumulusError(.badRequest, error.description)
+        }
         var limit = limits.maximumResultsLimit
         if let requested = request.resultsLimit {
             guard requested > 0 else { throw CumulusError(.badRequest, "resultsLimit: must be at least 1") }
@@ -82,48 +87,10 @@ extension DatabaseService {
             desiredKeys: request.desiredKeys.map(Set.init), numbersAsStrings: request.numbersAsStrings, shares: shares
         )
     }
-
-    /// Which value each comparator takes; checked here so every store can trust its input.
+    /// Checks a filter's field name; what the filter may compare is ``QueryPlan``'s to say.
     static func validate(_ filter: QueryFilter, path: String, limits: Limits) throws(CumulusError) {
         if case .field(let name) = filter.field {
             try NameRules.checkIdentifier(name, kind: "field name", path: "\(path).fieldName", limits: limits)
-        }
-        let isList: Bool
-        if case .list = filter.value { isList = true } else { isList = false }
-        let isString: Bool
-        if case .string = filter.value { isString = true } else { isString = false }
-        switch filter.comparator {
-        case .equals, .notEquals, .lessThan, .lessThanOrEquals, .greaterThan, .greaterThanOrEquals, .listContains, .notListContains:
-            switch filter.value {
-            case .list, .location, .asset:
-                throw CumulusError(
-                    .badRequest,
-                    "\(path).fieldValue: \(filter.comparator.rawValue) needs a single STRING, INT64, DOUBLE, TIMESTAMP, BYTES or REFERENCE value")
-            default: break
-            }
-        case .in, .notIn, .listContainsAny, .notListContainsAny, .listContainsAll, .notListContainsAll:
-            guard isList else { throw CumulusError(.badRequest, "\(path).fieldValue: \(filter.comparator.rawValue) needs a list value") }
-            if case .list(let type, _) = filter.value, type == .location || type == .asset {
-                throw CumulusError(.badRequest, "\(path).fieldValue: \(filter.comparator.rawValue) cannot compare \(type!.rawValue) values")
-            }
-        case .beginsWith, .notBeginsWith, .listMemberBeginsWith, .notListMemberBeginsWith:
-            guard isString else { throw CumulusError(.badRequest, "\(path).fieldValue: \(filter.comparator.rawValue) needs a STRING value") }
-        case .near:
-            guard case .location = filter.value else { throw CumulusError(.badRequest, "\(path).fieldValue: NEAR needs a LOCATION value") }
-            guard case .field = filter.field else { throw CumulusError(.badRequest, "\(path).fieldName: NEAR needs a LOCATION field") }
-            guard let distance = filter.distance, distance >= 0 else {
-                throw CumulusError(.badRequest, "\(path).distance: NEAR needs a distance in metres")
-            }
-        case .containsAllTokens, .containsAnyTokens:
-            throw CumulusError(.badRequest, "\(path).comparator: \(filter.comparator.rawValue) (full-text search) is not supported yet")
-        }
-        switch filter.comparator {
-        case .listContains, .notListContains, .listContainsAny, .notListContainsAny, .listContainsAll, .notListContainsAll,
-            .listMemberBeginsWith, .notListMemberBeginsWith:
-            if case .system = filter.field {
-                throw CumulusError(.badRequest, "\(path).systemFieldName: \(filter.comparator.rawValue) applies to list fields")
-            }
-        default: break
         }
     }
 }

@@ -185,14 +185,12 @@ struct PostgresQueryCompiler: Sendable {
         return "records_field_" + String(hash, radix: 16)
     }
 
+    /// Compiles a query; throws ``QueryPlan/Refusal`` for one the plan refuses.
     init(query: RecordQuery) throws {
         self.query = query
-        for (index, filter) in query.filters.enumerated() {
-            try add(filter, path: "query.filterBy[\(index)]")
-        }
-        for (index, sort) in query.sorts.enumerated() {
-            try add(sort, path: "query.sortBy[\(index)]")
-        }
+        let plan = try QueryPlan(filters: query.filters, sorts: query.sorts)
+        for condition in plan.conditions { add(condition) }
+        for order in plan.orders { add(order) }
     }
 
     /// Appends a parameter and returns its placeholder.
@@ -342,146 +340,117 @@ struct PostgresQueryCompiler: Sendable {
         }
     }
 
-    /// A filter value as JSON, as it appears in stored fields (a reference compares its record name).
-    private static func scalarJSON(_ value: FieldValue, path: String, into writer: inout JSONWriter) throws {
-        switch value {
-        case .string(let string): writer.string(string)
-        case .int64(let int): writer.int(int)
-        case .double(let double): writer.double(double)
-        case .timestamp(let milliseconds): writer.int(milliseconds)
-        case .bytes(let data): writer.string(data.base64EncodedString())
-        case .reference(let reference): writer.string(reference.recordName)
-        case .location, .asset, .list:
-            throw StoreError(.invalidState, "\(path).fieldValue: a \(value.typeTag) value cannot be compared this way")
+    /// An operand as JSON, as stored fields hold it.
+    private static func json(_ operand: QueryPlan.Operand, into writer: inout JSONWriter) {
+        switch operand {
+        case .integer(let integer): writer.int(integer)
+        case .real(let real): writer.double(real)
+        case .text(let text): writer.string(text)
         }
     }
 
-    private static func scalarJSON(_ value: FieldValue, path: String) throws -> String {
+    private static func json(_ operand: QueryPlan.Operand) -> String {
         var writer = JSONWriter()
-        try scalarJSON(value, path: path, into: &writer)
+        json(operand, into: &writer)
         return String(decoding: writer.bytes, as: UTF8.self)
     }
 
-    private static func listJSON(_ value: FieldValue, path: String) throws -> String {
-        guard case .list(_, let elements) = value else {
-            throw StoreError(.invalidState, "\(path).comparator: this comparator needs a list value")
-        }
+    private static func json(_ operands: [QueryPlan.Operand]) -> String {
         var writer = JSONWriter()
         writer.beginArray()
-        for element in elements { try scalarJSON(element, path: path, into: &writer) }
+        for operand in operands { json(operand, into: &writer) }
         writer.endArray()
         return String(decoding: writer.bytes, as: UTF8.self)
     }
 
-    private static func isReferenceComparison(_ value: FieldValue) -> Bool {
-        switch value {
-        case .reference: true
-        case .list(.reference, _): true
-        default: false
+    /// The expression a filter reads and its operand bound as that expression's type: a system column's own type, or
+    /// `jsonb`.
+    private mutating func comparand(_ target: QueryPlan.Target, _ operand: QueryPlan.Operand) -> (expression: String, placeholder: String) {
+        switch target {
+        case .system(let system):
+            let (column, _) = Self.systemColumn(system)
+            switch operand {
+            case .integer(let integer): return (column, bind(integer))
+            case .real(let real): return (column, bind(real))
+            case .text(let text): return (column, bind(text))
+            }
+        case .value(let name):
+            indexedFields.insert(name)
+            return (Self.fieldExpression(name), bind(Self.json(operand)) + "::jsonb")
+        case .referenceName(let name):
+            return (Self.referenceNameExpression(name), bind(Self.json(operand)) + "::jsonb")
         }
     }
 
-    /// The value a filter compares with, bound as its column's type: a system column's native type, or `jsonb`.
-    private mutating func comparand(_ field: QueryField, _ value: FieldValue, path: String) throws -> (expression: String, placeholder: String) {
-        switch field {
-        case .system(let system):
-            let (column, kind) = Self.systemColumn(system)
-            switch (kind, value) {
-            case (.integer, .int64(let int)), (.integer, .timestamp(let int)): return (column, bind(int))
-            case (.integer, .double(let double)): return (column, bind(double))
-            case (_, .reference(let reference)): return (column, bind(reference.recordName))
-            case (.text, .string(let string)): return (column, bind(string))
-            default:
-                throw StoreError(.invalidState, "\(path).fieldValue: a \(value.typeTag) value cannot be compared with \(system.rawValue)")
-            }
-        case .field(let name):
-            if case .reference = value {
-                return (
-                    "(fields::jsonb) -> \(Self.literal(name)) -> 'value' -> 'recordName'", bind(try Self.scalarJSON(value, path: path)) + "::jsonb"
-                )
-            }
-            indexedFields.insert(name)
-            return (Self.fieldExpression(name), bind(try Self.scalarJSON(value, path: path)) + "::jsonb")
-        }
-    }
+    private static func referenceNameExpression(_ name: String) -> String { "(fields::jsonb) -> \(literal(name)) -> 'value' -> 'recordName'" }
 
     /// A field or system column as text, for prefix matching.
-    private static func textExpression(_ field: QueryField) -> String {
-        switch field {
+    private static func textExpression(_ target: QueryPlan.Target) -> String {
+        switch target {
         case .system(let system): "\(systemColumn(system).0)::text"
-        case .field(let name): "((fields::jsonb) -> \(literal(name)) ->> 'value')"
+        case .value(let name), .referenceName(let name): "((fields::jsonb) -> \(literal(name)) ->> 'value')"
         }
     }
 
-    private mutating func add(_ filter: QueryFilter, path: String) throws {
-        let value = filter.value
-        switch filter.comparator {
-        case .equals, .notEquals, .lessThan, .lessThanOrEquals, .greaterThan, .greaterThanOrEquals:
-            let operators: [QueryComparator: String] = [
-                .equals: "=", .notEquals: "<>", .lessThan: "<", .lessThanOrEquals: "<=", .greaterThan: ">", .greaterThanOrEquals: ">=",
-            ]
-            let (expression, placeholder) = try comparand(filter.field, value, path: path)
-            conditions.append("\(expression) \(operators[filter.comparator]!) \(placeholder)")
-        case .beginsWith, .notBeginsWith:
-            guard case .string(let prefix) = value else {
-                throw StoreError(.invalidState, "\(path).fieldValue: BEGINS_WITH needs a STRING value")
-            }
-            let condition = "starts_with(\(Self.textExpression(filter.field)), \(bind(prefix)))"
-            conditions.append(filter.comparator == .beginsWith ? condition : "NOT \(condition)")
-        case .in, .notIn:
-            let list = try Self.listJSON(value, path: path)
+    private mutating func add(_ condition: QueryPlan.Condition) {
+        switch condition {
+        case .compare(let target, let comparison, let operand):
+            let (expression, placeholder) = comparand(target, operand)
+            conditions.append("\(expression) \(comparison.rawValue) \(placeholder)")
+        case .beginsWith(let target, let prefix, let negated):
+            let condition = "starts_with(\(Self.textExpression(target)), \(bind(prefix)))"
+            conditions.append(negated ? "NOT \(condition)" : condition)
+        case .among(let target, let operands, let negated):
+            let list = Self.json(operands)
             let condition: String
-            switch filter.field {
+            switch target {
             case .system(let system):
                 condition = "\(Self.systemColumn(system).0)::text IN (SELECT jsonb_array_elements_text(\(bind(list))::jsonb))"
-            case .field(let name):
-                let expression =
-                    Self.isReferenceComparison(value)
-                    ? "(fields::jsonb) -> \(Self.literal(name)) -> 'value' -> 'recordName'" : Self.fieldExpression(name)
-                if !Self.isReferenceComparison(value) { indexedFields.insert(name) }
-                condition = "\(expression) IN (SELECT jsonb_array_elements(\(bind(list))::jsonb))"
+            case .value(let name):
+                indexedFields.insert(name)
+                condition = "\(Self.fieldExpression(name)) IN (SELECT jsonb_array_elements(\(bind(list))::jsonb))"
+            case .referenceName(let name):
+                condition = "\(Self.referenceNameExpression(name)) IN (SELECT jsonb_array_elements(\(bind(list))::jsonb))"
             }
-            conditions.append(filter.comparator == .in ? condition : "NOT \(condition)")
-        case .listContains, .notListContains, .listContainsAny, .notListContainsAny, .listContainsAll, .notListContainsAll,
-            .listMemberBeginsWith, .notListMemberBeginsWith:
-            try addListFilter(filter, path: path)
-        case .near:
-            try addNear(filter, path: path)
-        case .containsAllTokens, .containsAnyTokens:
-            throw StoreError(.invalidState, "\(path).comparator: \(filter.comparator.rawValue) (full-text search) is not supported")
+            conditions.append(negated ? "NOT \(condition)" : condition)
+        case .listContains(let field, let operand, let references, let negated):
+            let exists =
+                "EXISTS (SELECT 1 FROM \(Self.elements(field)) WHERE \(Self.element(references)) = \(bind(Self.json(operand)))::jsonb)"
+            conditions.append(negated ? "NOT \(exists)" : exists)
+        case .listContainsAny(let field, let operands, let references, let negated):
+            let wanted = bind(Self.json(operands))
+            let exists =
+                "EXISTS (SELECT 1 FROM \(Self.elements(field)) WHERE \(Self.element(references)) IN (SELECT jsonb_array_elements(\(wanted)::jsonb)))"
+            conditions.append(negated ? "NOT \(exists)" : exists)
+        case .listContainsAll(let field, let operands, let references, let negated):
+            let wanted = bind(Self.json(operands))
+            let all =
+                "NOT EXISTS (SELECT 1 FROM jsonb_array_elements(\(wanted)::jsonb) AS w(value) WHERE w.value NOT IN "
+                + "(SELECT \(Self.element(references)) FROM \(Self.elements(field))))"
+            conditions.append(negated ? "NOT \(all)" : all)
+        case .listMemberBeginsWith(let field, let prefix, let negated):
+            let exists =
+                "EXISTS (SELECT 1 FROM \(Self.elements(field)) WHERE jsonb_typeof(e.value) = 'string' AND starts_with(e.value #>> '{}', \(bind(prefix))))"
+            conditions.append(negated ? "NOT \(exists)" : exists)
+        case .near(let field, let center, let distance):
+            let latitude = "(((fields::jsonb) -> \(Self.literal(field)) -> 'value' ->> 'latitude')::float8)"
+            // A bounding box first, so the exact distance is computed only for nearby rows.
+            let latitudeDelta = distance / 6_371_008.8 * 180 / .pi
+            conditions.append("\(latitude) BETWEEN \(bind(center.latitude - latitudeDelta)) AND \(bind(center.latitude + latitudeDelta))")
+            conditions.append(
+                "\(Self.distanceExpression(field: field, latitude: center.latitude, longitude: center.longitude)) <= \(bind(distance))")
         }
     }
 
-    private mutating func addListFilter(_ filter: QueryFilter, path: String) throws {
-        guard case .field(let name) = filter.field else {
-            throw StoreError(.invalidState, "\(path).comparator: \(filter.comparator.rawValue) applies to list fields, not system fields")
-        }
-        let element = Self.isReferenceComparison(filter.value) ? "(e.value -> 'recordName')" : "e.value"
-        // A field that is not a list (or is missing) has no elements, rather than failing the statement.
-        let list = Self.fieldExpression(name)
-        let elements = "jsonb_array_elements(CASE WHEN jsonb_typeof(\(list)) = 'array' THEN \(list) ELSE '[]'::jsonb END) AS e(value)"
-        switch filter.comparator {
-        case .listContains, .notListContains:
-            let exists = "EXISTS (SELECT 1 FROM \(elements) WHERE \(element) = \(bind(try Self.scalarJSON(filter.value, path: path)))::jsonb)"
-            conditions.append(filter.comparator == .listContains ? exists : "NOT \(exists)")
-        case .listContainsAny, .notListContainsAny:
-            let wanted = bind(try Self.listJSON(filter.value, path: path))
-            let exists = "EXISTS (SELECT 1 FROM \(elements) WHERE \(element) IN (SELECT jsonb_array_elements(\(wanted)::jsonb)))"
-            conditions.append(filter.comparator == .listContainsAny ? exists : "NOT \(exists)")
-        case .listContainsAll, .notListContainsAll:
-            let wanted = bind(try Self.listJSON(filter.value, path: path))
-            let all =
-                "NOT EXISTS (SELECT 1 FROM jsonb_array_elements(\(wanted)::jsonb) AS w(value) WHERE w.value NOT IN (SELECT \(element) FROM \(elements)))"
-            conditions.append(filter.comparator == .listContainsAll ? all : "NOT \(all)")
-        default:
-            guard case .string(let prefix) = filter.value else {
-                throw StoreError(.invalidState, "\(path).fieldValue: BEGINS_WITH needs a STRING value")
-            }
-            let exists =
-                "EXISTS (SELECT 1 FROM \(elements) WHERE jsonb_typeof(e.value) = 'string' AND starts_with(e.value #>> '{}', \(bind(prefix))))"
-            conditions.append(filter.comparator == .listMemberBeginsWith ? exists : "NOT \(exists)")
-        }
+    /// A list field's elements, as `e(value)`; a field that is not a list (or is missing) has none, rather than failing
+    /// the statement.
+    private static func elements(_ field: String) -> String {
+        let list = fieldExpression(field)
+        return "jsonb_array_elements(CASE WHEN jsonb_typeof(\(list)) = 'array' THEN \(list) ELSE '[]'::jsonb END) AS e(value)"
     }
+
+    /// What an element compares: itself, or a reference's record name.
+    private static func element(_ references: Bool) -> String { references ? "(e.value -> 'recordName')" : "e.value" }
 
     /// Great-circle distance in metres, in SQL (haversine), from a location field to a point given as literals, so
     /// the expression can repeat in the keyset condition.
@@ -495,39 +464,19 @@ struct PostgresQueryCompiler: Sendable {
             """
     }
 
-    private mutating func addNear(_ filter: QueryFilter, path: String) throws {
-        guard case .field(let name) = filter.field else {
-            throw StoreError(.invalidState, "\(path).comparator: NEAR applies to LOCATION fields")
-        }
-        guard case .location(let center) = filter.value else {
-            throw StoreError(.invalidState, "\(path).fieldValue: NEAR needs a LOCATION value")
-        }
-        guard let distance = filter.distance, distance >= 0 else {
-            throw StoreError(.invalidState, "\(path).distance: NEAR needs a distance in metres")
-        }
-        let latitude = "(((fields::jsonb) -> \(Self.literal(name)) -> 'value' ->> 'latitude')::float8)"
-        // A bounding box first, so the exact distance is computed only for nearby rows.
-        let latitudeDelta = distance / 6_371_008.8 * 180 / .pi
-        conditions.append("\(latitude) BETWEEN \(bind(center.latitude - latitudeDelta)) AND \(bind(center.latitude + latitudeDelta))")
-        conditions.append(
-            "\(Self.distanceExpression(field: name, latitude: center.latitude, longitude: center.longitude)) <= \(bind(distance))")
-    }
-
     // MARK: - Sorts
 
-    private mutating func add(_ sort: QuerySort, path: String) throws {
-        switch sort.field {
-        case .system(let system):
+    private mutating func add(_ order: QueryPlan.Order) {
+        switch order {
+        case .system(let system, let ascending):
             let (column, kind) = Self.systemColumn(system)
-            sortExpressions.append((column, sort.ascending, kind))
-        case .field(let name):
-            if let location = sort.relativeLocation {
-                sortExpressions.append(
-                    (Self.distanceExpression(field: name, latitude: location.latitude, longitude: location.longitude), sort.ascending, .real))
-            } else {
-                indexedFields.insert(name)
-                sortExpressions.append((Self.fieldExpression(name), sort.ascending, .json))
-            }
+            sortExpressions.append((column, ascending, kind))
+        case .distance(let field, let location, let ascending):
+            sortExpressions.append(
+                (Self.distanceExpression(field: field, latitude: location.latitude, longitude: location.longitude), ascending, .real))
+        case .value(let field, let ascending):
+            indexedFields.insert(field)
+            sortExpressions.append((Self.fieldExpression(field), ascending, .json))
         }
     }
 }

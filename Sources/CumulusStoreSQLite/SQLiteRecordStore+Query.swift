@@ -216,14 +216,12 @@ struct SQLiteQueryCompiler: Sendable {
         return String(validating: bytes, as: UTF8.self)
     }
 
+    /// Compiles a query; throws ``QueryPlan/Refusal`` for one the plan refuses.
     init(query: RecordQuery) throws {
         self.query = query
-        for (index, filter) in query.filters.enumerated() {
-            try add(filter, path: "query.filterBy[\(index)]")
-        }
-        for (index, sort) in query.sorts.enumerated() {
-            try add(sort, path: "query.sortBy[\(index)]")
-        }
+        let plan = try QueryPlan(filters: query.filters, sorts: query.sorts)
+        for condition in plan.conditions { add(condition) }
+        for order in plan.orders { add(order) }
     }
 
     // MARK: - Statement
@@ -342,163 +340,110 @@ struct SQLiteQueryCompiler: Sendable {
         }
     }
 
-    /// The SQL value a filter compares with.
-    private static func scalar(_ value: FieldValue, path: String) throws -> DatabaseValue {
-        switch value {
-        case .string(let string): return string.databaseValue
-        case .int64(let int): return int.databaseValue
-        case .double(let double): return double.databaseValue
-        case .timestamp(let milliseconds): return milliseconds.databaseValue
-        case .bytes(let data): return data.base64EncodedString().databaseValue
-        case .reference(let reference): return reference.recordName.databaseValue
-        case .location, .asset, .list:
-            throw StoreError(.invalidState, "\(path).fieldValue: a \(value.typeTag) value cannot be compared this way")
+    private static func databaseValue(_ operand: QueryPlan.Operand) -> DatabaseValue {
+        switch operand {
+        case .integer(let integer): integer.databaseValue
+        case .real(let real): real.databaseValue
+        case .text(let text): text.databaseValue
         }
     }
 
-    private static func listJSON(_ value: FieldValue, path: String) throws -> String {
-        guard case .list(_, let elements) = value else {
-            throw StoreError(.invalidState, "\(path).fieldValue: this comparator needs a list value")
-        }
+    /// Operands as a JSON array, for `IN (SELECT value FROM json_each(?))`.
+    private static func listJSON(_ operands: [QueryPlan.Operand]) -> DatabaseValue {
         var writer = JSONWriter()
         writer.beginArray()
-        for element in elements {
-            switch try scalar(element, path: path).storage {
-            case .int64(let int): writer.int(int)
-            case .double(let double): writer.double(double)
-            case .string(let string): writer.string(string)
-            default: writer.null()
+        for operand in operands {
+            switch operand {
+            case .integer(let integer): writer.int(integer)
+            case .real(let real): writer.double(real)
+            case .text(let text): writer.string(text)
             }
         }
         writer.endArray()
-        return String(decoding: writer.bytes, as: UTF8.self)
+        return String(decoding: writer.bytes, as: UTF8.self).databaseValue
     }
 
-    /// The element type a list comparator compares: a reference compares its record name.
-    private static func isReferenceComparison(_ value: FieldValue) -> Bool {
-        switch value {
-        case .reference: true
-        case .list(.reference, _): true
-        default: false
-        }
-    }
-
-    private mutating func scalarExpression(_ field: QueryField, value: FieldValue) -> String {
-        switch field {
+    /// The expression a filter reads; a field's scalar value is written as its expression index writes it.
+    private mutating func expression(_ target: QueryPlan.Target) -> String {
+        switch target {
         case .system(let system):
             return Self.systemColumn(system)
-        case .field(let name):
-            if case .reference = value { return "json_extract(fields, '$.\"\(name)\".value.recordName')" }
+        case .value(let name):
             indexedFields.insert(name)
             return Self.fieldExpression(name)
+        case .referenceName(let name):
+            return "json_extract(fields, '$.\"\(name)\".value.recordName')"
         }
     }
 
-    private static func prefixBounds(_ value: FieldValue, path: String) throws -> (String, String) {
-        guard case .string(let prefix) = value else {
-            throw StoreError(.invalidState, "\(path).fieldValue: BEGINS_WITH needs a STRING value")
-        }
-        return (prefix, prefix + "\u{10FFFF}")
-    }
-
-    private mutating func add(_ filter: QueryFilter, path: String) throws {
-        let value = filter.value
-        switch filter.comparator {
-        case .equals, .notEquals, .lessThan, .lessThanOrEquals, .greaterThan, .greaterThanOrEquals:
-            let operators: [QueryComparator: String] = [
-                .equals: "=", .notEquals: "<>", .lessThan: "<", .lessThanOrEquals: "<=", .greaterThan: ">", .greaterThanOrEquals: ">=",
-            ]
-            var expression = scalarExpression(filter.field, value: value)
+    private mutating func add(_ condition: QueryPlan.Condition) {
+        switch condition {
+        case .compare(let target, let comparison, let operand):
+            var expression = expression(target)
             // A unary `+` is a no-op on the value that keeps SQLite from choosing this expression's index.
-            if filter.comparator != .equals, sortLeadsIndexUse { expression = "+" + expression }
-            conditions.append("\(expression) \(operators[filter.comparator]!) ?")
-            arguments.append(try Self.scalar(value, path: path))
-        case .beginsWith, .notBeginsWith:
-            let (low, high) = try Self.prefixBounds(value, path: path)
-            var expression = scalarExpression(filter.field, value: value)
+            if comparison != .equal, sortLeadsIndexUse { expression = "+" + expression }
+            conditions.append("\(expression) \(comparison.rawValue) ?")
+            arguments.append(Self.databaseValue(operand))
+        case .beginsWith(let target, let prefix, let negated):
+            var expression = expression(target)
             if sortLeadsIndexUse { expression = "+" + expression }
             let range = "(\(expression) >= ? AND \(expression) < ?)"
-            conditions.append(filter.comparator == .beginsWith ? range : "NOT \(range)")
-            arguments += [low.databaseValue, high.databaseValue]
-        case .in, .notIn:
-            let elementReference = Self.isReferenceComparison(value)
-            let expression = scalarExpression(filter.field, value: elementReference ? .reference(Reference(recordName: "")) : .string(""))
-            conditions.append("\(expression) \(filter.comparator == .in ? "IN" : "NOT IN") (SELECT value FROM json_each(?))")
-            arguments.append(try Self.listJSON(value, path: path).databaseValue)
-        case .listContains, .notListContains, .listContainsAny, .notListContainsAny, .listContainsAll, .notListContainsAll,
-            .listMemberBeginsWith, .notListMemberBeginsWith:
-            try addListFilter(filter, path: path)
-        case .near:
-            try addNear(filter, path: path)
-        case .containsAllTokens, .containsAnyTokens:
-            throw StoreError(.invalidState, "\(path).comparator: \(filter.comparator.rawValue) (full-text search) is not supported")
+            conditions.append(negated ? "NOT \(range)" : range)
+            arguments += [prefix.databaseValue, (prefix + "\u{10FFFF}").databaseValue]
+        case .among(let target, let operands, let negated):
+            conditions.append("\(expression(target)) \(negated ? "NOT IN" : "IN") (SELECT value FROM json_each(?))")
+            arguments.append(Self.listJSON(operands))
+        case .listContains(let field, let operand, let references, let negated):
+            let exists = "EXISTS (SELECT 1 FROM \(Self.elements(field)) WHERE \(Self.element(references)) = ?)"
+            conditions.append(negated ? "NOT \(exists)" : exists)
+            arguments.append(Self.databaseValue(operand))
+        case .listContainsAny(let field, let operands, let references, let negated):
+            let exists =
+                "EXISTS (SELECT 1 FROM \(Self.elements(field)) WHERE \(Self.element(references)) IN (SELECT value FROM json_each(?)))"
+            conditions.append(negated ? "NOT \(exists)" : exists)
+            arguments.append(Self.listJSON(operands))
+        case .listContainsAll(let field, let operands, let references, let negated):
+            let all =
+                "NOT EXISTS (SELECT 1 FROM json_each(?) AS w WHERE w.value NOT IN (SELECT \(Self.element(references)) FROM \(Self.elements(field))))"
+            conditions.append(negated ? "NOT \(all)" : all)
+            arguments.append(Self.listJSON(operands))
+        case .listMemberBeginsWith(let field, let prefix, let negated):
+            let exists = "EXISTS (SELECT 1 FROM \(Self.elements(field)) WHERE e.value >= ? AND e.value < ?)"
+            conditions.append(negated ? "NOT \(exists)" : exists)
+            arguments += [prefix.databaseValue, (prefix + "\u{10FFFF}").databaseValue]
+        case .near(let field, let center, let distance):
+            let latitude = "json_extract(fields, '$.\"\(field)\".value.latitude')"
+            let longitude = "json_extract(fields, '$.\"\(field)\".value.longitude')"
+            // A bounding box first, so the exact distance is computed only for nearby rows.
+            let latitudeDelta = distance / Geo.earthRadius * 180 / .pi
+            conditions.append("\(latitude) BETWEEN ? AND ?")
+            arguments += [(center.latitude - latitudeDelta).databaseValue, (center.latitude + latitudeDelta).databaseValue]
+            conditions.append("cumulus_distance(\(latitude), \(longitude), ?, ?) <= ?")
+            arguments += [center.latitude.databaseValue, center.longitude.databaseValue, distance.databaseValue]
         }
     }
 
-    private mutating func addListFilter(_ filter: QueryFilter, path: String) throws {
-        guard case .field(let name) = filter.field else {
-            throw StoreError(.invalidState, "\(path).comparator: \(filter.comparator.rawValue) applies to list fields, not system fields")
-        }
-        let element = Self.isReferenceComparison(filter.value) ? "json_extract(e.value, '$.recordName')" : "e.value"
-        let elements = "json_each(fields, '$.\"\(name)\".value') AS e"
-        switch filter.comparator {
-        case .listContains, .notListContains:
-            let exists = "EXISTS (SELECT 1 FROM \(elements) WHERE \(element) = ?)"
-            conditions.append(filter.comparator == .listContains ? exists : "NOT \(exists)")
-            arguments.append(try Self.scalar(filter.value, path: path))
-        case .listContainsAny, .notListContainsAny:
-            let exists = "EXISTS (SELECT 1 FROM \(elements) WHERE \(element) IN (SELECT value FROM json_each(?)))"
-            conditions.append(filter.comparator == .listContainsAny ? exists : "NOT \(exists)")
-            arguments.append(try Self.listJSON(filter.value, path: path).databaseValue)
-        case .listContainsAll, .notListContainsAll:
-            let all = "NOT EXISTS (SELECT 1 FROM json_each(?) AS w WHERE w.value NOT IN (SELECT \(element) FROM \(elements)))"
-            conditions.append(filter.comparator == .listContainsAll ? all : "NOT \(all)")
-            arguments.append(try Self.listJSON(filter.value, path: path).databaseValue)
-        default:
-            let (low, high) = try Self.prefixBounds(filter.value, path: path)
-            let exists = "EXISTS (SELECT 1 FROM \(elements) WHERE \(element) >= ? AND \(element) < ?)"
-            conditions.append(filter.comparator == .listMemberBeginsWith ? exists : "NOT \(exists)")
-            arguments += [low.databaseValue, high.databaseValue]
-        }
-    }
+    /// A list field's elements, as `e`.
+    private static func elements(_ field: String) -> String { "json_each(fields, '$.\"\(field)\".value') AS e" }
 
-    private mutating func addNear(_ filter: QueryFilter, path: String) throws {
-        guard case .field(let name) = filter.field else {
-            throw StoreError(.invalidState, "\(path).comparator: NEAR applies to LOCATION fields")
-        }
-        guard case .location(let center) = filter.value else {
-            throw StoreError(.invalidState, "\(path).fieldValue: NEAR needs a LOCATION value")
-        }
-        guard let distance = filter.distance, distance >= 0 else {
-            throw StoreError(.invalidState, "\(path).distance: NEAR needs a distance in metres")
-        }
-        let latitude = "json_extract(fields, '$.\"\(name)\".value.latitude')"
-        let longitude = "json_extract(fields, '$.\"\(name)\".value.longitude')"
-        // A bounding box first, so the exact distance is computed only for nearby rows.
-        let latitudeDelta = distance / Geo.earthRadius * 180 / .pi
-        conditions.append("\(latitude) BETWEEN ? AND ?")
-        arguments += [(center.latitude - latitudeDelta).databaseValue, (center.latitude + latitudeDelta).databaseValue]
-        conditions.append("cumulus_distance(\(latitude), \(longitude), ?, ?) <= ?")
-        arguments += [center.latitude.databaseValue, center.longitude.databaseValue, distance.databaseValue]
-    }
+    /// What an element compares: itself, or a reference's record name.
+    private static func element(_ references: Bool) -> String { references ? "json_extract(e.value, '$.recordName')" : "e.value" }
 
     // MARK: - Sorts
 
-    private mutating func add(_ sort: QuerySort, path: String) throws {
-        switch sort.field {
-        case .system(let system):
-            sortExpressions.append((Self.systemColumn(system), sort.ascending))
-        case .field(let name):
-            if let location = sort.relativeLocation {
-                // Literal doubles (not parameters) so the expression can repeat in the keyset condition.
-                let expression =
-                    "cumulus_distance(json_extract(fields, '$.\"\(name)\".value.latitude'), json_extract(fields, '$.\"\(name)\".value.longitude'), "
-                    + "\(location.latitude), \(location.longitude))"
-                sortExpressions.append((expression, sort.ascending))
-            } else {
-                indexedFields.insert(name)
-                sortExpressions.append((Self.fieldExpression(name), sort.ascending))
-            }
+    private mutating func add(_ order: QueryPlan.Order) {
+        switch order {
+        case .system(let system, let ascending):
+            sortExpressions.append((Self.systemColumn(system), ascending))
+        case .distance(let field, let location, let ascending):
+            // Literal doubles (not parameters) so the expression can repeat in the keyset condition.
+            let expression =
+                "cumulus_distance(json_extract(fields, '$.\"\(field)\".value.latitude'), json_extract(fields, '$.\"\(field)\".value.longitude'), "
+                + "\(location.latitude), \(location.longitude))"
+            sortExpressions.append((expression, ascending))
+        case .value(let field, let ascending):
+            indexedFields.insert(field)
+            sortExpressions.append((Self.fieldExpression(field), ascending))
         }
     }
 }

@@ -30,6 +30,75 @@ struct RecordStoreConformanceTests {
             [ZoneOperation(operationType: .create, zoneID: ZoneID(zoneName: name))], in: database, timestamp: 0, logger: logger)
     }
 
+    /// Every store refuses the same queries with the same words: the rules are ``QueryPlan``'s, not each compiler's
+    /// (they once refused different things, and PostgreSQL answered one of them with a 500).
+    @Test(arguments: StoreFactory.all)
+    func everyStoreRefusesTheSameQueriesWithTheSameWords(_ factory: StoreFactory) async throws {
+        let store = try await prepared(factory)
+        try await createZone(store, alice)
+        let here = Location(latitude: 51.5, longitude: -0.12)
+        let refused: [(QueryFilter, String)] = [
+            (
+                QueryFilter(comparator: .equals, field: .system(.recordName), value: .int64(5)),
+                "query.filterBy[0].fieldValue: a INT64 value cannot be compared with recordName"
+            ),
+            (
+                QueryFilter(comparator: .lessThan, field: .system(.createdTimestamp), value: .string("yesterday")),
+                "query.filterBy[0].fieldValue: a STRING value cannot be compared with createdTimestamp"
+            ),
+            (
+                QueryFilter(comparator: .equals, field: .field("place"), value: .location(here)),
+                "query.filterBy[0].fieldValue: EQUALS needs a single STRING, INT64, DOUBLE, TIMESTAMP, BYTES or REFERENCE value"
+            ),
+            (QueryFilter(comparator: .in, field: .field("n"), value: .int64(1)), "query.filterBy[0].fieldValue: IN needs a list value"),
+            (
+                QueryFilter(comparator: .in, field: .field("n"), value: .list(.location, [.location(here)])),
+                "query.filterBy[0].fieldValue: IN cannot compare LOCATION values"
+            ),
+            (
+                QueryFilter(comparator: .beginsWith, field: .field("title"), value: .int64(1)),
+                "query.filterBy[0].fieldValue: BEGINS_WITH needs a STRING value"
+            ),
+            (
+                QueryFilter(comparator: .listContains, field: .system(.recordName), value: .string("x")),
+                "query.filterBy[0].systemFieldName: LIST_CONTAINS applies to list fields"
+            ),
+            (
+                QueryFilter(comparator: .near, field: .field("place"), value: .string("x")),
+                "query.filterBy[0].fieldValue: NEAR needs a LOCATION value"
+            ),
+            (
+                QueryFilter(comparator: .near, field: .field("place"), value: .location(here), distance: -1),
+                "query.filterBy[0].distance: NEAR needs a distance in metres"
+            ),
+            (
+                QueryFilter(comparator: .containsAllTokens, field: .field("title"), value: .string("a b")),
+                "query.filterBy[0].comparator: CONTAINS_ALL_TOKENS (full-text search) is not supported yet"
+            ),
+        ]
+        for (filter, reason) in refused {
+            let query = RecordQuery(database: alice, zoneName: "Z", recordType: "Note", filters: [filter], sorts: [], limit: 10)
+            do {
+                _ = try await store.queryRecords(query, logger: logger)
+                Issue.record("\(factory.name) ran \(filter)")
+            } catch let refusal as QueryPlan.Refusal {
+                #expect(refusal.description == reason, "\(factory.name)")
+            } catch {
+                Issue.record("\(factory.name) refused \(filter) with \(error), not the plan's refusal")
+            }
+        }
+        // What the plan accepts, every store runs.
+        let accepted = [
+            QueryFilter(comparator: .equals, field: .system(.recordName), value: .reference(Reference(recordName: "a"))),
+            QueryFilter(comparator: .greaterThan, field: .system(.modifiedTimestamp), value: .timestamp(0)),
+            QueryFilter(comparator: .in, field: .system(.recordName), value: .list(.string, [.string("a")])),
+        ]
+        for filter in accepted {
+            let query = RecordQuery(database: alice, zoneName: "Z", recordType: "Note", filters: [filter], sorts: [], limit: 10)
+            #expect(try await store.queryRecords(query, logger: logger).records.isEmpty, "\(factory.name): \(filter)")
+        }
+    }
+
     @Test(arguments: StoreFactory.all)
     func pushTokensAreSavedReboundAndTrimmedToTheNewest(_ factory: StoreFactory) async throws {
         let store = try await prepared(factory)
