@@ -39,9 +39,6 @@ extension SQLiteRecordStore: BackgroundMaintenance {
                 // which makes new writes wait until the readers in it finish (seldom: reads are one page each).
                 if logFrames - checkpointedFrames > restartFrames {
                     logger.notice("the write-ahead log outgrew its bound; restarting it", metadata: ["cumulus.wal.frames": "\(logFrames)"])
-                    // Counted as a write under way, so no request waits for the restart on its own thread.
-                    writesUnderWay.add(1, ordering: .relaxed)
-                    defer { writesUnderWay.subtract(1, ordering: .relaxed) }
                     _ = try await checkpointer.writeWithoutTransaction { try $0.checkpoint(.restart) }
                 }
                 checkpointsRun.add(1, ordering: .relaxed)

@@ -69,7 +69,7 @@ extension SQLiteRecordStore {
 
     public func modifyRecords(_ batch: RecordBatch, logger: Logger) async throws -> [RecordModificationResult] {
         let planner = self.planner
-        return try await boundedWrite { db in
+        return try await write { db in
             // The database and the zone in one statement; a first write to the default zone makes both.
             var found = try Self.databaseAndZone(db, batch.database, zoneName: batch.zoneName)
             if found == nil, batch.zoneName == ZoneID.defaultZoneName {

@@ -56,9 +56,6 @@ public final class SQLiteRecordStore: RecordStore {
     let checkpointInterval: Duration
     let maximumWriteAheadLogBytes: Int64
     let checkpointsRun = Atomic(0)
-    /// Transactions queued or running on `writer`, and restart checkpoints under way: a ``boundedWrite(_:)`` that finds
-    /// none runs on its caller's thread.
-    let writesUnderWay = Atomic(0)
     let metrics: StoreMetrics
 
     /// How many background checkpoints have run since the store was opened.
@@ -125,26 +122,14 @@ public final class SQLiteRecordStore: RecordStore {
         try await translatingErrors("read failed") { try await metrics.measure(.read) { try await writer.read(body) } }
     }
 
-    /// Runs a write transaction, translating database errors.
-    func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
-        writesUnderWay.add(1, ordering: .relaxed)
-        defer { writesUnderWay.subtract(1, ordering: .relaxed) }
-        return try await translatingErrors("write failed") { try await metrics.measure(.write) { try await writer.write(body) } }
-    }
-
-    /// Runs a write transaction whose work the request limits bound (a `records/modify` batch), translating database
-    /// errors.
+    /// Runs a write transaction on GRDB's writer queue, translating database errors.
     ///
-    /// When no other write is queued or running, the transaction runs on the caller's thread (GRDB's writer queue is
-    /// entered synchronously), sparing the request two thread wake-ups (see the request path in `docs/BENCHMARKS.md`);
-    /// otherwise it waits its turn on the writer queue like any write, so a caller's thread is never held behind another
-    /// request's transaction. An idle writer can still find SQLite's lock taken by another process (a `cumulus`
-    /// command): the caller's thread then waits up to the busy timeout, as the writer queue would.
-    func boundedWrite<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
-        let (idle, _) = writesUnderWay.compareExchange(expected: 0, desired: 1, ordering: .acquiringAndReleasing)
-        guard idle else { return try await write(body) }
-        defer { writesUnderWay.subtract(1, ordering: .releasing) }
-        return try await translatingErrors("write failed") { try await metrics.measure(.write) { try writer.write(body) } }
+    /// Never on the caller's thread, though that would spare a request two thread wake-ups: a request's task runs on
+    /// its connection's event loop, and a commit waits on the disk (a busy one, or dirty-page throttling, holds a
+    /// `pwrite` for seconds) or on another process's lock (a `cumulus` command, up to the busy timeout). The loop would
+    /// wait with it, and every connection it serves; the writer queue's thread waits instead.
+    func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        try await translatingErrors("write failed") { try await metrics.measure(.write) { try await writer.write(body) } }
     }
 
     private func translatingErrors<T>(_ message: String, _ body: () async throws -> T) async throws -> T {
