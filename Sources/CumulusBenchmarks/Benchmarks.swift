@@ -50,9 +50,12 @@ struct Benchmarks {
             case "--subscribers": subscribers = Int(arguments.popFirst() ?? "") ?? subscribers
             case "--idle-streams": idleStreams = Int(arguments.popFirst() ?? "") ?? idleStreams
             default:
-                fatalError(
-                    "unknown argument \(argument); use --records N --concurrency C --feed-records N --subscribers N --idle-streams N "
-                        + "--only sync|feed|modify|push|abuse|requests|assets --store postgres://…")
+                let usage =
+                    "usage: CumulusBenchmarks [--records N] [--concurrency C] [--feed-records N] [--subscribers N] [--idle-streams N] "
+                    + "[--only sync|feed|modify|push|abuse|requests|assets] [--store postgres://…]\n"
+                let message = (argument == "--help" ? "" : "unknown argument \(argument)\n") + usage
+                FileHandle.standardError.write(Data(message.utf8))
+                exit(argument == "--help" ? 0 : 2)
             }
         }
         LoggingSystem.bootstrap { StreamLogHandler.standardError(label: $0, metadataProvider: nil) }
