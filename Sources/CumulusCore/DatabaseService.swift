@@ -194,7 +194,11 @@ public struct DatabaseService: Sendable {
             database: database, zoneName: zoneName, atomic: atomic,
             operations: modifications.enumerated().filter { leaving[$0.offset] == nil && refusals[$0.offset] == nil }.map(\.element),
             author: author, deviceID: caller.deviceID, timestamp: clock.milliseconds(), maximumRecordSize: limits.maximumRecordSize,
-            onlyCreatorMayModify: policy.onlyCreatorMayModify(caller: caller, scope: scope), access: access, shareChanges: shareChanges
+            onlyCreatorMayModify: policy.onlyCreatorMayModify(caller: caller, scope: scope), access: access, shareChanges: shareChanges,
+            // Receipts saved in records are attached in the same transaction: the cleanup keeps their files while a
+            // record holds them.
+            assetAttachments: Dictionary(
+                assets.attachments.map { (modifications[$0.key].recordName, $0.value) }, uniquingKeysWith: { first, _ in first })
         )
         var batchResults =
             batch.operations.isEmpty ? [] : try await mapStoreErrors(writing: true) { try await store.modifyRecords(batch, logger: logger) }
@@ -211,12 +215,6 @@ public struct DatabaseService: Sendable {
                 results.append(batchResults.removeFirst())
             }
         }
-        // Receipts saved in records are attached: the cleanup keeps their files while a record holds them.
-        let attached = results.indices.flatMap { index -> [AssetAttachment] in
-            if case .saved = results[index] { return assets.attachments[index] ?? [] }
-            return []
-        }
-        if !attached.isEmpty { try await mapStoreErrors { try await store.markAssetsAttached(attached, logger: logger) } }
         changes?.changed([ChangeSignal.key(database)])
         let topLevelKeys = request.desiredKeys.map(Set.init)
         let saved = results.compactMap { if case .saved(let record) = $0 { record } else { nil } }

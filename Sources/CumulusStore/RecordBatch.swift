@@ -55,11 +55,14 @@ public struct RecordBatch: Sendable, Hashable {
     public var access: ParticipantAccess?
     /// Share metadata saved or deleted along with `cloudkit.share` records of the batch (owner only).
     public var shareChanges: [ShareChange]
+    /// Asset receipts each record of the batch holds, by record name: marked attached in the batch's transaction when
+    /// that record is saved, so a crash cannot leave a saved record whose file the cleanup would delete.
+    public var assetAttachments: [String: [AssetAttachment]]
 
     public init(
         database: DatabaseRef, zoneName: String, atomic: Bool, operations: [RecordModification], author: String, deviceID: String,
         timestamp: Int64, maximumRecordSize: Int = 1_000_000, onlyCreatorMayModify: Bool = false, access: ParticipantAccess? = nil,
-        shareChanges: [ShareChange] = []
+        shareChanges: [ShareChange] = [], assetAttachments: [String: [AssetAttachment]] = [:]
     ) {
         self.database = database
         self.zoneName = zoneName
@@ -72,6 +75,16 @@ public struct RecordBatch: Sendable, Hashable {
         self.onlyCreatorMayModify = onlyCreatorMayModify
         self.access = access
         self.shareChanges = shareChanges
+        self.assetAttachments = assetAttachments
+    }
+
+    /// The receipts to mark attached, given the batch's results: those of the records it saved.
+    public func attachments(savedIn results: [RecordModificationResult]) -> [AssetAttachment] {
+        guard !assetAttachments.isEmpty else { return [] }
+        return results.flatMap { result -> [AssetAttachment] in
+            if case .saved(let record) = result { return assetAttachments[record.header.recordName] ?? [] }
+            return []
+        }
     }
 
     /// Every record name the batch needs to read before it can be planned: its own records, their parents, and the

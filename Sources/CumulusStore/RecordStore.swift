@@ -237,9 +237,6 @@ public protocol AssetUploadStore: Sendable {
     /// does not exist or has a file already.
     func completeAssetUpload(receipt: String, fileID: String, size: Int64, checksum: String, logger: Logger) async throws -> Bool
 
-    /// Marks receipts as held by saved records, binding a receipt `assets/rereference` made to the record that holds it.
-    func markAssetsAttached(_ attachments: [AssetAttachment], logger: Logger) async throws
-
     /// What an uploader holds in a container's assets: receipts no record holds yet (made since `pendingSince`) and their
     /// bytes, and the bytes of all the uploader's files.
     func assetUsage(uploader: String, container: String, pendingSince: Int64, logger: Logger) async throws -> AssetUsage

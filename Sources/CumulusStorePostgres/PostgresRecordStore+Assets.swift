@@ -63,9 +63,11 @@ extension PostgresRecordStore {
         return updated.count == 1
     }
 
-    public func markAssetsAttached(_ attachments: [AssetAttachment], logger: Logger) async throws {
+    /// Marks receipts as held by saved records, binding a receipt `assets/rereference` made to the record that holds it;
+    /// in the transaction that saved them.
+    static func attachAssets(_ attachments: [AssetAttachment], _ connection: PostgresConnection, logger: Logger) async throws {
         guard !attachments.isEmpty else { return }
-        try await query(
+        try await connection.query(
             PostgresQuery(
                 unsafeSQL: """
                     UPDATE asset_uploads a SET attached = true, zone_name = t.zone_name,

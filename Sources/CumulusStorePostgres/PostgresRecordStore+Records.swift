@@ -78,7 +78,9 @@ extension PostgresRecordStore {
                     saved = saved.map { current[$0.header.recordName] ?? $0 }
                 }
             }
-            return plan.results(saved: saved)
+            let results = plan.results(saved: saved)
+            try await Self.attachAssets(batch.attachments(savedIn: results), connection, logger: logger)
+            return results
         }
     }
 

@@ -55,17 +55,17 @@ extension SQLiteRecordStore {
         }
     }
 
-    public func markAssetsAttached(_ attachments: [AssetAttachment], logger: Logger) async throws {
+    /// Marks receipts as held by saved records, binding a receipt `assets/rereference` made to the record that holds it;
+    /// in the transaction that saved them.
+    static func attachAssets(_ attachments: [AssetAttachment], _ db: Database) throws {
         guard !attachments.isEmpty else { return }
-        try await write { db in
-            let statement = try db.cachedStatement(
-                sql: """
-                    UPDATE asset_uploads SET attached = 1, zone_name = ?, record_name = coalesce(record_name, ?), field_name = coalesce(field_name, ?)
-                    WHERE receipt = ?
-                    """)
-            for attachment in attachments {
-                try statement.execute(arguments: [attachment.zoneName, attachment.recordName, attachment.fieldName, attachment.receipt])
-            }
+        let statement = try db.cachedStatement(
+            sql: """
+                UPDATE asset_uploads SET attached = 1, zone_name = ?, record_name = coalesce(record_name, ?), field_name = coalesce(field_name, ?)
+                WHERE receipt = ?
+                """)
+        for attachment in attachments {
+            try statement.execute(arguments: [attachment.zoneName, attachment.recordName, attachment.fieldName, attachment.receipt])
         }
     }
 

@@ -107,7 +107,9 @@ extension SQLiteRecordStore {
                     saved = saved.map { current[$0.header.recordName] ?? $0 }
                 }
             }
-            return plan.results(saved: saved)
+            let results = plan.results(saved: saved)
+            try Self.attachAssets(batch.attachments(savedIn: results), db)
+            return results
         }
     }
 

@@ -30,6 +30,51 @@ struct RecordStoreConformanceTests {
             [ZoneOperation(operationType: .create, zoneID: ZoneID(zoneName: name))], in: database, timestamp: 0, logger: logger)
     }
 
+    /// Receipts are marked attached in the transaction that saves their records, and only for records it saved: an
+    /// atomic batch that fails attaches nothing, so no crash between the two can leave a saved record whose file the
+    /// cleanup would take, or a refused one whose receipt looks held.
+    @Test(arguments: StoreFactory.all)
+    func assetsAreAttachedInTheTransactionThatSavesTheirRecords(_ factory: StoreFactory) async throws {
+        let store = try await prepared(factory)
+        try await createZone(store, alice)
+        let uploads = ["r1", "r2", "r3"].map {
+            AssetUpload(receipt: $0, database: alice, zoneName: "Z", recordName: nil, fieldName: "photo", uploader: "_alice", createdAt: 1)
+        }
+        try await store.createAssetUploads(uploads, logger: logger)
+        func attachment(_ receipt: String, _ record: String) -> AssetAttachment {
+            AssetAttachment(receipt: receipt, zoneName: "Z", recordName: record, fieldName: "photo")
+        }
+        func attached() async throws -> [String: Bool] {
+            Dictionary(
+                uniqueKeysWithValues: try await store.assetUploads(receipts: ["r1", "r2", "r3"], logger: logger).map { ($0.receipt, $0.attached) })
+        }
+        // An atomic batch that fails (an update of a record that does not exist) saves nothing and attaches nothing.
+        var failing = batch(
+            alice,
+            [
+                RecordModification(operationType: .create, recordName: "a", recordType: "Photo"),
+                RecordModification(operationType: .update, recordName: "missing", recordType: "Photo", recordChangeTag: "1"),
+            ])
+        failing.assetAttachments = ["a": [attachment("r1", "a")]]
+        _ = try await store.modifyRecords(failing, logger: logger)
+        #expect(try await attached() == ["r1": false, "r2": false, "r3": false])
+        // A saved record's receipts are attached with it; a refused one's are not (a non-atomic batch).
+        var mixed = batch(
+            alice, atomic: false,
+            [
+                RecordModification(operationType: .create, recordName: "b", recordType: "Photo"),
+                RecordModification(operationType: .update, recordName: "missing", recordType: "Photo", recordChangeTag: "1"),
+            ])
+        mixed.assetAttachments = ["b": [attachment("r2", "b")], "missing": [attachment("r3", "missing")]]
+        let results = try await store.modifyRecords(mixed, logger: logger)
+        guard case .saved = results.first else {
+            Issue.record("\(factory.name): b was not saved: \(results)")
+            return
+        }
+        #expect(try await attached() == ["r1": false, "r2": true, "r3": false], "\(factory.name)")
+        #expect(try await store.assetUploads(receipts: ["r2"], logger: logger).first?.recordName == "b")
+    }
+
     /// Every store refuses the same queries with the same words: the rules are ``QueryPlan``'s, not each compiler's
     /// (they once refused different things, and PostgreSQL answered one of them with a 500).
     @Test(arguments: StoreFactory.all)
