@@ -1,0 +1,36 @@
+public import CumulusModel
+public import Logging
+
+/// Zones and their records: writes, lookups, the change feeds and queries.
+public protocol RecordZoneStore: Sendable {
+    /// All live zones of a database, the default zone first.
+    func zones(in database: DatabaseRef, logger: Logger) async throws -> [ZoneState]
+
+    /// The live zones with these names; missing zones are absent from the result.
+    func zones(named names: [String], in database: DatabaseRef, logger: Logger) async throws -> [String: ZoneState]
+
+    /// Creates and deletes zones, in order. Creating an existing zone succeeds and returns it; deleting a zone deletes
+    /// its records.
+    func modifyZones(_ operations: [ZoneOperation], in database: DatabaseRef, timestamp: Int64, logger: Logger) async throws
+        -> [ZoneModificationResult]
+
+    /// The live records with these names in a zone. Throws ``StoreError/Code/zoneNotFound`` if the zone does not exist.
+    /// With `access`, only records a participant may see are returned.
+    func records(named names: [String], zoneName: String, in database: DatabaseRef, access: ParticipantAccess?, logger: Logger) async throws
+        -> [String: StoredRecord]
+
+    /// Applies a `records/modify` batch in one transaction. Throws ``StoreError/Code/zoneNotFound`` if the zone does not
+    /// exist; per-operation failures are results, not errors.
+    func modifyRecords(_ batch: RecordBatch, logger: Logger) async throws -> [RecordModificationResult]
+
+    /// Zones of a database changed or deleted after a position of its change feed.
+    func databaseChanges(in database: DatabaseRef, after sequence: Int64, limit: Int, logger: Logger) async throws -> DatabaseChangePage
+
+    /// Records of a zone changed or deleted after a position of its change feed. Throws ``StoreError/Code/zoneNotFound``
+    /// if the zone does not exist, and ``StoreError/Code/invalidState`` if it is not the incarnation the position
+    /// belongs to (it was deleted and created again).
+    func zoneChanges(_ request: ZoneChangeRequest, logger: Logger) async throws -> ZoneChangePage
+
+    /// One page of records matching a query. Throws ``StoreError/Code/zoneNotFound`` if the zone does not exist.
+    func queryRecords(_ query: RecordQuery, logger: Logger) async throws -> RecordQueryPage
+}

@@ -1,0 +1,23 @@
+public import CumulusModel
+
+/// The state of a zone.
+public struct ZoneState: Sendable, Hashable {
+    public var zoneID: ZoneID
+    /// The zone's change counter; bumped by every record write in the zone.
+    public var changeSequence: Int64
+    /// The store's identity for this incarnation of the zone; a zone deleted and created again gets a new one.
+    public var incarnation: Int64
+
+    public init(zoneID: ZoneID, changeSequence: Int64, incarnation: Int64) {
+        self.zoneID = zoneID
+        self.changeSequence = changeSequence
+        self.incarnation = incarnation
+    }
+}
+
+/// The outcome of one `zones/modify` operation.
+public enum ZoneModificationResult: Sendable, Hashable {
+    case saved(ZoneState)
+    case deleted(ZoneID)
+    case failed(ZoneID, ServerErrorCode, String)
+}
