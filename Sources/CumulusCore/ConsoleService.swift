@@ -56,7 +56,9 @@ public struct ConsoleService: Sendable {
         case .public:
             return .publicDatabase(container: container, environment: environment)
         case .private:
-            guard (try? await user(owner, container: container, logger: logger)) != nil else {
+            do {
+                _ = try await user(owner, container: container, logger: logger)
+            } catch let error as CumulusError where error.code == .notFound {
                 throw CumulusError(.notFound, "owner: no such user in \(container)")
             }
             return DatabaseRef(container: container, environment: environment, scope: .private, ownerRecordName: owner)
