@@ -47,13 +47,13 @@ public struct DatabaseService: Sendable {
 
     public init(
         store: any RecordStore, policy: AuthorizationPolicy = .init(), limits: Limits = .init(), clock: WallClock = .system,
-        changes: ChangeSignal? = nil
+        changes: ChangeSignal? = nil, secrets: TokenSecrets? = nil
     ) {
         self.store = store
         self.policy = policy
         self.limits = limits
         self.clock = clock
-        self.secrets = TokenSecrets(store: store)
+        self.secrets = secrets ?? TokenSecrets(store: store)
         self.changes = changes
     }
 

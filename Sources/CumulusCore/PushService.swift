@@ -54,7 +54,7 @@ public struct PushService: Sendable {
     public init(
         store: any SubscriptionStore & ShareStore & RecordZoneStore & ContainerStore, signal: ChangeSignal = ChangeSignal(),
         clock: WallClock = .system, limits: PushLimits = .init(),
-        recheckInterval: Duration? = nil
+        recheckInterval: Duration? = nil, secrets: TokenSecrets? = nil
     ) {
         self.store = store
         self.signal = signal
@@ -62,7 +62,7 @@ public struct PushService: Sendable {
         self.limits = limits
         self.recheckInterval = recheckInterval
         self.connections = PushConnectionRegistry(maximum: limits.maximumConnections, maximumAnonymous: limits.maximumAnonymousConnections)
-        self.secrets = TokenSecrets(store: store)
+        self.secrets = secrets ?? TokenSecrets(store: store)
     }
 
     /// Reads the server's secret ahead of the first courier poll, so that no poll (a forged one included) waits on the

@@ -33,9 +33,12 @@ public func buildApplication(
     let assetStorage = configuration.assetStorage ?? temporaryAssetStorage()
     var routed = configuration
     routed.assetStorage = assetStorage
-    let push = pushService(configuration: configuration, store: store, clock: clock, changes: changes)
+    // One token secret for the records' tokens and the push tokens: read once at start.
+    let secrets = TokenSecrets(store: store)
+    let push = pushService(configuration: configuration, store: store, clock: clock, changes: changes, secrets: secrets)
     Task { await push.prepare(logger: logger) }
-    let router = buildRouter(configuration: routed, store: store, clock: clock, changes: changes, metrics: metrics, push: push)
+    let router = buildRouter(
+        configuration: routed, store: store, clock: clock, changes: changes, metrics: metrics, push: push, secrets: secrets)
     let serverName = "Cumulus"
     let courier = Courier(
         push: push, heartbeat: configuration.pushHeartbeatInterval, metrics: metrics, logger: logger, serverName: serverName,
@@ -80,15 +83,15 @@ public func buildApplication(
 /// Builds the router: the CloudKit Web Services routes, the sign-in routes, and error mapping.
 public func buildRouter(
     configuration: ServerConfiguration, store: any RecordStore, clock: WallClock = .system, changes: ChangeSignal? = nil,
-    metrics: ServerMetrics = ServerMetrics(), push: PushService? = nil
+    metrics: ServerMetrics = ServerMetrics(), push: PushService? = nil, secrets: TokenSecrets? = nil
 ) -> Router<CumulusRequestContext> {
     let changes = changes ?? changeSignal(for: store)
     let limits = configuration.limits
     let accounts = AccountService(
         store: store, signInLimits: configuration.signInLimits, webAuthTokenLifetime: configuration.webAuthTokenLifetime,
         credentialCacheLifetime: configuration.credentialCacheLifetime, clock: clock)
-    let database = DatabaseService(store: store, limits: limits, clock: clock, changes: changes)
-    let push = push ?? pushService(configuration: configuration, store: store, clock: clock, changes: changes)
+    let database = DatabaseService(store: store, limits: limits, clock: clock, changes: changes, secrets: secrets)
+    let push = push ?? pushService(configuration: configuration, store: store, clock: clock, changes: changes, secrets: secrets)
 
     let address = PublicAddress(configured: configuration.publicBaseURL)
     let router = Router(context: CumulusRequestContext.self)
@@ -160,11 +163,13 @@ func metricsResponse(_ metrics: ServerMetrics) -> Response {
 }
 
 /// Push delivery: one per application, shared by the router's courier route and the courier channel handlers.
-func pushService(configuration: ServerConfiguration, store: any RecordStore, clock: WallClock, changes: ChangeSignal) -> PushService {
+func pushService(
+    configuration: ServerConfiguration, store: any RecordStore, clock: WallClock, changes: ChangeSignal, secrets: TokenSecrets? = nil
+) -> PushService {
     PushService(
         store: store, signal: changes, clock: clock, limits: configuration.pushLimits,
         // One instance on its own store hears of every commit; over a shared store a wake-up can be missed.
-        recheckInterval: store is any ChangeBroadcasting ? configuration.pushRecheckInterval : nil)
+        recheckInterval: store is any ChangeBroadcasting ? configuration.pushRecheckInterval : nil, secrets: secrets)
 }
 
 /// The signal that wakes waiting push polls; over a store shared by instances it also tells the others.
