@@ -89,7 +89,7 @@ public struct QueryPlan: Sendable, Hashable {
     }
 
     /// Whether a system field holds integers (the timestamps) rather than text.
-    public static func isInteger(_ field: QuerySystemField) -> Bool {
+    private static func isInteger(_ field: QuerySystemField) -> Bool {
         field == .createdTimestamp || field == .modifiedTimestamp
     }
 
@@ -106,14 +106,10 @@ public struct QueryPlan: Sendable, Hashable {
         }
         func elements() throws(Refusal) -> [Operand] {
             guard case .list(let type, let values) = filter.value else { throw refuse("fieldValue", "\(comparator) needs a list value") }
-            if type == .location || type == .asset || type == nil && values.contains(where: { operand($0) == nil }) {
-                throw refuse("fieldValue", "\(comparator) cannot compare \(type?.rawValue ?? "LOCATION or ASSETID") values")
-            }
+            if let type, type == .location || type == .asset { throw refuse("fieldValue", "\(comparator) cannot compare \(type.rawValue) values") }
             var operands: [Operand] = []
             for value in values {
-                guard let operand = operand(value) else {
-                    throw refuse("fieldValue", "\(comparator) cannot compare \(value.type?.rawValue ?? value.typeTag) values")
-                }
+                guard let operand = operand(value) else { throw refuse("fieldValue", "\(comparator) cannot compare \(value.typeTag) values") }
                 operands.append(operand)
             }
             return operands
