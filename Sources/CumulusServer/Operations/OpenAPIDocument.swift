@@ -425,7 +425,7 @@ enum OpenAPIDocument {
         paths.add(
             "post", "/console/signout", id: "consoleSignOut", summary: "Ends the session.", tag: .console, parameters: [],
             request: ["content": ["application/x-www-form-urlencoded": ["schema": object(["csrf": string], required: ["csrf"])]]],
-            responses: ["200": page, "401": signIn], security: session)
+            responses: ["200": page, "401": signIn, "403": errorResponse], security: session)
         paths.add(
             "get", "/console", id: "console", summary: "Goes to the development environment's overview.", tag: .console, parameters: [],
             responses: ["303": redirect], security: noSecurity)
@@ -480,9 +480,13 @@ enum OpenAPIDocument {
                 ],
                 responses: [
                     "303": redirect,
-                    "400": ["description": "The fields were refused: the page says why", "content": ["text/html": ["schema": string]]],
+                    "400": [
+                        "description": "The fields were refused (the page says why), or the form lacks a field (the error envelope names it)",
+                        "content": ["text/html": ["schema": string], "application/json": ["schema": ref("ErrorResponse")]],
+                    ],
                     "401": signIn,
                     "409": ["description": "The record changed since the page was shown", "content": ["text/html": ["schema": string]]],
+                    "default": errorResponse,
                 ], security: session)
         }
         paths.add(
@@ -496,8 +500,11 @@ enum OpenAPIDocument {
             ],
             responses: [
                 "200": page, "401": signIn,
-                "403": ["description": "Not from this session, or another container uses the index", "content": ["text/html": ["schema": string]]],
-                "404": ["description": "No index of this container's on that field", "content": ["text/html": ["schema": string]]],
+                "default": [
+                    "description":
+                        "CloudKit's error envelope: 400 without a field, 403 for a form not from this session or an index another container uses, 404 for no index of this container's on that field.",
+                    "content": ["application/json": ["schema": ref("ErrorResponse")]],
+                ],
             ], security: session)
     }
 
