@@ -115,25 +115,25 @@ extension PostgresRecordStore {
                 zones.append(zone)
             }
             for (zoneRowID, databaseID) in zones {
-                try await Self.deleteZone(connection, zoneRowID: zoneRowID, databaseID: databaseID, logger: logger)
+                try await Self.run(ZoneScripts.delete(ZoneRow(id: zoneRowID, databaseID: databaseID, changeSequence: 0)), connection, logger: logger)
             }
             // Shares of other users list the user no more: each share takes a new change tag, and the user's views end.
-            var shares: [(Int64, String)] = []
+            var shares: [(Int64, String, Int64)] = []
             for try await share in try await connection.query(
                 """
-                SELECT s.zone_id, s.share_record_name FROM share_participants p JOIN shares s ON s.id = p.share_id
+                SELECT s.zone_id, s.share_record_name, z.database_id FROM share_participants p JOIN shares s ON s.id = p.share_id
+                JOIN zones z ON z.id = s.zone_id
                 WHERE p.user_record_name = \(userRecordName) AND p.type <> 'OWNER' ORDER BY s.zone_id, s.id
                 """, logger: logger
-            ).decode((Int64, String).self) {
+            ).decode((Int64, String, Int64).self) {
                 shares.append(share)
             }
             try await connection.query("DELETE FROM share_participants WHERE user_record_name = \(userRecordName)", logger: logger)
-            for (zoneRowID, shareRecordName) in shares {
-                if let share = try await Self.loadShares(
-                    connection, where: "s.zone_id = \(zoneRowID) AND s.share_record_name = \(shareRecordName)", logger: logger
-                ).first {
-                    try await Self.touchShareRecord(connection, share: share, zoneRowID: zoneRowID, logger: logger)
-                }
+            for (zoneRowID, shareRecordName, databaseID) in shares {
+                try await Self.run(
+                    ShareScripts.touchShareRecord(shareRecordName, zone: ZoneRow(id: zoneRowID, databaseID: databaseID, changeSequence: 0)),
+                    connection,
+                    logger: logger)
             }
             let databases = "SELECT id FROM databases WHERE scope = 'private' AND owner_record_name = $1"
             for statement in [

@@ -44,16 +44,6 @@ extension PostgresRecordStore {
         for try await name in rows.decode(String.self) { names.append(name) }
         return names
     }
-
-    /// Names among `names` that a participant may see.
-    static func visibleNames(_ names: [String], zoneRowID: Int64, access: ParticipantAccess, _ connection: PostgresConnection, logger: Logger)
-        async throws -> Set<String>
-    {
-        if access.zoneWide { return Set(names) }
-        var visible = Set(try await roots(of: names, zoneRowID: zoneRowID, among: access.roots, connection, logger: logger).keys)
-        visible.formUnion(access.shareRecordNames.intersection(names))
-        return visible
-    }
 }
 
 // MARK: - Reading shares
@@ -61,7 +51,9 @@ extension PostgresRecordStore {
 extension PostgresRecordStore {
     /// Loads the shares a condition on `s` (shares), `z` (zones) and `d` (databases) selects, with their participants
     /// and share records: three statements however many shares.
-    static func loadShares(_ connection: PostgresConnection, where condition: PostgresQuery, logger: Logger) async throws -> [ShareState] {
+    static func loadShares(_ connection: PostgresConnection, where condition: PostgresQuery, logger: Logger) async throws
+        -> [(id: Int64, state: ShareState)]
+    {
         let query = PostgresQuery(
             unsafeSQL: """
                 SELECT s.id, s.share_record_name, s.root_record_name, s.short_guid, s.public_permission, s.zone_id,
@@ -113,7 +105,7 @@ extension PostgresRecordStore {
             var state = state
             state.participants = participants[id] ?? []
             state.shareRecord = records[id]
-            return state
+            return (id, state)
         }
     }
 
@@ -125,7 +117,7 @@ extension PostgresRecordStore {
 
     public func share(shortGUID: String, logger: Logger) async throws -> ShareState? {
         try await transaction(snapshot: true, logger: logger) { connection in
-            try await Self.loadShares(connection, where: "s.short_guid = \(shortGUID)", logger: logger).first
+            try await Self.loadShares(connection, where: "s.short_guid = \(shortGUID)", logger: logger).first?.state
         }
     }
 
@@ -137,6 +129,7 @@ extension PostgresRecordStore {
                 return []
             }
             return try await Self.loadShares(connection, where: "s.zone_id = \(zone.id) AND s.share_record_name = ANY(\(names))", logger: logger)
+                .map(\.state)
         }
     }
 
@@ -150,7 +143,8 @@ extension PostgresRecordStore {
             return try await Self.loadShares(
                 connection,
                 where: "s.zone_id = \(zone.id) AND s.id IN (SELECT share_id FROM share_participants WHERE user_record_name = \(userRecordName))",
-                logger: logger)
+                logger: logger
+            ).map(\.state)
         }
     }
 }
@@ -158,18 +152,6 @@ extension PostgresRecordStore {
 // MARK: - Shared database views
 
 extension PostgresRecordStore {
-    /// Takes the next position of a user's shared database feed. The row stays locked until commit, so positions of
-    /// one user's feed commit in order.
-    static func bumpSharedDatabase(_ connection: PostgresConnection, user: String, logger: Logger) async throws -> Int64 {
-        let rows = try await connection.query(
-            """
-            INSERT INTO shared_databases (user_record_name, change_seq) VALUES (\(user), 1)
-            ON CONFLICT (user_record_name) DO UPDATE SET change_seq = shared_databases.change_seq + 1 RETURNING change_seq
-            """, logger: logger)
-        for try await sequence in rows.decode(Int64.self) { return sequence }
-        throw StoreError(.unexpected, "no shared database position was returned")
-    }
-
     /// A user's access to a zone through the shares they accepted, or `nil` when they see nothing of it.
     static func viewAccess(_ connection: PostgresConnection, zoneRowID: Int64, user: String, logger: Logger) async throws -> SharedViewAccess? {
         let rows = try await connection.query(
@@ -182,60 +164,13 @@ extension PostgresRecordStore {
         return SharedViewAccess(acceptedShares: accepted)
     }
 
-    /// Makes each user's view of a zone match their accepted shares (``SharePlanner/viewTransition(stored:access:)``).
-    static func refreshViews(_ connection: PostgresConnection, zoneRowID: Int64, users: Set<String>, logger: Logger) async throws {
-        for user in users.sorted() {
-            let access = try await viewAccess(connection, zoneRowID: zoneRowID, user: user, logger: logger)
-            var stored: (ended: Bool, access: SharedViewAccess?)?
-            let rows = try await connection.query(
-                "SELECT deleted, access::text FROM shared_zone_views WHERE user_record_name = \(user) AND zone_id = \(zoneRowID)", logger: logger)
-            for try await (ended, json) in rows.decode((Bool, String?).self) {
-                stored = (ended, json.flatMap { try? JSONDecoder().decode(SharedViewAccess.self, from: Data($0.utf8)) })
-            }
-            switch SharePlanner.viewTransition(stored: stored, access: access) {
-            case .begin(let access):
-                let sequence = try await bumpSharedDatabase(connection, user: user, logger: logger)
-                // A new view starts from nothing: the device fetches the zone without a token.
-                try await connection.query(
-                    "DELETE FROM participant_changes WHERE user_record_name = \(user) AND zone_id = \(zoneRowID)", logger: logger)
-                try await connection.query(
-                    """
-                    INSERT INTO shared_zone_views (user_record_name, zone_id, view_seq, deleted, access)
-                    VALUES (\(user), \(zoneRowID), \(sequence), false, \(json(access))::jsonb)
-                    ON CONFLICT (user_record_name, zone_id) DO UPDATE SET view_seq = excluded.view_seq, deleted = false, access = excluded.access
-                    """, logger: logger)
-            case .end:
-                let sequence = try await bumpSharedDatabase(connection, user: user, logger: logger)
-                try await connection.query(
-                    """
-                    UPDATE shared_zone_views SET view_seq = \(sequence), deleted = true, access = NULL
-                    WHERE user_record_name = \(user) AND zone_id = \(zoneRowID)
-                    """, logger: logger)
-                try await connection.query(
-                    "DELETE FROM participant_changes WHERE user_record_name = \(user) AND zone_id = \(zoneRowID)", logger: logger)
-            case .change(let previous, let current):
-                if let previous {
-                    try await recordAccessChange(connection, zoneRowID: zoneRowID, user: user, from: previous, to: current, logger: logger)
-                }
-                let sequence = try await bumpSharedDatabase(connection, user: user, logger: logger)
-                try await connection.query(
-                    """
-                    UPDATE shared_zone_views SET view_seq = \(sequence), access = \(json(current))::jsonb
-                    WHERE user_record_name = \(user) AND zone_id = \(zoneRowID)
-                    """, logger: logger)
-            case .none:
-                continue
-            }
-        }
-    }
-
-    private static func json(_ access: SharedViewAccess) -> String {
+    static func json(_ access: SharedViewAccess) -> String {
         String(decoding: (try? JSONEncoder().encode(access)) ?? Data("null".utf8), as: UTF8.self)
     }
 
     /// Gives every record seen under exactly one of two accesses a new position in the user's zone feed, so the feed
     /// reports it as it is now or as deleted; the zone's sequence advances past the positions taken. Two statements.
-    private static func recordAccessChange(
+    static func recordAccessChange(
         _ connection: PostgresConnection, zoneRowID: Int64, user: String, from old: SharedViewAccess, to new: SharedViewAccess, logger: Logger
     ) async throws {
         try await connection.query(
@@ -270,23 +205,6 @@ extension PostgresRecordStore {
                 RETURNING 1
             )
             UPDATE zones SET change_seq = change_seq + (SELECT count(*) FROM taken) WHERE id = \(zoneRowID)
-            """, logger: logger)
-    }
-
-    /// Moves a zone to the head of every viewer's shared database feed, after a write in it.
-    static func touchSharedViews(_ connection: PostgresConnection, zoneRowID: Int64, logger: Logger) async throws {
-        // Viewers' rows are locked in name order, as everywhere, so concurrent writers never wait in a circle.
-        try await connection.query(
-            """
-            WITH viewers AS (
-                SELECT user_record_name FROM shared_zone_views WHERE zone_id = \(zoneRowID) AND NOT deleted ORDER BY user_record_name
-            ),
-            bumped AS (
-                UPDATE shared_databases s SET change_seq = s.change_seq + 1 FROM viewers v
-                WHERE s.user_record_name = v.user_record_name RETURNING s.user_record_name, s.change_seq
-            )
-            UPDATE shared_zone_views v SET view_seq = b.change_seq FROM bumped b
-            WHERE v.user_record_name = b.user_record_name AND v.zone_id = \(zoneRowID)
             """, logger: logger)
     }
 
@@ -351,78 +269,15 @@ extension PostgresRecordStore {
 extension PostgresRecordStore {
     public func acceptShare(shortGUID: String, userRecordName: String, logger: Logger) async throws -> ShareState {
         try await transaction(logger: logger) { connection in
-            guard let found = try await Self.loadShares(connection, where: "s.short_guid = \(shortGUID)", logger: logger).first else {
-                throw StoreError(.notFound, "no share with this short GUID")
-            }
-            // The zone's row first, as every writer of the zone takes it; then the share as it is under that lock.
-            try await connection.query("SELECT id FROM zones WHERE id = \(found.zoneIncarnation) FOR UPDATE", logger: logger)
-            guard let share = try await Self.loadShares(connection, where: "s.short_guid = \(shortGUID)", logger: logger).first else {
-                throw StoreError(.notFound, "no share with this short GUID")
-            }
-            let zoneRowID = share.zoneIncarnation
-            if let participant = share.participant(userRecordName) {
-                if participant.type == .owner { return share }
-                guard participant.status != .removed || share.publicPermission != .none else {
-                    throw StoreError(.invalidState, "the owner removed this participant")
-                }
-                try await connection.query(
-                    """
-                    UPDATE share_participants SET status = 'ACCEPTED'
-                    WHERE share_id = (SELECT id FROM shares WHERE short_guid = \(shortGUID)) AND user_record_name = \(userRecordName)
-                    """, logger: logger)
-            } else {
-                guard share.publicPermission != .none else { throw StoreError(.invalidState, "not a participant of this share") }
-                try await connection.query(
-                    """
-                    INSERT INTO share_participants (share_id, user_record_name, type, permission, status, position)
-                    SELECT id, \(userRecordName), 'PUBLIC_USER', \(share.publicPermission.rawValue), 'ACCEPTED',
-                        (SELECT COALESCE(MAX(position), 0) + 1 FROM share_participants WHERE share_id = shares.id)
-                    FROM shares WHERE short_guid = \(shortGUID)
-                    """, logger: logger)
-            }
-            try await Self.touchShareRecord(connection, share: share, zoneRowID: zoneRowID, logger: logger)
-            try await Self.refreshViews(connection, zoneRowID: zoneRowID, users: [userRecordName], logger: logger)
-            guard let accepted = try await Self.loadShares(connection, where: "s.short_guid = \(shortGUID)", logger: logger).first else {
-                throw StoreError(.unexpected, "the share vanished while it was accepted")
-            }
-            return accepted
+            try await Self.run(ShareScripts.accept(shortGUID: shortGUID, userRecordName: userRecordName), connection, logger: logger)
         }
     }
 
     public func leaveShare(shareRecordName: String, zoneName: String, in database: DatabaseRef, userRecordName: String, logger: Logger) async throws {
         try await transaction(logger: logger) { connection in
-            guard let databaseID = try await Self.databaseID(connection, database, logger: logger),
-                let zone = try await Self.zoneRow(connection, databaseID: databaseID, zoneName: zoneName, forUpdate: true, logger: logger),
-                let share = try await Self.loadShares(
-                    connection, where: "s.zone_id = \(zone.id) AND s.share_record_name = \(shareRecordName)", logger: logger
-                ).first,
-                share.participant(userRecordName) != nil
-            else {
-                throw StoreError(.notFound, "share \(shareRecordName) does not exist")
-            }
-            try await connection.query(
-                """
-                UPDATE share_participants SET status = 'REMOVED'
-                WHERE share_id = (SELECT id FROM shares WHERE zone_id = \(zone.id) AND share_record_name = \(shareRecordName))
-                AND user_record_name = \(userRecordName) AND type <> 'OWNER'
-                """, logger: logger)
-            try await Self.touchShareRecord(connection, share: share, zoneRowID: zone.id, logger: logger)
-            try await Self.refreshViews(connection, zoneRowID: zone.id, users: [userRecordName], logger: logger)
+            try await Self.run(
+                ShareScripts.leave(shareRecordName: shareRecordName, zoneName: zoneName, in: database, userRecordName: userRecordName), connection,
+                logger: logger)
         }
-    }
-
-    /// A share's participants changed: its record takes a new change tag, so the owner's feed shows it.
-    static func touchShareRecord(_ connection: PostgresConnection, share: ShareState, zoneRowID: Int64, logger: Logger) async throws {
-        try await connection.query(
-            """
-            WITH z AS (UPDATE zones SET change_seq = change_seq + 1 WHERE id = \(zoneRowID) RETURNING change_seq)
-            UPDATE records SET change_seq = z.change_seq FROM z
-            WHERE zone_id = \(zoneRowID) AND record_name = \(share.shareRecordName) AND NOT deleted
-            """, logger: logger)
-        var databaseID: Int64?
-        for try await id in try await connection.query("SELECT database_id FROM zones WHERE id = \(zoneRowID)", logger: logger).decode(Int64.self) {
-            databaseID = id
-        }
-        if let databaseID { try await touchZone(connection, zoneID: zoneRowID, databaseID: databaseID, logger: logger) }
     }
 }

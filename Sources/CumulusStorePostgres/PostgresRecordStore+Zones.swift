@@ -123,67 +123,6 @@ extension PostgresRecordStore {
         return nil
     }
 
-    /// After a batch: the zone takes its new change sequence and moves to the head of its database's feed and of every
-    /// viewer's shared database feed, in one statement. Rows are locked in the order every writer takes them: the zone
-    /// (already held), its database, then shared databases by user.
-    static func finishZoneWrite(_ connection: PostgresConnection, zoneRowID: Int64, databaseID: Int64, sequence: Int64, logger: Logger)
-        async throws
-    {
-        try await connection.query(
-            """
-            WITH d AS (UPDATE databases SET change_seq = change_seq + 1 WHERE id = \(databaseID) RETURNING change_seq),
-            z AS (
-                UPDATE zones SET change_seq = \(sequence), database_change_seq = (SELECT change_seq FROM d) WHERE id = \(zoneRowID) RETURNING id
-            ),
-            viewers AS (
-                SELECT user_record_name FROM shared_zone_views WHERE zone_id = (SELECT id FROM z) AND NOT deleted ORDER BY user_record_name
-            ),
-            bumped AS (
-                UPDATE shared_databases s SET change_seq = s.change_seq + 1 FROM viewers v
-                WHERE s.user_record_name = v.user_record_name RETURNING s.user_record_name, s.change_seq
-            )
-            UPDATE shared_zone_views v SET view_seq = b.change_seq FROM bumped b
-            WHERE v.user_record_name = b.user_record_name AND v.zone_id = \(zoneRowID)
-            """, logger: logger)
-    }
-
-    /// Deletes a zone's records and shares and keeps its row as a tombstone for the database feed; participants'
-    /// views of it end, so their devices drop it.
-    static func deleteZone(_ connection: PostgresConnection, zoneRowID: Int64, databaseID: Int64, logger: Logger) async throws {
-        // Rows are locked in one order everywhere: zone, database, then shared databases.
-        try await connection.query("UPDATE zones SET deleted = true WHERE id = \(zoneRowID)", logger: logger)
-        try await touchZone(connection, zoneID: zoneRowID, databaseID: databaseID, logger: logger)
-        try await endViews(connection, zoneRowID: zoneRowID, logger: logger)
-        for table in ["shares", "record_references", "records"] {
-            try await connection.query(
-                PostgresQuery(unsafeSQL: "DELETE FROM \(table) WHERE zone_id = $1", binds: try binds(zoneRowID)), logger: logger)
-        }
-    }
-
-    /// Moves a zone to the head of its database's change feed.
-    static func touchZone(_ connection: PostgresConnection, zoneID: Int64, databaseID: Int64, logger: Logger) async throws {
-        try await connection.query(
-            """
-            WITH d AS (UPDATE databases SET change_seq = change_seq + 1 WHERE id = \(databaseID) RETURNING change_seq)
-            UPDATE zones SET database_change_seq = d.change_seq FROM d WHERE zones.id = \(zoneID)
-            """, logger: logger)
-    }
-
-    /// Ends every participant's view of a zone (it was deleted): each of their shared database feeds reports it deleted.
-    static func endViews(_ connection: PostgresConnection, zoneRowID: Int64, logger: Logger) async throws {
-        try await connection.query(
-            """
-            WITH viewers AS (SELECT user_record_name FROM shared_zone_views WHERE zone_id = \(zoneRowID) AND NOT deleted),
-            bumped AS (
-                INSERT INTO shared_databases (user_record_name, change_seq) SELECT user_record_name, 1 FROM viewers
-                ON CONFLICT (user_record_name) DO UPDATE SET change_seq = shared_databases.change_seq + 1
-                RETURNING user_record_name, change_seq
-            )
-            UPDATE shared_zone_views v SET view_seq = b.change_seq, deleted = true, access = NULL
-            FROM bumped b WHERE v.user_record_name = b.user_record_name AND v.zone_id = \(zoneRowID)
-            """, logger: logger)
-    }
-
     private static func defaultZone(_ database: DatabaseRef) -> ZoneState {
         ZoneState(zoneID: database.zoneID(ZoneID.defaultZoneName), changeSequence: 0, incarnation: 0)
     }
@@ -224,41 +163,7 @@ extension PostgresRecordStore {
         _ operations: [ZoneOperation], in database: DatabaseRef, timestamp: Int64, logger: Logger
     ) async throws -> [ZoneModificationResult] {
         try await transaction(logger: logger) { connection in
-            let databaseID = try await Self.ensureDatabase(connection, database, timestamp: timestamp, logger: logger)
-            var results: [ZoneModificationResult] = []
-            for operation in operations {
-                let name = operation.zoneID.zoneName
-                let zoneID = database.zoneID(name)
-                switch operation.operationType {
-                case .create:
-                    // Instances creating the same zone at once meet on the live-name index: one inserts, the others read.
-                    let inserted = try await connection.query(
-                        """
-                        INSERT INTO zones (database_id, zone_name, created_at) VALUES (\(databaseID), \(name), \(timestamp))
-                        ON CONFLICT (database_id, zone_name) WHERE NOT deleted DO NOTHING RETURNING id
-                        """, logger: logger)
-                    var newID: Int64?
-                    for try await id in inserted.decode(Int64.self) { newID = id }
-                    if let newID {
-                        try await Self.touchZone(connection, zoneID: newID, databaseID: databaseID, logger: logger)
-                        results.append(.saved(ZoneState(zoneID: zoneID, changeSequence: 0, incarnation: newID)))
-                    } else if let existing = try await Self.zoneRow(connection, databaseID: databaseID, zoneName: name, logger: logger) {
-                        results.append(.saved(ZoneState(zoneID: zoneID, changeSequence: existing.changeSequence, incarnation: existing.id)))
-                    } else {
-                        throw StoreError(.unavailable, "zone \(name) was deleted while it was created; retry")
-                    }
-                case .delete:
-                    guard
-                        let existing = try await Self.zoneRow(connection, databaseID: databaseID, zoneName: name, forUpdate: true, logger: logger)
-                    else {
-                        results.append(.failed(zoneID, .zoneNotFound, "zone \(name) does not exist"))
-                        continue
-                    }
-                    try await Self.deleteZone(connection, zoneRowID: existing.id, databaseID: databaseID, logger: logger)
-                    results.append(.deleted(zoneID))
-                }
-            }
-            return results
+            try await Self.run(ZoneScripts.modify(operations, in: database, timestamp: timestamp), connection, logger: logger)
         }
     }
 }

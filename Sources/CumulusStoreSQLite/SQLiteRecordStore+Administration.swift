@@ -102,20 +102,18 @@ extension SQLiteRecordStore {
                     SELECT z.id, z.database_id FROM zones z JOIN databases d ON d.id = z.database_id
                     WHERE d.scope = 'private' AND d.owner_record_name = ? AND z.deleted = 0 ORDER BY z.id
                     """, arguments: [userRecordName])
-            for zone in zones { try Self.deleteZone(db, zoneRowID: zone[0], databaseID: zone[1]) }
+            for zone in zones { try Self.run(ZoneScripts.delete(ZoneRow(id: zone[0], databaseID: zone[1], changeSequence: 0)), db) }
             // Shares of other users list the user no more: each share takes a new change tag, and the user's views end.
             let shares = try Row.fetchAll(
                 db,
                 sql: """
-                    SELECT s.zone_id, s.share_record_name FROM share_participants p JOIN shares s ON s.id = p.share_id
+                    SELECT s.zone_id, s.share_record_name, z.database_id FROM share_participants p JOIN shares s ON s.id = p.share_id
+                    JOIN zones z ON z.id = s.zone_id
                     WHERE p.user_record_name = ? AND p.type <> 'OWNER' ORDER BY s.zone_id, s.id
                     """, arguments: [userRecordName])
             try db.execute(sql: "DELETE FROM share_participants WHERE user_record_name = ?", arguments: [userRecordName])
             for row in shares {
-                let zoneRowID: Int64 = row[0]
-                if let share = try Self.loadShares(db, where: "s.zone_id = ? AND s.share_record_name = ?", arguments: [zoneRowID, row[1]]).first {
-                    try Self.touchShareRecord(db, share: share, zoneRowID: zoneRowID)
-                }
+                try Self.run(ShareScripts.touchShareRecord(row[1], zone: ZoneRow(id: row[0], databaseID: row[2], changeSequence: 0)), db)
             }
             let databases = "SELECT id FROM databases WHERE scope = 'private' AND owner_record_name = ?"
             for statement in [

@@ -44,14 +44,6 @@ extension SQLiteRecordStore {
             [Array(roots).jsonArray.databaseValue, zoneRowID.databaseValue]
         )
     }
-
-    /// Names among `names` that a participant may see.
-    static func visibleNames(_ names: [String], zoneRowID: Int64, access: ParticipantAccess, _ db: Database) throws -> Set<String> {
-        if access.zoneWide { return Set(names) }
-        var visible = Set(try roots(of: names, zoneRowID: zoneRowID, among: access.roots, db).keys)
-        visible.formUnion(access.shareRecordNames.intersection(names))
-        return visible
-    }
 }
 
 // MARK: - Reading shares
@@ -71,7 +63,7 @@ extension SQLiteRecordStore {
     }
 
     /// Loads shares selected by a condition on `s` (shares), `z` (zones) and `d` (databases).
-    static func loadShares(_ db: Database, where condition: String, arguments: StatementArguments) throws -> [ShareState] {
+    static func loadShares(_ db: Database, where condition: String, arguments: StatementArguments) throws -> [(id: Int64, state: ShareState)] {
         let rows = try Row.fetchAll(
             db.cachedStatement(
                 sql: """
@@ -86,22 +78,28 @@ extension SQLiteRecordStore {
             guard let environment = ContainerEnvironment(rawValue: row[8]) else { throw StoreError(.corrupt, "unknown environment") }
             let database = DatabaseRef(container: row[7], environment: environment, scope: .private, ownerRecordName: row[9])
             let zoneName: String = row[6]
-            let participants = try Row.fetchAll(
-                db.cachedStatement(
-                    sql: "SELECT user_record_name, type, permission, status, email FROM share_participants WHERE share_id = ? ORDER BY position"),
-                arguments: [shareID]
-            ).map(participant)
+            let participants = try participants(shareID: shareID, db)
             let shareRecordName: String = row[1]
             let record = try liveRecords(db, zoneRowID: zoneRowID, zoneID: database.zoneID(zoneName), names: [shareRecordName])[shareRecordName]
-            return ShareState(
+            let state = ShareState(
                 database: database, zoneName: zoneName, zoneIncarnation: zoneRowID, shareRecordName: shareRecordName, rootRecordName: row[2],
                 shortGUID: row[3], publicPermission: SharePermission(rawValue: row[4]) ?? .none, participants: participants, shareRecord: record
             )
+            return (shareID, state)
         }
     }
 
+    /// A share's participants, in order.
+    static func participants(shareID: Int64, _ db: Database) throws -> [ShareParticipantState] {
+        try Row.fetchAll(
+            db.cachedStatement(
+                sql: "SELECT user_record_name, type, permission, status, email FROM share_participants WHERE share_id = ? ORDER BY position"),
+            arguments: [shareID]
+        ).map(participant)
+    }
+
     public func share(shortGUID: String, logger: Logger) async throws -> ShareState? {
-        try await read { db in try Self.loadShares(db, where: "s.short_guid = ?", arguments: [shortGUID]).first }
+        try await read { db in try Self.loadShares(db, where: "s.short_guid = ?", arguments: [shortGUID]).first?.state }
     }
 
     public func shares(named names: [String], zoneName: String, in database: DatabaseRef, logger: Logger) async throws -> [ShareState] {
@@ -111,7 +109,8 @@ extension SQLiteRecordStore {
                 return []
             }
             return try Self.loadShares(
-                db, where: "s.zone_id = ? AND s.share_record_name IN (SELECT value FROM json_each(?))", arguments: [zone.id, names.jsonArray])
+                db, where: "s.zone_id = ? AND s.share_record_name IN (SELECT value FROM json_each(?))", arguments: [zone.id, names.jsonArray]
+            ).map(\.state)
         }
     }
 
@@ -124,7 +123,7 @@ extension SQLiteRecordStore {
             return try Self.loadShares(
                 db, where: "s.zone_id = ? AND s.id IN (SELECT share_id FROM share_participants WHERE user_record_name = ?)",
                 arguments: [zone.id, userRecordName]
-            )
+            ).map(\.state)
         }
     }
 }
@@ -133,7 +132,7 @@ extension SQLiteRecordStore {
 
 extension SQLiteRecordStore {
     /// Takes the next position of a user's shared database feed.
-    static func bumpSharedDatabase(_ db: Database, user: String) throws -> Int64 {
+    static func takeSharedDatabaseSequence(_ db: Database, user: String) throws -> Int64 {
         try Int64.fetchOne(
             db.cachedStatement(
                 sql: """
@@ -157,64 +156,14 @@ extension SQLiteRecordStore {
         return SharedViewAccess(acceptedShares: rows.map { (rootRecordName: $0[0], shareRecordName: $0[1]) })
     }
 
-    /// Makes each user's view of a zone match their accepted shares (``SharePlanner/viewTransition(stored:access:)``):
-    /// it appears, is reported deleted, or, when what they may see in it changed, reports each record they started or
-    /// stopped seeing.
-    static func refreshViews(_ db: Database, zoneRowID: Int64, users: Set<String>) throws {
-        for user in users.sorted() {
-            let access = try viewAccess(db, zoneRowID: zoneRowID, user: user)
-            let view = try Row.fetchOne(
-                db.cachedStatement(sql: "SELECT deleted, access FROM shared_zone_views WHERE user_record_name = ? AND zone_id = ?"),
-                arguments: [user, zoneRowID]
-            )
-            let stored = view.map { row in
-                (ended: row[0] as Bool, access: (row[1] as String?).flatMap { try? JSONDecoder().decode(SharedViewAccess.self, from: Data($0.utf8)) })
-            }
-            switch SharePlanner.viewTransition(stored: stored, access: access) {
-            case .begin(let access):
-                let sequence = try bumpSharedDatabase(db, user: user)
-                // A new view starts from nothing: the device fetches the zone without a token.
-                try db.cachedStatement(sql: "DELETE FROM participant_changes WHERE user_record_name = ? AND zone_id = ?").execute(arguments: [
-                    user, zoneRowID,
-                ])
-                try db.cachedStatement(
-                    sql: """
-                        INSERT INTO shared_zone_views (user_record_name, zone_id, view_seq, deleted, access) VALUES (?, ?, ?, 0, ?)
-                        ON CONFLICT (user_record_name, zone_id) DO UPDATE SET view_seq = excluded.view_seq, deleted = 0, access = excluded.access
-                        """
-                ).execute(arguments: [user, zoneRowID, sequence, Self.json(access)]
-                )
-            case .end:
-                let sequence = try bumpSharedDatabase(db, user: user)
-                try db.cachedStatement(
-                    sql: "UPDATE shared_zone_views SET view_seq = ?, deleted = 1, access = NULL WHERE user_record_name = ? AND zone_id = ?"
-                ).execute(arguments: [sequence, user, zoneRowID]
-                )
-                try db.cachedStatement(sql: "DELETE FROM participant_changes WHERE user_record_name = ? AND zone_id = ?").execute(arguments: [
-                    user, zoneRowID,
-                ])
-            case .change(let previous, let current):
-                if let previous {
-                    try recordAccessChange(db, zoneRowID: zoneRowID, user: user, from: previous, to: current)
-                }
-                let sequence = try bumpSharedDatabase(db, user: user)
-                try db.cachedStatement(sql: "UPDATE shared_zone_views SET view_seq = ?, access = ? WHERE user_record_name = ? AND zone_id = ?")
-                    .execute(arguments: [sequence, Self.json(current), user, zoneRowID]
-                    )
-            case .none:
-                continue
-            }
-        }
-    }
-
-    private static func json(_ access: SharedViewAccess) -> String {
+    static func json(_ access: SharedViewAccess) -> String {
         String(decoding: (try? JSONEncoder().encode(access)) ?? Data("null".utf8), as: UTF8.self)
     }
 
     /// Gives every record seen under exactly one of two accesses a new position in the user's zone feed, so the
     /// feed reports it: as its current state if the user sees it now, as a deletion if not. One statement; the zone's
     /// sequence advances past the positions taken.
-    private static func recordAccessChange(_ db: Database, zoneRowID: Int64, user: String, from old: SharedViewAccess, to new: SharedViewAccess)
+    static func recordAccessChange(_ db: Database, zoneRowID: Int64, user: String, from old: SharedViewAccess, to new: SharedViewAccess)
         throws
     {
         let base = try Int64.fetchOne(db.cachedStatement(sql: "SELECT change_seq FROM zones WHERE id = ?"), arguments: [zoneRowID]) ?? 0
@@ -258,21 +207,12 @@ extension SQLiteRecordStore {
         try db.cachedStatement(sql: "UPDATE zones SET change_seq = change_seq + ? WHERE id = ?").execute(arguments: [taken, zoneRowID])
     }
 
-    /// Moves a zone to the head of every viewer's shared database feed, after a write in it.
-    static func touchSharedViews(_ db: Database, zoneRowID: Int64) throws {
-        try advanceViews(db, zoneRowID: zoneRowID, ending: false)
-    }
-
-    /// Ends every view of a zone (the zone was deleted): viewers' feeds report it deleted.
-    static func endViews(_ db: Database, zoneRowID: Int64) throws {
-        try advanceViews(db, zoneRowID: zoneRowID, ending: true)
-    }
-
-    private static func advanceViews(_ db: Database, zoneRowID: Int64, ending: Bool) throws {
+    /// Moves a zone to the head of every viewer's shared database feed, or (`ending`) reports it deleted there.
+    static func advanceViews(_ db: Database, zoneRowID: Int64, ending: Bool) throws {
         let users = try String.fetchAll(
             db.cachedStatement(sql: "SELECT user_record_name FROM shared_zone_views WHERE zone_id = ? AND deleted = 0"), arguments: [zoneRowID])
         for user in users {
-            let sequence = try bumpSharedDatabase(db, user: user)
+            let sequence = try takeSharedDatabaseSequence(db, user: user)
             try db.cachedStatement(sql: "UPDATE shared_zone_views SET view_seq = ?, deleted = ? WHERE user_record_name = ? AND zone_id = ?").execute(
                 arguments: [sequence, ending, user, zoneRowID]
             )
@@ -335,65 +275,12 @@ extension SQLiteRecordStore {
 
 extension SQLiteRecordStore {
     public func acceptShare(shortGUID: String, userRecordName: String, logger: Logger) async throws -> ShareState {
-        try await write { db in
-            guard let share = try Self.loadShares(db, where: "s.short_guid = ?", arguments: [shortGUID]).first else {
-                throw StoreError(.notFound, "no share with this short GUID")
-            }
-            let zoneRowID = share.zoneIncarnation
-            let shareID = try Int64.fetchOne(db.cachedStatement(sql: "SELECT id FROM shares WHERE short_guid = ?"), arguments: [shortGUID])!
-            if let participant = share.participant(userRecordName) {
-                if participant.type == .owner { return share }
-                guard participant.status != .removed || share.publicPermission != .none else {
-                    throw StoreError(.invalidState, "the owner removed this participant")
-                }
-                try db.cachedStatement(sql: "UPDATE share_participants SET status = 'ACCEPTED' WHERE share_id = ? AND user_record_name = ?").execute(
-                    arguments: [shareID, userRecordName]
-                )
-            } else {
-                guard share.publicPermission != .none else { throw StoreError(.invalidState, "not a participant of this share") }
-                try db.cachedStatement(
-                    sql: """
-                        INSERT INTO share_participants (share_id, user_record_name, type, permission, status, position)
-                        VALUES (?, ?, 'PUBLIC_USER', ?, 'ACCEPTED', (SELECT COALESCE(MAX(position), 0) + 1 FROM share_participants WHERE share_id = ?))
-                        """
-                ).execute(arguments: [shareID, userRecordName, share.publicPermission.rawValue, shareID]
-                )
-            }
-            try Self.touchShareRecord(db, share: share, zoneRowID: zoneRowID)
-            try Self.refreshViews(db, zoneRowID: zoneRowID, users: [userRecordName])
-            return try Self.loadShares(db, where: "s.id = ?", arguments: [shareID]).first!
-        }
+        try await write { db in try Self.run(ShareScripts.accept(shortGUID: shortGUID, userRecordName: userRecordName), db) }
     }
 
     public func leaveShare(shareRecordName: String, zoneName: String, in database: DatabaseRef, userRecordName: String, logger: Logger) async throws {
         try await write { db in
-            guard let databaseID = try Self.databaseID(db, database), let zone = try Self.zoneRow(db, databaseID: databaseID, zoneName: zoneName),
-                let share = try Self.loadShares(db, where: "s.zone_id = ? AND s.share_record_name = ?", arguments: [zone.id, shareRecordName]).first,
-                share.participant(userRecordName) != nil
-            else {
-                throw StoreError(.notFound, "share \(shareRecordName) does not exist")
-            }
-            try db.cachedStatement(
-                sql: """
-                    UPDATE share_participants SET status = 'REMOVED'
-                    WHERE share_id = (SELECT id FROM shares WHERE zone_id = ? AND share_record_name = ?) AND user_record_name = ? AND type <> 'OWNER'
-                    """
-            ).execute(arguments: [zone.id, shareRecordName, userRecordName]
-            )
-            try Self.touchShareRecord(db, share: share, zoneRowID: zone.id)
-            try Self.refreshViews(db, zoneRowID: zone.id, users: [userRecordName])
+            try Self.run(ShareScripts.leave(shareRecordName: shareRecordName, zoneName: zoneName, in: database, userRecordName: userRecordName), db)
         }
-    }
-
-    /// A share's participants changed: its record takes a new change tag, so the owner's feed shows it.
-    static func touchShareRecord(_ db: Database, share: ShareState, zoneRowID: Int64) throws {
-        let sequence = try Int64.fetchOne(
-            db.cachedStatement(sql: "UPDATE zones SET change_seq = change_seq + 1 WHERE id = ? RETURNING change_seq"), arguments: [zoneRowID])!
-        try db.cachedStatement(sql: "UPDATE records SET change_seq = ? WHERE zone_id = ? AND record_name = ? AND deleted = 0").execute(arguments: [
-            sequence, zoneRowID, share.shareRecordName,
-        ]
-        )
-        let databaseID = try Int64.fetchOne(db.cachedStatement(sql: "SELECT database_id FROM zones WHERE id = ?"), arguments: [zoneRowID])!
-        try touchZone(db, zoneID: zoneRowID, databaseID: databaseID)
     }
 }

@@ -3,12 +3,6 @@ public import CumulusStore
 import GRDB
 public import Logging
 
-/// A zone row, as the store reads it inside a transaction.
-struct ZoneRow {
-    var id: Int64
-    var changeSequence: Int64
-}
-
 extension SQLiteRecordStore {
     /// The database row's ID, or `nil` if the database was never written.
     static func databaseID(_ db: Database, _ database: DatabaseRef) throws -> Int64? {
@@ -33,43 +27,14 @@ extension SQLiteRecordStore {
     }
 
     /// The live zone with this name.
-    /// A database's row ID and its live zone's row, in one statement: `nil` without the database, a `nil` zone without
-    /// the zone.
-    static func databaseAndZone(_ db: Database, _ database: DatabaseRef, zoneName: String) throws -> (databaseID: Int64, zone: ZoneRow?)? {
-        let statement = try db.cachedStatement(
-            sql: """
-                SELECT d.id, z.id, z.change_seq FROM databases d
-                LEFT JOIN zones z ON z.database_id = d.id AND z.zone_name = ? AND z.deleted = 0
-                WHERE d.container_id = ? AND d.environment = ? AND d.scope = ? AND d.owner_record_name = ?
-                """
-        )
-        let arguments: StatementArguments = [
-            zoneName, database.container, database.environment.rawValue, database.scope.rawValue, database.ownerRecordName,
-        ]
-        guard let row = try Row.fetchOne(statement, arguments: arguments) else { return nil }
-        let zoneRowID: Int64? = row[1]
-        return (row[0], zoneRowID.map { ZoneRow(id: $0, changeSequence: row[2]) })
-    }
-
-    static func zoneRow(_ db: Database, databaseID: Int64, zoneName: String) throws -> ZoneRow? {
+    static func zoneRow(_ db: Database, databaseID: Int64, zoneName: String) throws -> (id: Int64, changeSequence: Int64)? {
         try Row.fetchOne(
             db.cachedStatement(sql: "SELECT id, change_seq FROM zones WHERE database_id = ? AND zone_name = ? AND deleted = 0"),
             arguments: [databaseID, zoneName]
-        ).map { ZoneRow(id: $0["id"], changeSequence: $0["change_seq"]) }
+        ).map { (id: $0[0], changeSequence: $0[1]) }
     }
 
     /// Moves a zone to the head of its database's change feed.
-    /// Deletes a zone's records and shares and keeps its row as a tombstone for the database feed; participants'
-    /// views of it end, so their devices drop it.
-    static func deleteZone(_ db: Database, zoneRowID: Int64, databaseID: Int64) throws {
-        try endViews(db, zoneRowID: zoneRowID)
-        try db.cachedStatement(sql: "DELETE FROM shares WHERE zone_id = ?").execute(arguments: [zoneRowID])
-        try db.cachedStatement(sql: "DELETE FROM record_references WHERE zone_id = ?").execute(arguments: [zoneRowID])
-        try db.cachedStatement(sql: "DELETE FROM records WHERE zone_id = ?").execute(arguments: [zoneRowID])
-        try db.cachedStatement(sql: "UPDATE zones SET deleted = 1 WHERE id = ?").execute(arguments: [zoneRowID])
-        try touchZone(db, zoneID: zoneRowID, databaseID: databaseID)
-    }
-
     ///
     /// - Parameter changeSequence: The zone's own new change sequence, stored in the same statement, if it has one.
     static func touchZone(_ db: Database, zoneID: Int64, databaseID: Int64, changeSequence: Int64? = nil) throws {
@@ -129,35 +94,6 @@ extension SQLiteRecordStore {
     public func modifyZones(
         _ operations: [ZoneOperation], in database: DatabaseRef, timestamp: Int64, logger: Logger
     ) async throws -> [ZoneModificationResult] {
-        try await write { db in
-            let databaseID = try Self.ensureDatabase(db, database, timestamp: timestamp)
-            var results: [ZoneModificationResult] = []
-            for operation in operations {
-                let name = operation.zoneID.zoneName
-                let zoneID = database.zoneID(name)
-                switch operation.operationType {
-                case .create:
-                    if let existing = try Self.zoneRow(db, databaseID: databaseID, zoneName: name) {
-                        results.append(.saved(ZoneState(zoneID: zoneID, changeSequence: existing.changeSequence, incarnation: existing.id)))
-                        continue
-                    }
-                    try db.cachedStatement(sql: "INSERT INTO zones (database_id, zone_name, created_at) VALUES (?, ?, ?)").execute(arguments: [
-                        databaseID, name, timestamp,
-                    ]
-                    )
-                    let id = db.lastInsertedRowID
-                    try Self.touchZone(db, zoneID: id, databaseID: databaseID)
-                    results.append(.saved(ZoneState(zoneID: zoneID, changeSequence: 0, incarnation: id)))
-                case .delete:
-                    guard let existing = try Self.zoneRow(db, databaseID: databaseID, zoneName: name) else {
-                        results.append(.failed(zoneID, .zoneNotFound, "zone \(name) does not exist"))
-                        continue
-                    }
-                    try Self.deleteZone(db, zoneRowID: existing.id, databaseID: databaseID)
-                    results.append(.deleted(zoneID))
-                }
-            }
-            return results
-        }
+        try await write { db in try Self.run(ZoneScripts.modify(operations, in: database, timestamp: timestamp), db) }
     }
 }

@@ -1,0 +1,356 @@
+import CumulusModel
+import CumulusStore
+import Foundation
+import Logging
+import PostgresNIO
+
+// MARK: - Running scripts
+
+extension PostgresRecordStore {
+    /// Runs a script to its end inside the transaction `connection` is in: each action is SQL on this connection,
+    /// set-based (one statement for all the rows an action names).
+    static func run<Output>(_ script: TransactionScript<Output>, _ connection: PostgresConnection, logger: Logger) async throws -> Output {
+        var script = script
+        while true {
+            switch script {
+            case .done(let output): return output
+            case .run(let action, let then): script = try then(try await perform(action, connection, logger: logger))
+            }
+        }
+    }
+
+    // The actions, each the SQL that does it; none decides anything.
+    static func perform(_ action: StoreAction, _ connection: PostgresConnection, logger: Logger) async throws -> StoreAnswer {
+        switch action {
+        case .findZone(let database, let zoneName, let lock):
+            let zone = try await zoneRow(connection, database, zoneName: zoneName, forUpdate: lock, logger: logger)
+            return .zone(zone.map { ZoneRow(id: $0.id, databaseID: $0.databaseID, changeSequence: $0.changeSequence) })
+        case .createDatabase(let database, let timestamp):
+            return .sequence(try await ensureDatabase(connection, database, timestamp: timestamp, logger: logger))
+        case .createZone(let databaseID, let name, let timestamp):
+            // Instances creating the same zone at once meet on the live-name index: one inserts, the others read.
+            let inserted = try await connection.query(
+                """
+                INSERT INTO zones (database_id, zone_name, created_at) VALUES (\(databaseID), \(name), \(timestamp))
+                ON CONFLICT (database_id, zone_name) WHERE NOT deleted DO NOTHING RETURNING id
+                """, logger: logger)
+            for try await id in inserted.decode(Int64.self) {
+                return .createdZone(ZoneRow(id: id, databaseID: databaseID, changeSequence: 0), created: true)
+            }
+            guard let existing = try await zoneRow(connection, databaseID: databaseID, zoneName: name, logger: logger) else {
+                throw StoreError(.unavailable, "zone \(name) was deleted while it was created; retry")
+            }
+            return .createdZone(ZoneRow(id: existing.id, databaseID: databaseID, changeSequence: existing.changeSequence), created: false)
+        case .deleteZone(let zone):
+            try await connection.query("UPDATE zones SET deleted = true WHERE id = \(zone)", logger: logger)
+            for table in ["shares", "record_references", "records"] {
+                try await connection.query(
+                    PostgresQuery(unsafeSQL: "DELETE FROM \(table) WHERE zone_id = $1", binds: try binds(zone)), logger: logger)
+            }
+        case .touchZone(let zone, let databaseID, let sequence):
+            try await connection.query(
+                """
+                WITH d AS (UPDATE databases SET change_seq = change_seq + 1 WHERE id = \(databaseID) RETURNING change_seq)
+                UPDATE zones SET database_change_seq = d.change_seq, change_seq = COALESCE(\(sequence), zones.change_seq)
+                FROM d WHERE zones.id = \(zone)
+                """, logger: logger)
+        case .finishZoneWrite(let zone, let databaseID, let sequence):
+            // One statement; rows in the order every writer takes them: the zone (already held), its database, then
+            // shared databases by user.
+            try await connection.query(
+                """
+                WITH d AS (UPDATE databases SET change_seq = change_seq + 1 WHERE id = \(databaseID) RETURNING change_seq),
+                z AS (
+                    UPDATE zones SET change_seq = \(sequence), database_change_seq = (SELECT change_seq FROM d) WHERE id = \(zone) RETURNING id
+                ),
+                viewers AS (
+                    SELECT user_record_name FROM shared_zone_views WHERE zone_id = (SELECT id FROM z) AND NOT deleted ORDER BY user_record_name
+                ),
+                bumped AS (
+                    UPDATE shared_databases s SET change_seq = s.change_seq + 1 FROM viewers v
+                    WHERE s.user_record_name = v.user_record_name RETURNING s.user_record_name, s.change_seq
+                )
+                UPDATE shared_zone_views v SET view_seq = b.change_seq FROM bumped b
+                WHERE v.user_record_name = b.user_record_name AND v.zone_id = \(zone)
+                """, logger: logger)
+        case .advanceViews(let zone, let ending):
+            // Viewers' rows are locked in name order, as everywhere, so concurrent writers never wait in a circle.
+            try await connection.query(
+                """
+                WITH viewers AS (
+                    SELECT user_record_name FROM shared_zone_views WHERE zone_id = \(zone) AND NOT deleted ORDER BY user_record_name
+                ),
+                bumped AS (
+                    INSERT INTO shared_databases (user_record_name, change_seq) SELECT user_record_name, 1 FROM viewers
+                    ON CONFLICT (user_record_name) DO UPDATE SET change_seq = shared_databases.change_seq + 1
+                    RETURNING user_record_name, change_seq
+                )
+                UPDATE shared_zone_views v SET view_seq = b.change_seq, deleted = \(ending),
+                    access = CASE WHEN \(ending) THEN NULL ELSE v.access END
+                FROM bumped b WHERE v.user_record_name = b.user_record_name AND v.zone_id = \(zone)
+                """, logger: logger)
+        case .setZoneSequence(let zone, let sequence):
+            try await connection.query("UPDATE zones SET change_seq = \(sequence) WHERE id = \(zone)", logger: logger)
+        case .takeZoneSequence(let zone):
+            return .sequence(
+                try await single(
+                    connection.query("UPDATE zones SET change_seq = change_seq + 1 WHERE id = \(zone) RETURNING change_seq", logger: logger)))
+        case .readZoneSequence(let zone):
+            return .sequence(try await single(connection.query("SELECT change_seq FROM zones WHERE id = \(zone)", logger: logger)))
+
+        case .readRecords(let zone, let zoneID, let names):
+            return .records(try await liveRecords(connection, zoneRowID: zone, zoneID: zoneID, names: names, logger: logger))
+        case .readRoots(let zone, let names, let among):
+            return .names(try await roots(of: names, zoneRowID: zone, among: among, connection, logger: logger))
+        case .readRootsBelow(let zone, let candidates, let among):
+            let rows = try await connection.query(
+                """
+                WITH RECURSIVE down(start, name) AS (
+                    SELECT c COLLATE "C", c COLLATE "C" FROM unnest(\(candidates)::text[]) AS c
+                    UNION SELECT d.start, r.record_name FROM records r JOIN down d ON r.zone_id = \(zone) AND r.parent_name = d.name
+                )
+                SELECT DISTINCT ON (start) start, name FROM down
+                WHERE name <> start AND name = ANY(\(Array(among))) ORDER BY start, name
+                """, logger: logger)
+            var below: [String: String] = [:]
+            for try await (candidate, root) in rows.decode((String, String).self) { below[candidate] = root }
+            return .names(below)
+        case .readSubtree(let zone, let roots):
+            return .list(try await subtree(of: roots, zoneRowID: zone, connection, logger: logger))
+        case .saveRecords(let zone, let writes, let sequences):
+            try await saveRecords(writes, sequences: sequences, zone: zone, connection, logger: logger)
+        case .readReferrers(let zone, let targets):
+            let rows = try await connection.query(
+                """
+                SELECT DISTINCT r.source_name FROM record_references r
+                JOIN records s ON s.zone_id = r.zone_id AND s.record_name = r.source_name AND NOT s.deleted
+                WHERE r.zone_id = \(zone) AND r.target_name = ANY(\(targets))
+                """, logger: logger)
+            var sources: [String] = []
+            for try await source in rows.decode(String.self) { sources.append(source) }
+            return .list(sources)
+        case .deleteRecords(let zone, let names, let sequences, let modified):
+            try await connection.query(
+                """
+                UPDATE records r SET deleted = true, fields = NULL, change_seq = u.seq, share_name = NULL,
+                    modified_at = \(modified.timestamp), modified_by = \(modified.userRecordName), modified_device = \(modified.deviceID)
+                FROM UNNEST(\(names), \(sequences)) AS u(name, seq)
+                WHERE r.zone_id = \(zone) AND r.record_name = u.name AND NOT r.deleted
+                """, logger: logger)
+            try await connection.query("DELETE FROM record_references WHERE zone_id = \(zone) AND source_name = ANY(\(names))", logger: logger)
+        case .renumberRecords(let zone, let names, let sequences):
+            try await connection.query(
+                """
+                UPDATE records r SET change_seq = u.seq FROM UNNEST(\(names), \(sequences)) AS u(name, seq)
+                WHERE r.zone_id = \(zone) AND r.record_name = u.name
+                """, logger: logger)
+        case .recordExits(let zone, let root, let names, let sequences):
+            try await connection.query(
+                """
+                INSERT INTO share_exits (zone_id, root_record_name, record_name, change_seq)
+                SELECT \(zone), \(root), u.name, u.seq FROM UNNEST(\(names), \(sequences)) AS u(name, seq)
+                ON CONFLICT (zone_id, root_record_name, record_name) DO UPDATE SET change_seq = excluded.change_seq
+                """, logger: logger)
+        case .attachAssets(let attachments):
+            try await attachAssets(attachments, connection, logger: logger)
+
+        case .readShareFacts(let zone):
+            var shares: [String: ExistingShare] = [:]
+            let rows = try await connection.query(
+                """
+                SELECT s.share_record_name, s.root_record_name, s.public_permission,
+                    ARRAY(SELECT user_record_name FROM share_participants WHERE share_id = s.id AND status <> 'REMOVED')
+                FROM shares s WHERE s.zone_id = \(zone)
+                """, logger: logger)
+            for try await (name, root, permission, users) in rows.decode((String, String?, String, [String]).self) {
+                shares[name] = ExistingShare(
+                    rootRecordName: root, publicPermission: SharePermission(rawValue: permission) ?? .none, activeUsers: Set(users))
+            }
+            return .shares(shares)
+        case .readShareRows(let zone, let names):
+            let rows =
+                if let names {
+                    try await connection.query(
+                        """
+                        SELECT id, share_record_name, root_record_name, public_permission FROM shares WHERE zone_id = \(zone)
+                        AND (share_record_name = ANY(\(names)) OR root_record_name = ANY(\(names))) ORDER BY id
+                        """, logger: logger)
+                } else {
+                    try await connection.query(
+                        "SELECT id, share_record_name, root_record_name, public_permission FROM shares WHERE zone_id = \(zone) ORDER BY id",
+                        logger: logger)
+                }
+            var shares: [ShareRow] = []
+            for try await (id, name, root, permission) in rows.decode((Int64, String, String?, String).self) {
+                shares.append(
+                    ShareRow(id: id, shareRecordName: name, rootRecordName: root, publicPermission: SharePermission(rawValue: permission) ?? .none))
+            }
+            return .shareRows(shares)
+        case .readShare(let key):
+            let condition: PostgresQuery =
+                switch key {
+                case .shortGUID(let shortGUID): "s.short_guid = \(shortGUID)"
+                case .id(let id): "s.id = \(id)"
+                case .record(let zone, let name): "s.zone_id = \(zone) AND s.share_record_name = \(name)"
+                }
+            return .share(try await loadShares(connection, where: condition, logger: logger).first)
+        case .readParticipants(let shareID):
+            var participants: [ShareParticipantState] = []
+            let rows = try await connection.query(
+                "SELECT user_record_name, type, permission, status, email FROM share_participants WHERE share_id = \(shareID) ORDER BY position",
+                logger: logger)
+            for try await (user, type, permission, status, email) in rows.decode((String, String, String, String, String?).self) {
+                participants.append(participant(user, type, permission, status, email))
+            }
+            return .participants(participants)
+        case .readShortGUID(let zone, let recordName):
+            let rows =
+                if let recordName {
+                    try await connection.query(
+                        "SELECT short_guid FROM records WHERE zone_id = \(zone) AND record_name = \(recordName)", logger: logger)
+                } else {
+                    try await connection.query("SELECT short_guid FROM zones WHERE id = \(zone)", logger: logger)
+                }
+            var shortGUID: String?
+            for try await guid in rows.decode(String?.self) { shortGUID = guid }
+            return .text(shortGUID)
+        case .pointRootAtShare(let zone, let root, let share, let shortGUID):
+            try await connection.query(
+                """
+                WITH z AS (UPDATE zones SET change_seq = change_seq + 1 WHERE id = \(zone) RETURNING change_seq)
+                UPDATE records SET share_name = \(share), short_guid = \(shortGUID), change_seq = z.change_seq FROM z
+                WHERE zone_id = \(zone) AND record_name = \(root)
+                """, logger: logger)
+        case .setZoneShortGUID(let zone, let shortGUID):
+            try await connection.query("UPDATE zones SET short_guid = \(shortGUID) WHERE id = \(zone)", logger: logger)
+        case .insertShare(let zone, let name, let root, let shortGUID, let publicPermission):
+            return .sequence(
+                try await single(
+                    connection.query(
+                        """
+                        INSERT INTO shares (zone_id, share_record_name, root_record_name, short_guid, public_permission)
+                        VALUES (\(zone), \(name), \(root), \(shortGUID), \(publicPermission.rawValue)) RETURNING id
+                        """, logger: logger)))
+        case .setPublicPermission(let shareID, let permission):
+            try await connection.query("UPDATE shares SET public_permission = \(permission.rawValue) WHERE id = \(shareID)", logger: logger)
+        case .replaceParticipants(let shareID, let participants):
+            try await connection.query("DELETE FROM share_participants WHERE share_id = \(shareID)", logger: logger)
+            try await connection.query(
+                """
+                INSERT INTO share_participants (share_id, user_record_name, type, permission, status, email, position)
+                SELECT \(shareID), u.name, u.type, u.permission, u.status, u.email, u.position
+                FROM UNNEST(\(participants.map(\.userRecordName)), \(participants.map(\.type.rawValue)),
+                    \(participants.map(\.permission.rawValue)), \(participants.map(\.status.rawValue)), \(NullableTextArray(participants.map(\.email))),
+                    \(participants.indices.map(Int64.init))) AS u(name, type, permission, status, email, position)
+                """, logger: logger)
+        case .setParticipantStatus(let shareID, let user, let status):
+            try await connection.query(
+                """
+                UPDATE share_participants SET status = \(status.rawValue)
+                WHERE share_id = \(shareID) AND user_record_name = \(user) AND type <> 'OWNER'
+                """, logger: logger)
+        case .addPublicParticipant(let shareID, let user, let permission):
+            try await connection.query(
+                """
+                INSERT INTO share_participants (share_id, user_record_name, type, permission, status, position)
+                VALUES (\(shareID), \(user), 'PUBLIC_USER', \(permission.rawValue), 'ACCEPTED',
+                    (SELECT COALESCE(MAX(position), 0) + 1 FROM share_participants WHERE share_id = \(shareID)))
+                """, logger: logger)
+        case .deleteShare(let shareID):
+            try await connection.query("DELETE FROM shares WHERE id = \(shareID)", logger: logger)
+        case .clearShareReference(let zone, let root, let sequence):
+            try await connection.query(
+                "UPDATE records SET share_name = NULL, change_seq = \(sequence) WHERE zone_id = \(zone) AND record_name = \(root) AND NOT deleted",
+                logger: logger)
+
+        case .readViewAccess(let zone, let user):
+            return .viewAccess(try await viewAccess(connection, zoneRowID: zone, user: user, logger: logger))
+        case .readView(let zone, let user):
+            let rows = try await connection.query(
+                "SELECT deleted, access::text FROM shared_zone_views WHERE user_record_name = \(user) AND zone_id = \(zone)", logger: logger)
+            var stored: StoredView?
+            for try await (ended, json) in rows.decode((Bool, String?).self) {
+                stored = StoredView(ended: ended, access: json.flatMap { try? JSONDecoder().decode(SharedViewAccess.self, from: Data($0.utf8)) })
+            }
+            return .view(stored)
+        case .takeSharedDatabaseSequence(let user):
+            // The row stays locked until commit, so positions of one user's feed commit in order.
+            return .sequence(
+                try await single(
+                    connection.query(
+                        """
+                        INSERT INTO shared_databases (user_record_name, change_seq) VALUES (\(user), 1)
+                        ON CONFLICT (user_record_name) DO UPDATE SET change_seq = shared_databases.change_seq + 1 RETURNING change_seq
+                        """, logger: logger)))
+        case .beginView(let zone, let user, let position, let access):
+            try await connection.query("DELETE FROM participant_changes WHERE user_record_name = \(user) AND zone_id = \(zone)", logger: logger)
+            try await connection.query(
+                """
+                INSERT INTO shared_zone_views (user_record_name, zone_id, view_seq, deleted, access)
+                VALUES (\(user), \(zone), \(position), false, \(json(access))::jsonb)
+                ON CONFLICT (user_record_name, zone_id) DO UPDATE SET view_seq = excluded.view_seq, deleted = false, access = excluded.access
+                """, logger: logger)
+        case .endView(let zone, let user, let position):
+            try await connection.query(
+                """
+                UPDATE shared_zone_views SET view_seq = \(position), deleted = true, access = NULL
+                WHERE user_record_name = \(user) AND zone_id = \(zone)
+                """, logger: logger)
+            try await connection.query("DELETE FROM participant_changes WHERE user_record_name = \(user) AND zone_id = \(zone)", logger: logger)
+        case .changeView(let zone, let user, let position, let access):
+            try await connection.query(
+                """
+                UPDATE shared_zone_views SET view_seq = \(position), access = \(json(access))::jsonb
+                WHERE user_record_name = \(user) AND zone_id = \(zone)
+                """, logger: logger)
+        case .recordAccessChange(let zone, let user, let old, let new):
+            try await recordAccessChange(connection, zoneRowID: zone, user: user, from: old, to: new, logger: logger)
+        }
+        return .none
+    }
+
+    /// The one `Int64` a statement returns.
+    private static func single(_ rows: PostgresRowSequence) async throws -> Int64 {
+        for try await value in rows.decode(Int64.self) { return value }
+        throw StoreError(.unexpected, "a statement returned no row")
+    }
+
+    /// Writes records with one upsert of every row (`UNNEST` of column arrays; a record written twice in one batch
+    /// keeps its last write, as one upsert may not touch a row twice), then their `DELETE_SELF` references.
+    private static func saveRecords(
+        _ writes: [PlannedWrite], sequences: [Int64], zone: Int64, _ connection: PostgresConnection, logger: Logger
+    ) async throws {
+        var lastWrite: [String: Int] = [:]
+        for (index, write) in writes.enumerated() { lastWrite[write.recordName] = index }
+        let rows = writes.indices.filter { lastWrite[writes[$0].recordName] == $0 }
+        let last = rows.map { writes[$0] }
+        try await connection.query(
+            """
+            INSERT INTO records (zone_id, record_name, record_type, change_seq, deleted, fields, parent_name, share_name, short_guid,
+                created_at, created_by, created_device, modified_at, modified_by, modified_device)
+            SELECT \(zone), u.name, u.type, u.seq, false, u.fields, u.parent, u.share, u.guid, u.ca, u.cb, u.cd, u.ma, u.mb, u.md
+            FROM UNNEST(\(last.map(\.recordName)), \(last.map(\.recordType)), \(rows.map { sequences[$0] }),
+                \(last.map { String(decoding: $0.fieldsJSON, as: UTF8.self) }), \(NullableTextArray(last.map(\.parent))),
+                \(NullableTextArray(last.map { $0.share?.recordName })), \(NullableTextArray(last.map(\.shortGUID))),
+                \(last.map(\.created.timestamp)), \(last.map(\.created.userRecordName)), \(last.map(\.created.deviceID)),
+                \(last.map(\.modified.timestamp)), \(last.map(\.modified.userRecordName)), \(last.map(\.modified.deviceID)))
+                AS u(name, type, seq, fields, parent, share, guid, ca, cb, cd, ma, mb, md)
+            ON CONFLICT (zone_id, record_name) DO UPDATE SET
+                record_type = excluded.record_type, change_seq = excluded.change_seq, deleted = false, fields = excluded.fields,
+                parent_name = excluded.parent_name, share_name = excluded.share_name, short_guid = excluded.short_guid,
+                created_at = excluded.created_at, created_by = excluded.created_by, created_device = excluded.created_device,
+                modified_at = excluded.modified_at, modified_by = excluded.modified_by, modified_device = excluded.modified_device
+            """, logger: logger)
+        let sources = last.map(\.recordName)
+        try await connection.query("DELETE FROM record_references WHERE zone_id = \(zone) AND source_name = ANY(\(sources))", logger: logger)
+        let references = last.flatMap { write in write.deleteSelfTargets.map { (target: $0, source: write.recordName) } }
+        if !references.isEmpty {
+            try await connection.query(
+                """
+                INSERT INTO record_references (zone_id, target_name, source_name)
+                SELECT \(zone), t, s FROM UNNEST(\(references.map(\.target)), \(references.map(\.source))) AS u(t, s)
+                ON CONFLICT DO NOTHING
+                """, logger: logger)
+        }
+    }
+}
