@@ -198,18 +198,18 @@ public struct DatabaseService: Sendable {
             // Receipts saved in records are attached in the same transaction: the cleanup keeps their files while a
             // record holds them.
             assetAttachments: Dictionary(
-                assets.attachments.map { (modifications[$0.key].recordName, $0.value) }, uniquingKeysWith: { first, _ in first })
+                assets.attachments.map { (modifications[$0.key].recordName, $0.value) }, uniquingKeysWith: { first, _ in first }),
+            // Leaving a share is part of the batch's transaction, after its operations.
+            sharesLeft: modifications.indices.compactMap { refusals[$0] == nil ? leaving[$0] : nil }
         )
         var batchResults =
-            batch.operations.isEmpty ? [] : try await mapStoreErrors(writing: true) { try await store.modifyRecords(batch, logger: logger) }
+            batch.operations.isEmpty && batch.sharesLeft.isEmpty
+            ? [] : try await mapStoreErrors(writing: true) { try await store.modifyRecords(batch, logger: logger) }
         var results: [RecordModificationResult] = []
         for index in modifications.indices {
             if let refusal = refusals[index] {
                 results.append(.failed(refusal))
             } else if let shareName = leaving[index] {
-                try await mapStoreErrors {
-                    try await store.leaveShare(shareRecordName: shareName, zoneName: zoneName, in: database, userRecordName: author, logger: logger)
-                }
                 results.append(.deleted(recordName: shareName))
             } else {
                 results.append(batchResults.removeFirst())

@@ -58,11 +58,14 @@ public struct RecordBatch: Sendable, Hashable {
     /// Asset receipts each record of the batch holds, by record name: marked attached in the batch's transaction when
     /// that record is saved, so a crash cannot leave a saved record whose file the cleanup would delete.
     public var assetAttachments: [String: [AssetAttachment]]
+    /// Share records a participant deleted from their shared database: they leave those shares, in the batch's
+    /// transaction, after its operations.
+    public var sharesLeft: [String]
 
     public init(
         database: DatabaseRef, zoneName: String, atomic: Bool, operations: [RecordModification], author: String, deviceID: String,
         timestamp: Int64, maximumRecordSize: Int = 1_000_000, onlyCreatorMayModify: Bool = false, access: ParticipantAccess? = nil,
-        shareChanges: [ShareChange] = [], assetAttachments: [String: [AssetAttachment]] = [:]
+        shareChanges: [ShareChange] = [], assetAttachments: [String: [AssetAttachment]] = [:], sharesLeft: [String] = []
     ) {
         self.database = database
         self.zoneName = zoneName
@@ -76,6 +79,7 @@ public struct RecordBatch: Sendable, Hashable {
         self.access = access
         self.shareChanges = shareChanges
         self.assetAttachments = assetAttachments
+        self.sharesLeft = sharesLeft
     }
 
     /// The receipts to mark attached, given the batch's results: those of the records it saved.

@@ -272,12 +272,4 @@ extension PostgresRecordStore {
             try await Self.run(ShareScripts.accept(shortGUID: shortGUID, userRecordName: userRecordName), connection, logger: logger)
         }
     }
-
-    public func leaveShare(shareRecordName: String, zoneName: String, in database: DatabaseRef, userRecordName: String, logger: Logger) async throws {
-        try await transaction(logger: logger) { connection in
-            try await Self.run(
-                ShareScripts.leave(shareRecordName: shareRecordName, zoneName: zoneName, in: database, userRecordName: userRecordName), connection,
-                logger: logger)
-        }
-    }
 }

@@ -277,10 +277,4 @@ extension SQLiteRecordStore {
     public func acceptShare(shortGUID: String, userRecordName: String, logger: Logger) async throws -> ShareState {
         try await write { db in try Self.run(ShareScripts.accept(shortGUID: shortGUID, userRecordName: userRecordName), db) }
     }
-
-    public func leaveShare(shareRecordName: String, zoneName: String, in database: DatabaseRef, userRecordName: String, logger: Logger) async throws {
-        try await write { db in
-            try Self.run(ShareScripts.leave(shareRecordName: shareRecordName, zoneName: zoneName, in: database, userRecordName: userRecordName), db)
-        }
-    }
 }

@@ -16,9 +16,6 @@ public protocol ShareStore: Sendable {
     /// does not list them. The zone appears in their shared database.
     func acceptShare(shortGUID: String, userRecordName: String, logger: Logger) async throws -> ShareState
 
-    /// Takes a user off a share (leaving); the zone leaves their shared database if no other share keeps it there.
-    func leaveShare(shareRecordName: String, zoneName: String, in database: DatabaseRef, userRecordName: String, logger: Logger) async throws
-
     /// The zones currently shared with a user in a container environment.
     func sharedZones(userRecordName: String, container: String, environment: ContainerEnvironment, logger: Logger) async throws -> [SharedZone]
 

@@ -32,7 +32,18 @@ public struct ModifyRecordsScript {
     }
 
     private func write(in zone: ZoneRow) throws -> TransactionScript<[RecordModificationResult]> {
-        .perform(.readRecords(zone: zone.id, zoneID: zoneID, names: Array(batch.namesToRead))) { answer in
+        let batch = self.batch
+        return try modify(in: zone).then { results in
+            // A participant who deleted share records leaves those shares, after the batch's own writes.
+            try TransactionScript.forEach(batch.sharesLeft) { name in
+                ShareScripts.leave(shareRecordName: name, in: zone, userRecordName: batch.author)
+            }.map { results }
+        }
+    }
+
+    private func modify(in zone: ZoneRow) throws -> TransactionScript<[RecordModificationResult]> {
+        guard !batch.operations.isEmpty else { return .done([]) }
+        return .perform(.readRecords(zone: zone.id, zoneID: zoneID, names: Array(batch.namesToRead))) { answer in
             try plan(existing: try answer.records, zone: zone).then { plan, existing in
                 try checkShareChanges(plan, existing: existing, zone: zone).then { plan, shareChanges in
                     try apply(plan, existing: existing, shareChanges: shareChanges, zone: zone)

@@ -89,23 +89,19 @@ public enum ShareScripts {
         }
     }
 
-    /// A participant leaves a share: their status becomes removed and their view of the zone is refreshed (their
-    /// devices drop what they no longer see). The owner does not leave their own share.
-    public static func leave(
-        shareRecordName: String, zoneName: String, in database: DatabaseRef, userRecordName: String
-    ) -> TransactionScript<Void> {
-        .perform(.findZone(database, zoneName: zoneName, lock: true)) { answer in
-            guard let zone = try answer.zone else { throw StoreError(.notFound, "share \(shareRecordName) does not exist") }
-            return .perform(.readShare(.record(zone: zone.id, shareRecordName: shareRecordName))) { answer in
-                guard let (shareID, share) = try answer.share, let participant = share.participant(userRecordName) else {
-                    throw StoreError(.notFound, "share \(shareRecordName) does not exist")
-                }
-                let leaving: [StoreAction] =
-                    participant.type == .owner ? [] : [.setParticipantStatus(shareID: shareID, userRecordName: userRecordName, .removed)]
-                return try TransactionScript.perform(leaving)
-                    .then { touchShareRecord(shareRecordName, zone: zone) }
-                    .then { try refreshViews(zone: zone.id, users: [userRecordName]) }
+    /// A participant leaves a share of a zone the transaction holds (they deleted its share record from their shared
+    /// database): their status becomes removed and their view of the zone is refreshed, so their devices drop what
+    /// they no longer see. The owner does not leave their own share.
+    static func leave(shareRecordName: String, in zone: ZoneRow, userRecordName: String) -> TransactionScript<Void> {
+        .perform(.readShare(.record(zone: zone.id, shareRecordName: shareRecordName))) { answer in
+            guard let (shareID, share) = try answer.share, let participant = share.participant(userRecordName) else {
+                throw StoreError(.notFound, "share \(shareRecordName) does not exist")
             }
+            let leaving: [StoreAction] =
+                participant.type == .owner ? [] : [.setParticipantStatus(shareID: shareID, userRecordName: userRecordName, .removed)]
+            return try TransactionScript.perform(leaving)
+                .then { touchShareRecord(shareRecordName, zone: zone) }
+                .then { try refreshViews(zone: zone.id, users: [userRecordName]) }
         }
     }
 }

@@ -1,0 +1,166 @@
+import CumulusModel
+import CumulusStore
+import Testing
+
+/// The scripts' sequences, read without a database: which actions a store is asked for, in which order, and with what.
+/// Both stores run the same scripts (the conformance and server suites check what they store); these tests pin the
+/// shape, so a step that adds a round trip to the common write, or reorders the locks, fails here first.
+@Suite("Transaction scripts", .timeLimit(.minutes(10)))
+struct TransactionScriptTests {
+    let database = DatabaseRef(container: "c", environment: .development, scope: .private, ownerRecordName: "_me")
+    let zone = ZoneRow(id: 7, databaseID: 3, changeSequence: 40)
+
+    /// Runs a script as a store would, answering each action with `answer` and keeping the actions asked for.
+    func run<Output>(_ script: TransactionScript<Output>, answer: (StoreAction) throws -> StoreAnswer) throws -> (Output, [StoreAction]) {
+        var script = script
+        var actions: [StoreAction] = []
+        while true {
+            switch script {
+            case .done(let output): return (output, actions)
+            case .run(let action, let then):
+                actions.append(action)
+                script = try then(try answer(action))
+            }
+        }
+    }
+
+    func batch(_ operations: [RecordModification], zoneName: String = "Z") -> RecordBatch {
+        RecordBatch(database: database, zoneName: zoneName, atomic: true, operations: operations, author: "_me", deviceID: "d", timestamp: 2)
+    }
+
+    func names(_ actions: [StoreAction]) -> [String] {
+        actions.map { action in String(describing: action).prefix { $0 != "(" }.description }
+    }
+
+    @Test func aSingleNewRecordIsFourActionsAndTakesTheNextSequence() throws {
+        let operation = RecordModification(operationType: .create, recordName: "r", recordType: "T", fields: ["a": .int64(1)])
+        let (results, actions) = try run(ModifyRecordsScript.script(batch([operation]), planner: RecordBatchPlanner(makeShortGUID: { "g" }))) {
+            action in
+            switch action {
+            case .findZone: .zone(zone)
+            case .readRecords: .records([:])
+            default: .none
+            }
+        }
+        #expect(names(actions) == ["findZone", "readRecords", "saveRecords", "finishZoneWrite"])
+        guard case .findZone(_, _, let lock) = actions[0] else { return }
+        #expect(lock, "a writer locks the zone first")
+        guard case .saveRecords(let zoneRowID, let writes, let sequences) = actions[2] else { return }
+        #expect(zoneRowID == 7 && writes.map(\.recordName) == ["r"] && sequences == [41])
+        guard case .finishZoneWrite(_, let databaseID, let sequence) = actions[3] else { return }
+        #expect(databaseID == 3 && sequence == 41)
+        guard case .saved(let record) = results.first else {
+            Issue.record("expected a saved record, got \(results)")
+            return
+        }
+        #expect(record.changeSequence == 41)
+    }
+
+    @Test func theDefaultZoneIsCreatedWithItsDatabaseOnFirstWrite() throws {
+        let operation = RecordModification(operationType: .create, recordName: "r", recordType: "T", fields: [:])
+        var found = false
+        let (_, actions) = try run(
+            ModifyRecordsScript.script(batch([operation], zoneName: ZoneID.defaultZoneName), planner: RecordBatchPlanner(makeShortGUID: { "g" }))
+        ) { action in
+            switch action {
+            case .findZone:
+                defer { found = true }
+                return .zone(found ? zone : nil)
+            case .createDatabase: return .sequence(3)
+            case .readRecords: return .records([:])
+            default: return .none
+            }
+        }
+        #expect(names(actions).prefix(3) == ["findZone", "createDatabase", "findZone"])
+    }
+
+    @Test func anotherZoneThatDoesNotExistFailsBeforeAnyWrite() throws {
+        let operation = RecordModification(operationType: .create, recordName: "r", recordType: "T", fields: [:])
+        var asked: [String] = []
+        #expect(throws: StoreError.self) {
+            _ = try run(ModifyRecordsScript.script(batch([operation]), planner: RecordBatchPlanner(makeShortGUID: { "g" }))) { action in
+                asked.append(String(describing: action))
+                return .zone(nil)
+            }
+        }
+        #expect(asked.count == 1)
+    }
+
+    @Test func deletionsCascadeALevelAtATimeAndTakeOneSequenceEach() throws {
+        // c points at b, b at a (DELETE_SELF): deleting a deletes all three, a first.
+        let stamp = RecordStamp(timestamp: 1, userRecordName: "_me", deviceID: "d")
+        let existing = StoredRecord(
+            header: RecordHeader(
+                recordName: "a", recordType: "T", recordChangeTag: ChangeTag.make(40), created: stamp, modified: stamp, zoneID: database.zoneID("Z")),
+            fieldsJSON: RecordFieldsCoding.canonical([:]), changeSequence: 40)
+        let operation = RecordModification(operationType: .forceDelete, recordName: "a", recordType: nil)
+        let referrers: [String: [String]] = ["a": ["b"], "b": ["c"]]
+        let (_, actions) = try run(ModifyRecordsScript.script(batch([operation]), planner: RecordBatchPlanner(makeShortGUID: { "g" }))) { action in
+            switch action {
+            case .findZone: .zone(zone)
+            case .readRecords: .records(["a": existing])
+            case .readReferrers(_, let targets): .list(targets.flatMap { referrers[$0] ?? [] })
+            case .readShareRows: .shareRows([])
+            default: .none
+            }
+        }
+        #expect(
+            names(actions) == [
+                "findZone", "readRecords", "readReferrers", "readReferrers", "readReferrers", "deleteRecords", "readShareRows", "finishZoneWrite",
+            ])
+        guard case .deleteRecords(_, let deleted, let sequences, _) = actions[5] else { return }
+        #expect(deleted == ["a", "b", "c"] && sequences == [41, 42, 43])
+        guard case .finishZoneWrite(_, _, let sequence) = actions.last else { return }
+        #expect(sequence == 43)
+    }
+
+    @Test func aParticipantLeavesTheSharesTheyDeletedInTheBatchsTransaction() throws {
+        var batch = batch([])
+        batch.author = "_bob"
+        batch.sharesLeft = ["share"]
+        let state = ShareState(
+            database: database, zoneName: "Z", zoneIncarnation: 7, shareRecordName: "share", rootRecordName: "root", shortGUID: "g",
+            publicPermission: .none,
+            participants: [ShareParticipantState(userRecordName: "_bob", type: .user, permission: .readWrite, status: .accepted)], shareRecord: nil)
+        let (results, actions) = try run(ModifyRecordsScript.script(batch, planner: RecordBatchPlanner(makeShortGUID: { "g" }))) { action in
+            switch action {
+            case .findZone: .zone(zone)
+            case .readShare: .share((id: 5, state: state))
+            case .takeZoneSequence, .takeSharedDatabaseSequence: .sequence(50)
+            case .readViewAccess: .viewAccess(nil)
+            case .readView:
+                .view(StoredView(ended: false, access: SharedViewAccess(acceptedShares: [(rootRecordName: "root", shareRecordName: "share")])))
+            default: .none
+            }
+        }
+        #expect(results.isEmpty)
+        #expect(
+            names(actions) == [
+                "findZone", "readShare", "setParticipantStatus", "takeZoneSequence", "renumberRecords", "touchZone", "readViewAccess", "readView",
+                "takeSharedDatabaseSequence", "endView",
+            ])
+    }
+
+    @Test func viewsAreRefreshedUserByUserInNameOrder() throws {
+        let access = SharedViewAccess(acceptedShares: [(rootRecordName: "root", shareRecordName: "share")])
+        let (_, actions) = try run(ShareScripts.refreshViews(zone: 7, users: ["zoe", "amy"])) { action in
+            switch action {
+            case .readViewAccess: .viewAccess(access)
+            case .readView: .view(nil)
+            case .takeSharedDatabaseSequence: .sequence(9)
+            default: .none
+            }
+        }
+        let begun = actions.compactMap { action -> String? in
+            if case .beginView(_, let user, let position, _) = action, position == 9 { return user }
+            return nil
+        }
+        #expect(begun == ["amy", "zoe"])
+    }
+
+    @Test func aStoreThatAnswersTheWrongKindFailsTheTransaction() throws {
+        #expect(throws: StoreError.self) {
+            _ = try run(ZoneScripts.records(named: ["r"], zoneName: "Z", in: database, access: nil)) { _ in .none }
+        }
+    }
+}
