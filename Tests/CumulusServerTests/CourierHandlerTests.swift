@@ -266,9 +266,20 @@ struct CourierHandlerTests {
             )
             let courier = try #require(
                 try await post("/device/1/\(TestWorld.container)/development/tokens/create", "{}")["webcourierURL"]?.stringValue)
-            var (stream, response) = try await EventStreamReader.open(client, courier)
-            #expect(response.status == .ok)
-            #expect(try await stream.next()?.comment == "connected")
+            // Opening the stream is retried as the requests are; once it says "connected", a reset is a failure.
+            var attempt = 1
+            var stream: EventStreamReader
+            while true {
+                do {
+                    var (opened, response) = try await EventStreamReader.open(client, courier)
+                    #expect(response.status == .ok)
+                    #expect(try await opened.next()?.comment == "connected")
+                    stream = opened
+                    break
+                } catch let error as NIOCore.IOError where attempt < 3 && error.errnoCode == ECONNRESET {
+                    attempt += 1
+                }
+            }
             try await Task.sleep(for: .seconds(7))
             _ = try await post(
                 "\(database)/records/modify", #"{"zoneID":{"zoneName":"Drives"},"operations":[\#(PushTests.drive("late", distance: 1))]}"#)
