@@ -193,6 +193,16 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "CumulusStoreSQLiteTests",
+            dependencies: [
+                "CumulusModel", "CumulusStore", "CumulusStoreSQLite", .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(name: "CumulusCoreTests", dependencies: ["CumulusModel", "CumulusStore", "CumulusCore"], swiftSettings: swiftSettings),
+        .testTarget(name: "CumulusClientTests", dependencies: ["CumulusModel", "CumulusClient"], swiftSettings: swiftSettings),
+        .testTarget(
             name: "CumulusServerTests",
             dependencies: [
                 "CumulusClient",
