@@ -151,8 +151,8 @@ public actor SyncEngine {
         func contains(_ zoneID: ZoneID) -> Bool {
             switch self {
             case .all, .recordIDs: true
-            case .zoneIDs(let zones): zones.contains { Self.sameZone($0, zoneID) }
-            case .allExcluding(let zones): !zones.contains { Self.sameZone($0, zoneID) }
+            case .zoneIDs(let zones): zones.contains { $0.isSameZone(as: zoneID) }
+            case .allExcluding(let zones): !zones.contains { $0.isSameZone(as: zoneID) }
             }
         }
 
@@ -163,16 +163,8 @@ public actor SyncEngine {
             return contains(change.recordID.zoneID)
         }
 
-        /// Zones are (name, owner). A zone named without an owner is the current user's own: in a private database it
-        /// matches the same zone named with the owner the server gives it; in a shared database every zone has one.
-        static func sameZone(_ a: ZoneID, _ b: ZoneID) -> Bool {
-            guard a.zoneName == b.zoneName else { return false }
-            guard let first = a.ownerRecordName, let second = b.ownerRecordName else { return true }
-            return first == second
-        }
-
         static func sameRecord(_ a: RecordID, _ b: RecordID) -> Bool {
-            a.recordName == b.recordName && sameZone(a.zoneID, b.zoneID)
+            a.recordName == b.recordName && a.zoneID.isSameZone(as: b.zoneID)
         }
     }
 

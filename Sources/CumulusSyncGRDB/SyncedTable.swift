@@ -75,10 +75,8 @@ public struct SyncedTable: Sendable, Hashable {
     /// Whether a zone's records belong in this table: same name, and the same owner unless rows carry their owner. A
     /// table whose zone names no owner is the current user's own zone, which the server names with the user's name.
     public func holds(_ zone: ZoneID) -> Bool {
-        guard zone.zoneName == zoneID.zoneName else { return false }
-        if ownerColumn != nil { return true }
-        guard let owner = zoneID.ownerRecordName, let other = zone.ownerRecordName else { return true }
-        return owner == other
+        if ownerColumn != nil { return zone.zoneName == zoneID.zoneName }
+        return zoneID.isSameZone(as: zone)
     }
 
     /// The SQL condition and argument that select the rows of one record: by primary key, and owner if rows carry one.

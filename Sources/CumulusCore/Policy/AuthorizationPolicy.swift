@@ -105,6 +105,6 @@ public struct AuthorizationPolicy: Sendable {
 
     /// The placeholders clients use for "the current user".
     static func meansCaller(_ owner: String) -> Bool {
-        owner == "__defaultOwner__" || owner == "_defaultOwner" || owner.isEmpty
+        owner == ZoneID.currentUserOwnerName || owner == ZoneID.publicOwnerName || owner.isEmpty
     }
 }

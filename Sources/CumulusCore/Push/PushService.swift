@@ -320,10 +320,10 @@ public struct PushService: Sendable {
                 let covered = zones.filter { zone in
                     switch subscription.kind {
                     case .database: return true
-                    case .zone: return subscription.zoneID.map { SubscriptionMatcher.sameZone($0, zone.zoneID) } ?? false
+                    case .zone: return subscription.zoneID.map { $0.isSameZone(as: zone.zoneID) } ?? false
                     case .query:
                         if subscription.zoneWide { return true }
-                        return subscription.zoneID.map { SubscriptionMatcher.sameZone($0, zone.zoneID) } ?? false
+                        return subscription.zoneID.map { $0.isSameZone(as: zone.zoneID) } ?? false
                     }
                 }
                 result.append((subscription, scope, covered))

@@ -30,25 +30,17 @@ public enum SubscriptionMatcher {
             return true
         case .zone:
             guard let zone = subscription.zoneID else { return false }
-            return sameZone(zone, zoneID)
+            return zone.isSameZone(as: zoneID)
         case .query:
             guard let query = subscription.query, subscription.firesOn.contains(change.event), query.recordType == change.header.recordType
             else {
                 return false
             }
             if !subscription.zoneWide {
-                guard let zone = subscription.zoneID, sameZone(zone, zoneID) else { return false }
+                guard let zone = subscription.zoneID, zone.isSameZone(as: zoneID) else { return false }
             }
             return query.filters.allSatisfy { matches($0, change) }
         }
-    }
-
-    /// Zones match by name and, when the subscription names one, by owner (a shared database holds zones of many
-    /// owners with the same name).
-    static func sameZone(_ subscribed: ZoneID, _ changed: ZoneID) -> Bool {
-        guard subscribed.zoneName == changed.zoneName else { return false }
-        guard let owner = subscribed.ownerRecordName, !owner.isEmpty, owner != "__defaultOwner__" else { return true }
-        return owner == changed.ownerRecordName
     }
 
     // MARK: - Filters

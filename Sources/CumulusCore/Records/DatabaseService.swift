@@ -73,9 +73,7 @@ public struct DatabaseService: Sendable {
         if scope == .shared {
             let shared = try await sharedZoneSummaries(caller: caller, logger: logger)
             return request.zones.map { zoneID in
-                if let zone = shared.first(where: {
-                    $0.state.zoneID.zoneName == zoneID.zoneName && $0.state.zoneID.ownerRecordName == zoneID.ownerRecordName
-                }) {
+                if let zone = shared.first(where: { $0.state.zoneID == zoneID }) {
                     return .found(zone)
                 }
                 return .notFound(zoneID)

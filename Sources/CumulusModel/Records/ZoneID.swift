@@ -4,6 +4,8 @@ public struct ZoneID: Sendable, Hashable, CustomStringConvertible {
     public static let defaultZoneName = "_defaultZone"
     /// The owner name of the public database's zone.
     public static let publicOwnerName = "_defaultOwner"
+    /// CloudKit's name for "the current user" as a zone's owner (`CKCurrentUserDefaultName`).
+    public static let currentUserOwnerName = "__defaultOwner__"
 
     /// The zone's name.
     public var zoneName: String
@@ -19,7 +21,21 @@ public struct ZoneID: Sendable, Hashable, CustomStringConvertible {
     /// Whether this is the default zone.
     public var isDefaultZone: Bool { zoneName == Self.defaultZoneName }
 
-    public var description: String { "\(zoneName):\(ownerRecordName ?? "__defaultOwner__")" }
+    public var description: String { "\(zoneName):\(ownerRecordName ?? Self.currentUserOwnerName)" }
+
+    /// Whether two zone IDs name the same zone, the one rule everywhere a caller's zone ID meets a stored one. A zone
+    /// named without an owner (or as the current user's, `__defaultOwner__`) is the caller's own: it is the same zone as
+    /// that name with the owner the server gives it. Two named owners must be equal. (`==` is exact identity: a shared
+    /// database's zones always carry their owner.)
+    public func isSameZone(as other: ZoneID) -> Bool {
+        guard zoneName == other.zoneName else { return false }
+        func named(_ owner: String?) -> String? {
+            guard let owner, !owner.isEmpty, owner != Self.currentUserOwnerName else { return nil }
+            return owner
+        }
+        guard let first = named(ownerRecordName), let second = named(other.ownerRecordName) else { return true }
+        return first == second
+    }
 
     /// Reads a zone ID dictionary, accepting `ownerName` for `ownerRecordName` as some clients send it.
     public init(wire object: WireObject) throws(WireFormatError) {
