@@ -636,7 +636,7 @@ enum BenchStore {
             // As many connections as a deployed instance would have by default.
             let client = PostgresClient(configuration: location.clientConfiguration(maximumConnections: 20))
             let running = Task { await client.run() }
-            try await PostgresSchema.migrate(client, logger: logger)
+            try await PostgresMigrations.migrate(client, logger: logger)
             let password = location.password.map { ":\($0)" } ?? ""
             let url = "postgres://\(location.username)\(password)@\(location.host):\(location.port)/\(name)?sslmode=\(location.tls.rawValue)"
             return (

@@ -8,7 +8,7 @@ import Synchronization
 /// The PostgreSQL store: many stateless Cumulus instances over one database.
 ///
 /// It does not own its client: run the `PostgresClient` in the same `ServiceGroup` as the server (it is a `Service`),
-/// and call ``PostgresSchema/migrate(_:logger:)`` before serving.
+/// and call ``PostgresMigrations/migrate(_:logger:)`` before serving.
 ///
 /// Every method is one transaction. Record semantics come from the same ``RecordBatchPlanner`` and ``SharePlanner`` as
 /// the SQLite store's; this type only reads, locks and writes, with set-based statements.

@@ -105,7 +105,7 @@ enum StoreLocation {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { await migrator.run() }
                 defer { group.cancelAll() }
-                try await PostgresSchema.migrate(migrator, logger: logger)
+                try await PostgresMigrations.migrate(migrator, logger: logger)
             }
             let client = PostgresClient(configuration: location.clientConfiguration(maximumConnections: connections), backgroundLogger: logger)
             return (PostgresRecordStore(client: client, metrics: StoreMetrics.postgres(poolSize: connections)), client)

@@ -42,7 +42,7 @@ struct PostgresOutageTests {
             configuration.options.connectionIdleTimeout = .seconds(2)
             let client = PostgresClient(configuration: configuration)
             Task { await client.run() }
-            try await PostgresSchema.migrate(client, logger: Logger(label: "postgres-test"))
+            try await PostgresMigrations.migrate(client, logger: Logger(label: "postgres-test"))
             return PostgresRecordStore(client: client, connectionWait: .seconds(2), operationTimeout: .seconds(2))
         }
         let world = try await TestWorld.make(store: store)

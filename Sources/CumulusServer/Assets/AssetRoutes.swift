@@ -18,7 +18,7 @@ import Synchronization
 struct AssetRoutes {
     let database: DatabaseService
     let storage: any AssetStorage
-    let links: AssetLinks
+    let links: AssetURLs
     let limits: Limits
 
     func registerOperations(on group: RouterGroup<CumulusRequestContext>) {

@@ -17,7 +17,7 @@ struct DatabaseRoutes {
     /// The configured public URL; `nil` uses the request's host.
     let address: PublicAddress
     let metrics: ServerMetrics
-    let assetLinks: AssetLinks
+    let assetURLs: AssetURLs
 
     /// The records a feed page holds (not its tombstones), for their assets' download URLs.
     static func changedRecords(in page: ZoneChangePage) -> [StoredRecord] {
@@ -204,7 +204,7 @@ struct DatabaseRoutes {
         let caller = try context.requireCaller()
         let response = try await database.lookupRecords(caller: caller, scope: try context.databaseScope(), request: lookup, logger: context.logger)
         metrics.read(response.results.count { if case .found = $0 { true } else { false } }, operation: "lookup")
-        let options = try await assetLinks.options(
+        let options = try await assetURLs.options(
             numbersAsStrings: lookup.numbersAsStrings,
             records: response.results.compactMap { if case .found(let record, _) = $0 { record } else { nil } }, request: request,
             logger: context.logger)
@@ -235,7 +235,7 @@ struct DatabaseRoutes {
         }
         let response = try await database.modifyRecords(caller: caller, scope: scope, request: body, logger: context.logger)
         metrics.wrote(response.results.count { if case .failed = $0.0 { false } else { true } })
-        let options = try await assetLinks.options(
+        let options = try await assetURLs.options(
             numbersAsStrings: response.numbersAsStrings,
             // Links for the records answered with fields: saved ones the client asked fields of (a client asking for
             // none, as CloudKit clients saving do, costs no scan of its records for assets), and the server's record of
@@ -268,7 +268,7 @@ struct DatabaseRoutes {
             caller: caller, scope: try context.databaseScope(), request: try RecordsQueryRequest(wire: body), logger: context.logger
         )
         metrics.read(response.records.count, operation: "query")
-        let options = try await assetLinks.options(
+        let options = try await assetURLs.options(
             numbersAsStrings: response.numbersAsStrings, records: response.records, request: request, logger: context.logger)
         let presentation = sharePresentation(response.shares, caller: caller, request: request)
         var writer = JSONWriter(reservingCapacity: 1024 * response.records.count)
@@ -308,7 +308,7 @@ struct DatabaseRoutes {
             guard case .resolved(let info) = result, info.rootRecordDesiredKeys?.isEmpty != true else { return nil }
             return info.rootRecord
         }
-        let options = try await assetLinks.options(numbersAsStrings: false, records: roots, request: request, logger: context.logger)
+        let options = try await assetURLs.options(numbersAsStrings: false, records: roots, request: request, logger: context.logger)
         var writer = JSONWriter()
         writer.shareLinkResults(results, viewer: caller.authorName, rootRecordOptions: options) { shareURL($0, request: request) }
         return .json(writer)
@@ -355,7 +355,7 @@ struct DatabaseRoutes {
         let caller = try context.requireCaller()
         let results = try await database.zoneChanges(caller: caller, scope: try context.databaseScope(), request: changes, logger: context.logger)
         countFeedPages(results)
-        let options = try await assetLinks.options(
+        let options = try await assetURLs.options(
             numbersAsStrings: changes.numbersAsStrings, records: results.flatMap(Self.changedRecords), request: request, logger: context.logger)
         var writer = JSONWriter(reservingCapacity: 64 * 1024)
         writer.beginObject()
@@ -406,7 +406,7 @@ struct DatabaseRoutes {
         guard case .page(let page, let syncToken, let desiredKeys, let shares) = results.first else {
             throw CumulusError(.internalError, "no result for records/changes")
         }
-        let options = try await assetLinks.options(
+        let options = try await assetURLs.options(
             numbersAsStrings: changes.numbersAsStrings, records: Self.changedRecords(in: page), request: request, logger: context.logger)
         let presentation = sharePresentation(shares, caller: caller, request: request)
         var writer = JSONWriter(reservingCapacity: 64 * 1024)

@@ -40,7 +40,7 @@ struct TestStore: Sendable, CustomTestStringConvertible {
         configuration.options.connectionIdleTimeout = .seconds(2)
         let client = PostgresClient(configuration: configuration)
         Task { await client.run() }
-        try await PostgresSchema.migrate(client, logger: logger)
+        try await PostgresMigrations.migrate(client, logger: logger)
         // Tests run side by side on two cores: a connection may take longer than a server's 5 s to come free.
         return PostgresRecordStore(client: client, connectionWait: .seconds(30), metrics: metrics)
     }

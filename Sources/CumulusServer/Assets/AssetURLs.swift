@@ -11,7 +11,7 @@ import Synchronization
 /// carries (it works without credentials, as CloudKit's do). A URL names its purpose, container, environment, asset
 /// and expiry; its signature is an HMAC of them under a key derived from the store's secret, so an altered or expired
 /// URL is refused and every instance over one store accepts the others' URLs.
-final class AssetLinks: Sendable {
+final class AssetURLs: Sendable {
     let database: DatabaseService
     let clock: WallClock
     let address: PublicAddress

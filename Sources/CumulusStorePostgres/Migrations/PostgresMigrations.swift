@@ -10,7 +10,7 @@ public import PostgresNIO
 /// versions and applies the missing ones, each in its own transaction, so two instances on an empty database migrate
 /// it once, and an instance that finds a version it does not know (a newer Cumulus migrated the database) refuses to
 /// run instead of writing rows a newer schema would misread.
-public enum PostgresSchema {
+public enum PostgresMigrations {
     /// One migration: its number, a name for logs, and its statements.
     struct Migration: Sendable {
         var version: Int

@@ -36,7 +36,7 @@ enum PostgresTestServer {
     /// Runs `body` with a migrated store over a fresh database holding one container, `c`.
     static func withFreshStore<T: Sendable>(_ body: @Sendable (PostgresRecordStore) async throws -> T) async throws -> T {
         try await withFreshDatabase { client, _ in
-            try await PostgresSchema.migrate(client, logger: logger)
+            try await PostgresMigrations.migrate(client, logger: logger)
             let store = PostgresRecordStore(client: client, connectionWait: .seconds(30))
             try await store.createContainer("c", createdAt: 0, logger: logger)
             return try await body(store)
@@ -61,7 +61,7 @@ enum PostgresTestServer {
         configuration.options.connectionIdleTimeout = .seconds(2)
         let client = PostgresClient(configuration: configuration)
         Task { await client.run() }
-        try await PostgresSchema.migrate(client, logger: logger)
+        try await PostgresMigrations.migrate(client, logger: logger)
         // Tests run side by side on two cores: a connection may take longer than a server's 5 s to come free.
         return PostgresRecordStore(client: client, maximumFieldIndexes: maximumFieldIndexes ?? 64, connectionWait: .seconds(30))
     }
@@ -129,17 +129,17 @@ struct PostgresLocationTests {
     }
 }
 
-@Suite("PostgreSQL schema", .enabled(if: PostgresTestServer.url != nil, PostgresTestServer.skipped), .timeLimit(.minutes(10)))
-struct PostgresSchemaTests {
+@Suite("PostgreSQL migrations", .enabled(if: PostgresTestServer.url != nil, PostgresTestServer.skipped), .timeLimit(.minutes(10)))
+struct PostgresMigrationsTests {
     @Test func instancesStartingTogetherMigrateAnEmptyDatabaseOnce() async throws {
         try await PostgresTestServer.withFreshDatabase { client, _ in
             // Eight instances start at the same moment.
             try await withThrowingTaskGroup(of: Void.self) { group in
-                for _ in 0..<8 { group.addTask { try await PostgresSchema.migrate(client, logger: PostgresTestServer.logger) } }
+                for _ in 0..<8 { group.addTask { try await PostgresMigrations.migrate(client, logger: PostgresTestServer.logger) } }
                 try await group.waitForAll()
             }
-            let versions = try await PostgresSchema.appliedVersions(client, logger: PostgresTestServer.logger)
-            #expect(versions == Array(1...PostgresSchema.currentVersion))
+            let versions = try await PostgresMigrations.appliedVersions(client, logger: PostgresTestServer.logger)
+            #expect(versions == Array(1...PostgresMigrations.currentVersion))
             var tables: [String] = []
             for try await name in try await client.query("SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY tablename")
                 .decode(String.self)
@@ -152,11 +152,11 @@ struct PostgresSchemaTests {
 
     @Test func anOlderInstanceRefusesANewerSchema() async throws {
         try await PostgresTestServer.withFreshDatabase { client, _ in
-            try await PostgresSchema.migrate(client, logger: PostgresTestServer.logger)
-            let future = PostgresSchema.currentVersion + 1
+            try await PostgresMigrations.migrate(client, logger: PostgresTestServer.logger)
+            let future = PostgresMigrations.currentVersion + 1
             try await client.query("INSERT INTO cumulus_schema_migrations (version, name) VALUES (\(future), 'from the future')")
             await #expect {
-                try await PostgresSchema.migrate(client, logger: PostgresTestServer.logger)
+                try await PostgresMigrations.migrate(client, logger: PostgresTestServer.logger)
             } throws: { error in
                 guard let error = error as? StoreError else { return false }
                 return error.code == .misconfigured && error.message.contains("version \(future), newer than this Cumulus knows")
@@ -317,7 +317,7 @@ struct PostgresConcurrencyTests {
         async throws
     {
         try await PostgresTestServer.withFreshDatabase { client, location in
-            try await PostgresSchema.migrate(client, logger: logger)
+            try await PostgresMigrations.migrate(client, logger: logger)
             let first = PostgresRecordStore(client: client, connectionWait: .seconds(30))
             try await first.createContainer("c", createdAt: 0, logger: logger)
             _ = try await first.modifyZones(

@@ -1,4 +1,4 @@
-extension PostgresSchema {
+extension PostgresMigrations {
     /// The migrations, in order. The tables mirror the SQLite store's, so both stores keep the same rules with the
     /// same shapes: see `SQLiteRecordStore+Migrations.swift` for what each table is for. Until the PostgreSQL store
     /// ships in a release, version 1 may still change.
