@@ -39,7 +39,7 @@ struct WireFidelityTests {
         // A token issued in the earlier base64url shape keeps working: only its hash is looked up.
         let legacy = TokenCodec.makeToken()
         try await world.store.saveAPIToken(
-            APITokenRecord(tokenHash: TokenCodec.hash(legacy), container: TestWorld.container, environment: .development, createdAt: 0),
+            StoredAPIToken(tokenHash: TokenCodec.hash(legacy), container: TestWorld.container, environment: .development, createdAt: 0),
             logger: Logger(label: "test"))
         try await world.test { client in
             let answer = try await client.send("zones/list", as: .apiTokenAndUser(legacy, world.alice), method: .get)

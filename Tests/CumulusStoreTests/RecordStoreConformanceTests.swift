@@ -147,8 +147,8 @@ struct RecordStoreConformanceTests {
     @Test(arguments: StoreFactory.all)
     func pushTokensAreSavedReboundAndTrimmedToTheNewest(_ factory: StoreFactory) async throws {
         let store = try await prepared(factory)
-        func token(_ value: String, user: String?, at time: Int64) -> PushTokenRecord {
-            PushTokenRecord(token: value, container: Self.container, environment: .development, userRecordName: user, createdAt: time)
+        func token(_ value: String, user: String?, at time: Int64) -> StoredPushToken {
+            StoredPushToken(token: value, container: Self.container, environment: .development, userRecordName: user, createdAt: time)
         }
         for (index, value) in ["t1", "t2", "t3", "t4"].enumerated() {
             try await store.savePushToken(token(value, user: "_alice", at: Int64(index)), logger: logger)
@@ -261,13 +261,13 @@ struct RecordStoreConformanceTests {
         try await store.createContainer("iCloud.com.example.another", createdAt: 7, logger: logger)
         #expect(
             try await store.listContainers(logger: logger) == [
-                ContainerRecord(id: "iCloud.com.example.another", createdAt: 7), ContainerRecord(id: Self.container, createdAt: 0),
+                StoredContainer(id: "iCloud.com.example.another", createdAt: 7), StoredContainer(id: Self.container, createdAt: 0),
             ])
 
         let tokens = [
-            APITokenRecord(tokenHash: [2], container: Self.container, environment: .production, createdAt: 20),
-            APITokenRecord(tokenHash: [1], container: Self.container, environment: .development, createdAt: 10),
-            APITokenRecord(tokenHash: [3], container: "iCloud.com.example.another", environment: .development, createdAt: 5),
+            StoredAPIToken(tokenHash: [2], container: Self.container, environment: .production, createdAt: 20),
+            StoredAPIToken(tokenHash: [1], container: Self.container, environment: .development, createdAt: 10),
+            StoredAPIToken(tokenHash: [3], container: "iCloud.com.example.another", environment: .development, createdAt: 5),
         ]
         for token in tokens { try await store.saveAPIToken(token, logger: logger) }
         try await store.revokeAPIToken(hash: [2], logger: logger)
@@ -282,7 +282,7 @@ struct RecordStoreConformanceTests {
         #expect(try await store.listUsers(container: Self.container, logger: logger).map(\.userRecordName) == ["_a", "_b"])
 
         // A new password signs the user out; a new email alone does not.
-        try await store.saveWebAuthToken(WebAuthTokenRecord(tokenHash: [8], userRecordName: "_b", createdAt: 1, expiresAt: 99), logger: logger)
+        try await store.saveWebAuthToken(StoredWebAuthToken(tokenHash: [8], userRecordName: "_b", createdAt: 1, expiresAt: 99), logger: logger)
         try await store.updateUser(userRecordName: "_b", email: "bob@example.com", passwordHash: "old", signOut: false, logger: logger)
         #expect(try await store.webAuthToken(hash: [8], logger: logger) != nil)
         try await store.updateUser(userRecordName: "_b", email: "bob@example.com", passwordHash: "new", signOut: true, logger: logger)
@@ -300,9 +300,9 @@ struct RecordStoreConformanceTests {
         #expect(missing?.code == .notFound)
 
         let keys = [
-            ServerKeyRecord(keyID: "k1", container: Self.container, environment: .development, publicKeyPEM: "pem1", createdAt: 1),
-            ServerKeyRecord(keyID: "k2", container: Self.container, environment: .production, publicKeyPEM: "pem2", createdAt: 2),
-            ServerKeyRecord(keyID: "k3", container: "iCloud.com.example.another", environment: .development, publicKeyPEM: "pem3", createdAt: 1),
+            StoredServerKey(keyID: "k1", container: Self.container, environment: .development, publicKeyPEM: "pem1", createdAt: 1),
+            StoredServerKey(keyID: "k2", container: Self.container, environment: .production, publicKeyPEM: "pem2", createdAt: 2),
+            StoredServerKey(keyID: "k3", container: "iCloud.com.example.another", environment: .development, publicKeyPEM: "pem3", createdAt: 1),
         ]
         for key in keys { try await store.saveServerKey(key, logger: logger) }
         try await store.revokeServerKey(id: "k1", logger: logger)
@@ -319,7 +319,7 @@ struct RecordStoreConformanceTests {
         #expect(try await store.containerExists(Self.container, logger: logger))
         #expect(try await !store.containerExists("other", logger: logger))
 
-        let token = APITokenRecord(tokenHash: [1, 2, 3], container: Self.container, environment: .production, createdAt: 5)
+        let token = StoredAPIToken(tokenHash: [1, 2, 3], container: Self.container, environment: .production, createdAt: 5)
         try await store.saveAPIToken(token, logger: logger)
         #expect(try await store.apiToken(hash: [1, 2, 3], logger: logger) == token)
         try await store.revokeAPIToken(hash: [1, 2, 3], logger: logger)
@@ -341,14 +341,14 @@ struct RecordStoreConformanceTests {
         let discovered = try await store.users(container: Self.container, emails: ["A@EXAMPLE.COM"], userRecordNames: [], logger: logger)
         #expect(discovered.map(\.userRecordName) == ["_u1"] && discovered.first?.discoverable == true)
 
-        try await store.saveWebAuthToken(WebAuthTokenRecord(tokenHash: [7], userRecordName: "_u1", createdAt: 1, expiresAt: 99), logger: logger)
+        try await store.saveWebAuthToken(StoredWebAuthToken(tokenHash: [7], userRecordName: "_u1", createdAt: 1, expiresAt: 99), logger: logger)
         let found = try await store.webAuthToken(hash: [7], logger: logger)
         #expect(found?.0.expiresAt == 99)
         #expect(found?.1.userRecordName == user.userRecordName && found?.1.discoverable == true)
         try await store.deleteWebAuthToken(hash: [7], logger: logger)
         #expect(try await store.webAuthToken(hash: [7], logger: logger) == nil)
 
-        let key = ServerKeyRecord(keyID: "k", container: Self.container, environment: .development, publicKeyPEM: "pem", createdAt: 3)
+        let key = StoredServerKey(keyID: "k", container: Self.container, environment: .development, publicKeyPEM: "pem", createdAt: 3)
         try await store.saveServerKey(key, logger: logger)
         #expect(try await store.serverKey(id: "k", logger: logger) == key)
 

@@ -4,19 +4,19 @@ public import Logging
 /// What the `cumulus` command line lists and changes: containers, API tokens, users and server-to-server keys.
 extension AccountService {
     /// Every container.
-    public func listContainers(logger: Logger) async throws -> [ContainerRecord] {
+    public func listContainers(logger: Logger) async throws -> [StoredContainer] {
         try await store.listContainers(logger: logger)
     }
 
     /// A container's API tokens, revoked ones included. Only their hashes are stored: a token is shown by its
     /// ``tokenFingerprint(_:)``.
-    public func listAPITokens(container: String, logger: Logger) async throws -> [APITokenRecord] {
+    public func listAPITokens(container: String, logger: Logger) async throws -> [StoredAPIToken] {
         try await requireContainer(container, logger: logger)
         return try await store.listAPITokens(container: container, logger: logger)
     }
 
     /// How `cumulus tokens list` names a token whose value is not kept: the first 12 hex digits of its SHA-256.
-    public static func tokenFingerprint(_ token: APITokenRecord) -> String {
+    public static func tokenFingerprint(_ token: StoredAPIToken) -> String {
         token.tokenHash.prefix(6).map { byte in (byte < 16 ? "0" : "") + String(byte, radix: 16) }.joined()
     }
 
@@ -65,7 +65,7 @@ extension AccountService {
     }
 
     /// A container's server-to-server keys, revoked ones included.
-    public func listServerKeys(container: String, logger: Logger) async throws -> [ServerKeyRecord] {
+    public func listServerKeys(container: String, logger: Logger) async throws -> [StoredServerKey] {
         try await requireContainer(container, logger: logger)
         return try await store.listServerKeys(container: container, logger: logger)
     }

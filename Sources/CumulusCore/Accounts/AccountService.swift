@@ -57,7 +57,7 @@ public struct AccountService: Sendable {
         try await requireContainer(container, logger: logger)
         let token = TokenCodec.makeAPIToken()
         try await store.saveAPIToken(
-            APITokenRecord(tokenHash: TokenCodec.hash(token), container: container, environment: environment, createdAt: clock.milliseconds()),
+            StoredAPIToken(tokenHash: TokenCodec.hash(token), container: container, environment: environment, createdAt: clock.milliseconds()),
             logger: logger
         )
         return token
@@ -83,7 +83,7 @@ public struct AccountService: Sendable {
     }
 
     /// The container environment an API token opens, or `AUTHENTICATION_FAILED`.
-    public func authenticate(apiToken: String, logger: Logger) async throws -> APITokenRecord {
+    public func authenticate(apiToken: String, logger: Logger) async throws -> StoredAPIToken {
         let hash = TokenCodec.hash(apiToken)
         let now = clock.milliseconds()
         if let record = credentials.apiToken(hash: hash, now: now) { return record }
@@ -137,7 +137,7 @@ public struct AccountService: Sendable {
         let token = TokenCodec.makeToken()
         let now = clock.milliseconds()
         try await store.saveWebAuthToken(
-            WebAuthTokenRecord(
+            StoredWebAuthToken(
                 tokenHash: TokenCodec.hash(token), userRecordName: user.userRecordName, createdAt: now, expiresAt: now + webAuthTokenLifetime),
             logger: logger
         )
@@ -230,7 +230,7 @@ public struct AccountService: Sendable {
         }
         let keyID = TokenCodec.makeKeyID()
         try await store.saveServerKey(
-            ServerKeyRecord(
+            StoredServerKey(
                 keyID: keyID, container: container, environment: environment, publicKeyPEM: key.pemRepresentation, createdAt: clock.milliseconds()),
             logger: logger
         )
@@ -238,7 +238,7 @@ public struct AccountService: Sendable {
     }
 
     /// A registered, unrevoked server-to-server key.
-    public func serverKey(id: String, logger: Logger) async throws -> ServerKeyRecord? {
+    public func serverKey(id: String, logger: Logger) async throws -> StoredServerKey? {
         guard let key = try await store.serverKey(id: id, logger: logger), !key.revoked else { return nil }
         return key
     }

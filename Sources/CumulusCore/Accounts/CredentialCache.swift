@@ -9,8 +9,8 @@ import Synchronization
 /// revoke`), within the cache's lifetime.
 final class CredentialCache: Sendable {
     private struct Entry {
-        var apiToken: APITokenRecord?
-        var webAuthToken: (WebAuthTokenRecord, UserAccount)?
+        var apiToken: StoredAPIToken?
+        var webAuthToken: (StoredWebAuthToken, UserAccount)?
         var expiresAt: Int64
     }
 
@@ -25,25 +25,25 @@ final class CredentialCache: Sendable {
         self.capacity = capacity
     }
 
-    func apiToken(hash: [UInt8], now: Int64) -> APITokenRecord? {
+    func apiToken(hash: [UInt8], now: Int64) -> StoredAPIToken? {
         entries.withLock { entries in
             guard let entry = entries[hash], entry.expiresAt > now else { return nil }
             return entry.apiToken
         }
     }
 
-    func webAuthToken(hash: [UInt8], now: Int64) -> (WebAuthTokenRecord, UserAccount)? {
+    func webAuthToken(hash: [UInt8], now: Int64) -> (StoredWebAuthToken, UserAccount)? {
         entries.withLock { entries in
             guard let entry = entries[hash], entry.expiresAt > now else { return nil }
             return entry.webAuthToken
         }
     }
 
-    func keep(apiToken: APITokenRecord, hash: [UInt8], now: Int64) {
+    func keep(apiToken: StoredAPIToken, hash: [UInt8], now: Int64) {
         keep(Entry(apiToken: apiToken, expiresAt: now + lifetime), hash: hash, now: now)
     }
 
-    func keep(webAuthToken: (WebAuthTokenRecord, UserAccount), hash: [UInt8], now: Int64) {
+    func keep(webAuthToken: (StoredWebAuthToken, UserAccount), hash: [UInt8], now: Int64) {
         keep(Entry(webAuthToken: webAuthToken, expiresAt: now + lifetime), hash: hash, now: now)
     }
 

@@ -31,7 +31,7 @@ public struct ConsoleService: Sendable {
 
     /// The environment's API tokens (by hash) and server-to-server keys.
     public func credentials(container: String, environment: ContainerEnvironment, logger: Logger) async throws
-        -> (apiTokens: [APITokenRecord], serverKeys: [ServerKeyRecord])
+        -> (apiTokens: [StoredAPIToken], serverKeys: [StoredServerKey])
     {
         try await mapStoreErrors {
             let tokens = try await store.listAPITokens(container: container, logger: logger).filter { $0.environment == environment }

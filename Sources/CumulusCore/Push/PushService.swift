@@ -80,9 +80,9 @@ public struct PushService: Sendable {
     /// on. A token made before signing in is stored only when `tokens/register` binds it, so anonymous callers cannot
     /// fill the store with tokens; it is signed (``SyncTokenCodec/newPushToken(container:environment:)``), so the
     /// courier knows it was issued here without storing it.
-    public func createToken(caller: Caller, logger: Logger) async throws -> PushTokenRecord {
+    public func createToken(caller: Caller, logger: Logger) async throws -> StoredPushToken {
         let codec = try await mapStoreErrors { try await secrets.codec(logger: logger) }
-        let token = PushTokenRecord(
+        let token = StoredPushToken(
             token: codec.newPushToken(container: caller.container, environment: caller.environment), container: caller.container,
             environment: caller.environment, userRecordName: nil, createdAt: clock.milliseconds())
         guard let user = caller.user else { return token }
@@ -94,7 +94,7 @@ public struct PushService: Sendable {
     /// Only a token this server issued for the container environment, and bound to nobody or to the caller already, is
     /// registered. A token another user's device holds (its value is in that device's courier URL, which logs and
     /// proxies see) answers as one of another container does, and stays where it is.
-    public func registerToken(_ value: String, caller: Caller, logger: Logger) async throws -> PushTokenRecord {
+    public func registerToken(_ value: String, caller: Caller, logger: Logger) async throws -> StoredPushToken {
         guard let user = caller.user else { throw CumulusError(.authenticationRequired, "registering a push token needs ckWebAuthToken") }
         let codec = try await mapStoreErrors { try await secrets.codec(logger: logger) }
         guard codec.isPushToken(value, container: caller.container, environment: caller.environment) else {
@@ -108,13 +108,13 @@ public struct PushService: Sendable {
             throw CumulusError(.notFound, "apnsToken: no such token in this container")
         }
         if let stored, stored.userRecordName == user.userRecordName { return stored }
-        let token = PushTokenRecord(
+        let token = StoredPushToken(
             token: value, container: caller.container, environment: caller.environment, userRecordName: nil, createdAt: clock.milliseconds())
         return try await bind(token, to: user.userRecordName, logger: logger)
     }
 
     /// Stores a token bound to a user, starting from the feeds' current positions, and trims the user's oldest tokens.
-    func bind(_ token: PushTokenRecord, to user: String, logger: Logger) async throws -> PushTokenRecord {
+    func bind(_ token: StoredPushToken, to user: String, logger: Logger) async throws -> StoredPushToken {
         var token = token
         token.userRecordName = user
         token.createdAt = clock.milliseconds()
@@ -285,7 +285,7 @@ public struct PushService: Sendable {
 
     /// The user's subscriptions with the zones each watches, and the ``ChangeSignal`` keys of the databases whose
     /// commits may concern them.
-    func watched(user: String, token: PushTokenRecord, logger: Logger) async throws
+    func watched(user: String, token: StoredPushToken, logger: Logger) async throws
         -> (subscriptions: [(Subscription, DatabaseScope, [WatchedZone])], keys: Set<String>)
     {
         let privateDatabase = DatabaseRef(container: token.container, environment: token.environment, scope: .private, ownerRecordName: user)
@@ -435,7 +435,7 @@ public struct PushService: Sendable {
     }
 
     /// Stores a token's delivery state when it moved: most checks find nothing new and write nothing.
-    func save(_ state: DeliveryState, of token: PushTokenRecord, ifChangedFrom before: DeliveryState, logger: Logger) async throws {
+    func save(_ state: DeliveryState, of token: StoredPushToken, ifChangedFrom before: DeliveryState, logger: Logger) async throws {
         guard state != before else { return }
         var updated = token
         updated.positions = state.json
@@ -478,7 +478,7 @@ public struct PushService: Sendable {
     /// An APNs payload as CloudKit's courier sends it: `aps` from the subscription's `notificationInfo`, and `ck` with
     /// `met` (zone and database subscriptions) or `qry` (query subscriptions, `fo`: 1 created, 2 updated, 3 deleted).
     static func notification(
-        _ subscription: Subscription, scope: DatabaseScope, zone: ZoneID, user: String, token: PushTokenRecord, record: RecordChangeEvent?
+        _ subscription: Subscription, scope: DatabaseScope, zone: ZoneID, user: String, token: StoredPushToken, record: RecordChangeEvent?
     ) -> [UInt8] {
         let info = subscription.notificationInfo
         var writer = JSONWriter()

@@ -33,7 +33,7 @@ struct PushRoutes {
         router.get("courier/1/:container/:environment/:token", use: courier)
     }
 
-    func answer(_ token: PushTokenRecord, request: Request) -> Response {
+    func answer(_ token: StoredPushToken, request: Request) -> Response {
         var writer = JSONWriter()
         writer.beginObject()
         writer.key("apnsEnvironment")

@@ -1,7 +1,7 @@
 public import CumulusModel
 
 /// A container, as the command line lists it.
-public struct ContainerRecord: Sendable, Hashable {
+public struct StoredContainer: Sendable, Hashable {
     public var id: String
     /// Milliseconds since the epoch.
     public var createdAt: Int64
@@ -13,7 +13,7 @@ public struct ContainerRecord: Sendable, Hashable {
 }
 
 /// An API token: identifies a container and environment (`ckAPIToken`). Only its hash is stored.
-public struct APITokenRecord: Sendable, Hashable {
+public struct StoredAPIToken: Sendable, Hashable {
     public var tokenHash: [UInt8]
     public var container: String
     public var environment: ContainerEnvironment
@@ -58,7 +58,7 @@ public struct UserAccount: Sendable, Hashable {
 }
 
 /// A web auth token: identifies a user (`ckWebAuthToken`). Only its hash is stored.
-public struct WebAuthTokenRecord: Sendable, Hashable {
+public struct StoredWebAuthToken: Sendable, Hashable {
     public var tokenHash: [UInt8]
     public var userRecordName: String
     public var createdAt: Int64
@@ -74,7 +74,7 @@ public struct WebAuthTokenRecord: Sendable, Hashable {
 }
 
 /// A server-to-server key: an ECDSA P-256 public key registered for a container and environment.
-public struct ServerKeyRecord: Sendable, Hashable {
+public struct StoredServerKey: Sendable, Hashable {
     public var keyID: String
     public var container: String
     public var environment: ContainerEnvironment

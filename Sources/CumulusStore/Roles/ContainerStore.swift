@@ -11,19 +11,19 @@ public protocol ContainerStore: Sendable {
     func containerExists(_ container: String, logger: Logger) async throws -> Bool
 
     /// Stores a new API token.
-    func saveAPIToken(_ token: APITokenRecord, logger: Logger) async throws
+    func saveAPIToken(_ token: StoredAPIToken, logger: Logger) async throws
 
     /// The API token with this hash, revoked or not.
-    func apiToken(hash: [UInt8], logger: Logger) async throws -> APITokenRecord?
+    func apiToken(hash: [UInt8], logger: Logger) async throws -> StoredAPIToken?
 
     /// Revokes an API token. Throws ``StoreError/Code/notFound`` if there is none.
     func revokeAPIToken(hash: [UInt8], logger: Logger) async throws
 
     /// Stores a server-to-server key.
-    func saveServerKey(_ key: ServerKeyRecord, logger: Logger) async throws
+    func saveServerKey(_ key: StoredServerKey, logger: Logger) async throws
 
     /// The server-to-server key with this ID.
-    func serverKey(id: String, logger: Logger) async throws -> ServerKeyRecord?
+    func serverKey(id: String, logger: Logger) async throws -> StoredServerKey?
 
     /// Records one use of a server-to-server signature, identified by `digest`, kept until `expiresAt` (when the
     /// request's date leaves the accepted window). Answers `false` if the signature was used before: a replay. Uses
@@ -36,13 +36,13 @@ public protocol ContainerStore: Sendable {
     func countAttempts(keys: [String], windowStart: Int64, forgetBefore: Int64, logger: Logger) async throws -> [Int]
 
     /// Every container, by identifier.
-    func listContainers(logger: Logger) async throws -> [ContainerRecord]
+    func listContainers(logger: Logger) async throws -> [StoredContainer]
 
     /// A container's API tokens, revoked ones included, oldest first.
-    func listAPITokens(container: String, logger: Logger) async throws -> [APITokenRecord]
+    func listAPITokens(container: String, logger: Logger) async throws -> [StoredAPIToken]
 
     /// A container's server-to-server keys, revoked ones included, oldest first.
-    func listServerKeys(container: String, logger: Logger) async throws -> [ServerKeyRecord]
+    func listServerKeys(container: String, logger: Logger) async throws -> [StoredServerKey]
 
     /// Revokes a server-to-server key. Throws ``StoreError/Code/notFound`` if there is none.
     func revokeServerKey(id: String, logger: Logger) async throws

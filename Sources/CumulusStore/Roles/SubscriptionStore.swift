@@ -10,12 +10,12 @@ public protocol SubscriptionStore: Sendable {
     func modifySubscriptions(of owner: SubscriptionOwner, saving: [StoredSubscription], deleting: [String], logger: Logger) async throws
 
     /// Stores a new push token, or replaces one (its user and delivery positions).
-    func savePushToken(_ token: PushTokenRecord, logger: Logger) async throws
+    func savePushToken(_ token: StoredPushToken, logger: Logger) async throws
 
     /// The push token with this value.
-    func pushToken(_ token: String, logger: Logger) async throws -> PushTokenRecord?
+    func pushToken(_ token: String, logger: Logger) async throws -> StoredPushToken?
 
-    /// Deletes a user's push tokens beyond the `keeping` most recently bound (``PushTokenRecord/createdAt``), so one
+    /// Deletes a user's push tokens beyond the `keeping` most recently bound (``StoredPushToken/createdAt``), so one
     /// user cannot pile up tokens. Returns how many were deleted.
     func trimPushTokens(of userRecordName: String, container: String, environment: ContainerEnvironment, keeping: Int, logger: Logger)
         async throws -> Int

@@ -13,10 +13,10 @@ public protocol UserStore: Sendable {
     func user(userRecordName: String, logger: Logger) async throws -> UserAccount?
 
     /// Stores a new web auth token.
-    func saveWebAuthToken(_ token: WebAuthTokenRecord, logger: Logger) async throws
+    func saveWebAuthToken(_ token: StoredWebAuthToken, logger: Logger) async throws
 
     /// The web auth token with this hash and its user.
-    func webAuthToken(hash: [UInt8], logger: Logger) async throws -> (WebAuthTokenRecord, UserAccount)?
+    func webAuthToken(hash: [UInt8], logger: Logger) async throws -> (StoredWebAuthToken, UserAccount)?
 
     /// Deletes a web auth token (signing out). Does nothing if there is none.
     func deleteWebAuthToken(hash: [UInt8], logger: Logger) async throws

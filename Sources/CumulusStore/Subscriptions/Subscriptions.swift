@@ -32,7 +32,7 @@ public struct StoredSubscription: Sendable, Hashable {
 /// A push token (`tokens/create`): a device's courier address, bound to the user it notifies, with how far its
 /// notifications have been delivered (the positions each subscription was last notified at, as JSON the push service
 /// owns).
-public struct PushTokenRecord: Sendable, Hashable {
+public struct StoredPushToken: Sendable, Hashable {
     public var token: String
     public var container: String
     public var environment: ContainerEnvironment

@@ -15,7 +15,7 @@ extension PostgresRecordStore {
         try await first(query("SELECT EXISTS (SELECT 1 FROM containers WHERE id = \(container))", logger: logger).decode(Bool.self)) ?? false
     }
 
-    public func saveAPIToken(_ token: APITokenRecord, logger: Logger) async throws {
+    public func saveAPIToken(_ token: StoredAPIToken, logger: Logger) async throws {
         try await query(
             """
             INSERT INTO api_tokens (token_hash, container_id, environment, created_at, revoked)
@@ -23,7 +23,7 @@ extension PostgresRecordStore {
             """, logger: logger, duplicate: "this API token already exists", missingReference: "container \(token.container) does not exist")
     }
 
-    public func apiToken(hash: [UInt8], logger: Logger) async throws -> APITokenRecord? {
+    public func apiToken(hash: [UInt8], logger: Logger) async throws -> StoredAPIToken? {
         let rows = try await query(
             "SELECT container_id, environment, created_at, revoked FROM api_tokens WHERE token_hash = \(Data(hash))", logger: logger)
         guard let (container, environment, createdAt, revoked) = try await first(rows.decode((String, String, Int64, Bool).self)) else {
@@ -32,7 +32,7 @@ extension PostgresRecordStore {
         guard let environment = ContainerEnvironment(rawValue: environment) else {
             throw StoreError(.corrupt, "api token has an unknown environment")
         }
-        return APITokenRecord(tokenHash: hash, container: container, environment: environment, createdAt: createdAt, revoked: revoked)
+        return StoredAPIToken(tokenHash: hash, container: container, environment: environment, createdAt: createdAt, revoked: revoked)
     }
 
     public func revokeAPIToken(hash: [UInt8], logger: Logger) async throws {
@@ -82,7 +82,7 @@ extension PostgresRecordStore {
         ).first
     }
 
-    public func saveWebAuthToken(_ token: WebAuthTokenRecord, logger: Logger) async throws {
+    public func saveWebAuthToken(_ token: StoredWebAuthToken, logger: Logger) async throws {
         try await query(
             """
             INSERT INTO web_auth_tokens (token_hash, user_record_name, created_at, expires_at)
@@ -90,7 +90,7 @@ extension PostgresRecordStore {
             """, logger: logger, missingReference: "no such user")
     }
 
-    public func webAuthToken(hash: [UInt8], logger: Logger) async throws -> (WebAuthTokenRecord, UserAccount)? {
+    public func webAuthToken(hash: [UInt8], logger: Logger) async throws -> (StoredWebAuthToken, UserAccount)? {
         let rows = try await query(
             PostgresQuery(
                 unsafeSQL: """
@@ -103,7 +103,7 @@ extension PostgresRecordStore {
             let user = UserAccount(
                 userRecordName: userRecordName, container: container, name: name, email: email, passwordHash: passwordHash,
                 discoverable: discoverable, createdAt: userCreatedAt)
-            return (WebAuthTokenRecord(tokenHash: hash, userRecordName: userRecordName, createdAt: createdAt, expiresAt: expiresAt), user)
+            return (StoredWebAuthToken(tokenHash: hash, userRecordName: userRecordName, createdAt: createdAt, expiresAt: expiresAt), user)
         }
         return nil
     }
@@ -112,7 +112,7 @@ extension PostgresRecordStore {
         try await query("DELETE FROM web_auth_tokens WHERE token_hash = \(Data(hash))", logger: logger)
     }
 
-    public func saveServerKey(_ key: ServerKeyRecord, logger: Logger) async throws {
+    public func saveServerKey(_ key: StoredServerKey, logger: Logger) async throws {
         try await query(
             """
             INSERT INTO server_keys (key_id, container_id, environment, public_key_pem, created_at, revoked)
@@ -145,7 +145,7 @@ extension PostgresRecordStore {
         return keys.map { counts[$0] ?? 0 }
     }
 
-    public func serverKey(id: String, logger: Logger) async throws -> ServerKeyRecord? {
+    public func serverKey(id: String, logger: Logger) async throws -> StoredServerKey? {
         let rows = try await query(
             "SELECT container_id, environment, public_key_pem, created_at, revoked FROM server_keys WHERE key_id = \(id)", logger: logger)
         guard let (container, environment, pem, createdAt, revoked) = try await first(rows.decode((String, String, String, Int64, Bool).self)) else {
@@ -154,7 +154,7 @@ extension PostgresRecordStore {
         guard let environment = ContainerEnvironment(rawValue: environment) else {
             throw StoreError(.corrupt, "server key has an unknown environment")
         }
-        return ServerKeyRecord(keyID: id, container: container, environment: environment, publicKeyPEM: pem, createdAt: createdAt, revoked: revoked)
+        return StoredServerKey(keyID: id, container: container, environment: environment, publicKeyPEM: pem, createdAt: createdAt, revoked: revoked)
     }
 
     public func users(container: String, emails: [String], userRecordNames: [String], logger: Logger) async throws -> [UserAccount] {

@@ -6,27 +6,27 @@ import PostgresNIO
 
 /// What the `cumulus` command line lists and changes.
 extension PostgresRecordStore {
-    public func listContainers(logger: Logger) async throws -> [ContainerRecord] {
-        var containers: [ContainerRecord] = []
+    public func listContainers(logger: Logger) async throws -> [StoredContainer] {
+        var containers: [StoredContainer] = []
         for try await (id, createdAt) in try await query("SELECT id, created_at FROM containers ORDER BY id", logger: logger).decode(
             (String, Int64).self)
         {
-            containers.append(ContainerRecord(id: id, createdAt: createdAt))
+            containers.append(StoredContainer(id: id, createdAt: createdAt))
         }
         return containers
     }
 
-    public func listAPITokens(container: String, logger: Logger) async throws -> [APITokenRecord] {
+    public func listAPITokens(container: String, logger: Logger) async throws -> [StoredAPIToken] {
         let rows = try await query(
             "SELECT token_hash, environment, created_at, revoked FROM api_tokens WHERE container_id = \(container) ORDER BY created_at, token_hash",
             logger: logger)
-        var tokens: [APITokenRecord] = []
+        var tokens: [StoredAPIToken] = []
         for try await (hash, environment, createdAt, revoked) in rows.decode((Data, String, Int64, Bool).self) {
             guard let environment = ContainerEnvironment(rawValue: environment) else {
                 throw StoreError(.corrupt, "api token has an unknown environment")
             }
             tokens.append(
-                APITokenRecord(tokenHash: Array(hash), container: container, environment: environment, createdAt: createdAt, revoked: revoked))
+                StoredAPIToken(tokenHash: Array(hash), container: container, environment: environment, createdAt: createdAt, revoked: revoked))
         }
         return tokens
     }
@@ -39,19 +39,19 @@ extension PostgresRecordStore {
                 logger: logger))
     }
 
-    public func listServerKeys(container: String, logger: Logger) async throws -> [ServerKeyRecord] {
+    public func listServerKeys(container: String, logger: Logger) async throws -> [StoredServerKey] {
         let rows = try await query(
             """
             SELECT key_id, environment, public_key_pem, created_at, revoked FROM server_keys
             WHERE container_id = \(container) ORDER BY created_at, key_id
             """, logger: logger)
-        var keys: [ServerKeyRecord] = []
+        var keys: [StoredServerKey] = []
         for try await (keyID, environment, pem, createdAt, revoked) in rows.decode((String, String, String, Int64, Bool).self) {
             guard let environment = ContainerEnvironment(rawValue: environment) else {
                 throw StoreError(.corrupt, "server key has an unknown environment")
             }
             keys.append(
-                ServerKeyRecord(
+                StoredServerKey(
                     keyID: keyID, container: container, environment: environment, publicKeyPEM: pem, createdAt: createdAt, revoked: revoked))
         }
         return keys

@@ -47,7 +47,7 @@ extension PostgresRecordStore {
 }
 
 extension PostgresRecordStore {
-    public func savePushToken(_ token: PushTokenRecord, logger: Logger) async throws {
+    public func savePushToken(_ token: StoredPushToken, logger: Logger) async throws {
         try await query(
             """
             INSERT INTO push_tokens (token, container_id, environment, user_record_name, positions, created_at)
@@ -58,13 +58,13 @@ extension PostgresRecordStore {
             """, logger: logger, missingReference: "the container does not exist")
     }
 
-    public func pushToken(_ token: String, logger: Logger) async throws -> PushTokenRecord? {
+    public func pushToken(_ token: String, logger: Logger) async throws -> StoredPushToken? {
         let rows = try await query(
             "SELECT container_id, environment, user_record_name, positions, created_at FROM push_tokens WHERE token = \(token)", logger: logger)
         for try await row in rows {
             let reader = RowReader(row)
             guard let environment = ContainerEnvironment(rawValue: try reader[1]) else { throw StoreError(.corrupt, "unknown environment") }
-            return PushTokenRecord(
+            return StoredPushToken(
                 token: token, container: try reader[0], environment: environment, userRecordName: try reader[2], positions: reader.bytes(3) ?? [],
                 createdAt: try reader[4])
         }

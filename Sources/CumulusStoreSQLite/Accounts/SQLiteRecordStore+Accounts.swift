@@ -21,7 +21,7 @@ extension SQLiteRecordStore {
         }
     }
 
-    public func saveAPIToken(_ token: APITokenRecord, logger: Logger) async throws {
+    public func saveAPIToken(_ token: StoredAPIToken, logger: Logger) async throws {
         try await write { db in
             try db.cachedStatement(sql: "INSERT INTO api_tokens (token_hash, container_id, environment, created_at, revoked) VALUES (?, ?, ?, ?, ?)")
                 .execute(arguments: [Data(token.tokenHash), token.container, token.environment.rawValue, token.createdAt, token.revoked]
@@ -29,7 +29,7 @@ extension SQLiteRecordStore {
         }
     }
 
-    public func apiToken(hash: [UInt8], logger: Logger) async throws -> APITokenRecord? {
+    public func apiToken(hash: [UInt8], logger: Logger) async throws -> StoredAPIToken? {
         try await read { db in
             guard
                 let row = try Row.fetchOne(
@@ -40,7 +40,7 @@ extension SQLiteRecordStore {
             guard let environment = ContainerEnvironment(rawValue: row["environment"]) else {
                 throw StoreError(.corrupt, "api token has an unknown environment")
             }
-            return APITokenRecord(
+            return StoredAPIToken(
                 tokenHash: hash, container: row["container_id"], environment: environment, createdAt: row["created_at"], revoked: row["revoked"])
         }
     }
@@ -103,7 +103,7 @@ extension SQLiteRecordStore {
         }
     }
 
-    public func saveWebAuthToken(_ token: WebAuthTokenRecord, logger: Logger) async throws {
+    public func saveWebAuthToken(_ token: StoredWebAuthToken, logger: Logger) async throws {
         try await write { db in
             try db.cachedStatement(sql: "INSERT INTO web_auth_tokens (token_hash, user_record_name, created_at, expires_at) VALUES (?, ?, ?, ?)")
                 .execute(arguments: [Data(token.tokenHash), token.userRecordName, token.createdAt, token.expiresAt]
@@ -111,7 +111,7 @@ extension SQLiteRecordStore {
         }
     }
 
-    public func webAuthToken(hash: [UInt8], logger: Logger) async throws -> (WebAuthTokenRecord, UserAccount)? {
+    public func webAuthToken(hash: [UInt8], logger: Logger) async throws -> (StoredWebAuthToken, UserAccount)? {
         try await read { db in
             guard
                 let row = try Row.fetchOne(
@@ -120,7 +120,7 @@ extension SQLiteRecordStore {
                 )
             else { return nil }
             let user = Self.user(row)
-            let token = WebAuthTokenRecord(
+            let token = StoredWebAuthToken(
                 tokenHash: hash, userRecordName: user.userRecordName, createdAt: row["token_created_at"], expiresAt: row["expires_at"]
             )
             return (token, user)
@@ -133,7 +133,7 @@ extension SQLiteRecordStore {
         }
     }
 
-    public func saveServerKey(_ key: ServerKeyRecord, logger: Logger) async throws {
+    public func saveServerKey(_ key: StoredServerKey, logger: Logger) async throws {
         try await write { db in
             try db.cachedStatement(
                 sql: "INSERT INTO server_keys (key_id, container_id, environment, public_key_pem, created_at, revoked) VALUES (?, ?, ?, ?, ?, ?)"
@@ -164,7 +164,7 @@ extension SQLiteRecordStore {
         }
     }
 
-    public func serverKey(id: String, logger: Logger) async throws -> ServerKeyRecord? {
+    public func serverKey(id: String, logger: Logger) async throws -> StoredServerKey? {
         try await read { db in
             guard
                 let row = try Row.fetchOne(
@@ -176,7 +176,7 @@ extension SQLiteRecordStore {
             guard let environment = ContainerEnvironment(rawValue: row["environment"]) else {
                 throw StoreError(.corrupt, "server key has an unknown environment")
             }
-            return ServerKeyRecord(
+            return StoredServerKey(
                 keyID: id, container: row["container_id"], environment: environment, publicKeyPEM: row["public_key_pem"],
                 createdAt: row["created_at"], revoked: row["revoked"]
             )

@@ -6,13 +6,13 @@ public import Logging
 
 /// What the `cumulus` command line lists and changes.
 extension SQLiteRecordStore {
-    public func listContainers(logger: Logger) async throws -> [ContainerRecord] {
+    public func listContainers(logger: Logger) async throws -> [StoredContainer] {
         try await read { db in
-            try Row.fetchAll(db, sql: "SELECT id, created_at FROM containers ORDER BY id").map { ContainerRecord(id: $0[0], createdAt: $0[1]) }
+            try Row.fetchAll(db, sql: "SELECT id, created_at FROM containers ORDER BY id").map { StoredContainer(id: $0[0], createdAt: $0[1]) }
         }
     }
 
-    public func listAPITokens(container: String, logger: Logger) async throws -> [APITokenRecord] {
+    public func listAPITokens(container: String, logger: Logger) async throws -> [StoredAPIToken] {
         try await read { db in
             try Row.fetchAll(
                 db, sql: "SELECT token_hash, environment, created_at, revoked FROM api_tokens WHERE container_id = ? ORDER BY created_at, token_hash",
@@ -21,7 +21,7 @@ extension SQLiteRecordStore {
                 guard let environment = ContainerEnvironment(rawValue: row[1]) else {
                     throw StoreError(.corrupt, "api token has an unknown environment")
                 }
-                return APITokenRecord(
+                return StoredAPIToken(
                     tokenHash: Array(row[0] as Data), container: container, environment: environment, createdAt: row[2], revoked: row[3])
             }
         }
@@ -34,7 +34,7 @@ extension SQLiteRecordStore {
         }
     }
 
-    public func listServerKeys(container: String, logger: Logger) async throws -> [ServerKeyRecord] {
+    public func listServerKeys(container: String, logger: Logger) async throws -> [StoredServerKey] {
         try await read { db in
             try Row.fetchAll(
                 db,
@@ -45,7 +45,7 @@ extension SQLiteRecordStore {
                 guard let environment = ContainerEnvironment(rawValue: row[1]) else {
                     throw StoreError(.corrupt, "server key has an unknown environment")
                 }
-                return ServerKeyRecord(
+                return StoredServerKey(
                     keyID: row[0], container: container, environment: environment, publicKeyPEM: row[2], createdAt: row[3], revoked: row[4])
             }
         }

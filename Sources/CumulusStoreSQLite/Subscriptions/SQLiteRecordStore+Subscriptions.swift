@@ -49,7 +49,7 @@ extension SQLiteRecordStore {
 }
 
 extension SQLiteRecordStore {
-    public func savePushToken(_ token: PushTokenRecord, logger: Logger) async throws {
+    public func savePushToken(_ token: StoredPushToken, logger: Logger) async throws {
         try await write { db in
             try db.cachedStatement(
                 sql: """
@@ -64,7 +64,7 @@ extension SQLiteRecordStore {
         }
     }
 
-    public func pushToken(_ token: String, logger: Logger) async throws -> PushTokenRecord? {
+    public func pushToken(_ token: String, logger: Logger) async throws -> StoredPushToken? {
         try await read { db in
             guard
                 let row = try Row.fetchOne(
@@ -73,7 +73,7 @@ extension SQLiteRecordStore {
                     arguments: [token])
             else { return nil }
             guard let environment = ContainerEnvironment(rawValue: row[1]) else { throw StoreError(.corrupt, "unknown environment") }
-            return PushTokenRecord(
+            return StoredPushToken(
                 token: token, container: row[0], environment: environment, userRecordName: row[2], positions: Array((row[3] as String).utf8),
                 createdAt: row[4])
         }
