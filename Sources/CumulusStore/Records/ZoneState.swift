@@ -13,6 +13,11 @@ public struct ZoneState: Sendable, Hashable {
         self.changeSequence = changeSequence
         self.incarnation = incarnation
     }
+
+    /// The default zone of a database never written: it exists, empty, before the database's first write creates it.
+    public static func unwrittenDefaultZone(of database: DatabaseRef) -> ZoneState {
+        ZoneState(zoneID: database.zoneID(ZoneID.defaultZoneName), changeSequence: 0, incarnation: 0)
+    }
 }
 
 /// The outcome of one `zones/modify` operation.

@@ -123,13 +123,11 @@ extension PostgresRecordStore {
         return nil
     }
 
-    private static func defaultZone(_ database: DatabaseRef) -> ZoneState {
-        ZoneState(zoneID: database.zoneID(ZoneID.defaultZoneName), changeSequence: 0, incarnation: 0)
-    }
-
     public func zones(in database: DatabaseRef, logger: Logger) async throws -> [ZoneState] {
         try await transaction(snapshot: true, logger: logger) { connection in
-            guard let databaseID = try await Self.databaseID(connection, database, logger: logger) else { return [Self.defaultZone(database)] }
+            guard let databaseID = try await Self.databaseID(connection, database, logger: logger) else {
+                return [ZoneState.unwrittenDefaultZone(of: database)]
+            }
             let rows = try await connection.query(
                 """
                 SELECT id, zone_name, change_seq FROM zones WHERE database_id = \(databaseID) AND NOT deleted
@@ -146,7 +144,7 @@ extension PostgresRecordStore {
     public func zones(named names: [String], in database: DatabaseRef, logger: Logger) async throws -> [String: ZoneState] {
         try await transaction(snapshot: true, logger: logger) { connection in
             guard let databaseID = try await Self.databaseID(connection, database, logger: logger) else {
-                return names.contains(ZoneID.defaultZoneName) ? [ZoneID.defaultZoneName: Self.defaultZone(database)] : [:]
+                return names.contains(ZoneID.defaultZoneName) ? [ZoneID.defaultZoneName: ZoneState.unwrittenDefaultZone(of: database)] : [:]
             }
             let rows = try await connection.query(
                 "SELECT id, zone_name, change_seq FROM zones WHERE database_id = \(databaseID) AND NOT deleted AND zone_name = ANY(\(names))",

@@ -50,13 +50,9 @@ extension SQLiteRecordStore {
         }
     }
 
-    private static func defaultZone(_ database: DatabaseRef) -> ZoneState {
-        ZoneState(zoneID: database.zoneID(ZoneID.defaultZoneName), changeSequence: 0, incarnation: 0)
-    }
-
     public func zones(in database: DatabaseRef, logger: Logger) async throws -> [ZoneState] {
         try await read { db in
-            guard let databaseID = try Self.databaseID(db, database) else { return [Self.defaultZone(database)] }
+            guard let databaseID = try Self.databaseID(db, database) else { return [ZoneState.unwrittenDefaultZone(of: database)] }
             let rows = try Row.fetchAll(
                 db.cachedStatement(
                     sql: """
@@ -72,7 +68,7 @@ extension SQLiteRecordStore {
     public func zones(named names: [String], in database: DatabaseRef, logger: Logger) async throws -> [String: ZoneState] {
         try await read { db in
             guard let databaseID = try Self.databaseID(db, database) else {
-                return names.contains(ZoneID.defaultZoneName) ? [ZoneID.defaultZoneName: Self.defaultZone(database)] : [:]
+                return names.contains(ZoneID.defaultZoneName) ? [ZoneID.defaultZoneName: ZoneState.unwrittenDefaultZone(of: database)] : [:]
             }
             let rows = try Row.fetchAll(
                 db.cachedStatement(
