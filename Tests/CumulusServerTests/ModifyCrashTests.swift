@@ -88,8 +88,8 @@ struct ModifyCrashTests {
         return batch
     }
 
-    @Test(arguments: Location.all) func everyBatchIsWholeOrAbsentAfterAKill(_ location: Location) async throws {
-        let arguments = try await location.arguments()
+    @Test(arguments: Location.all) func everyBatchIsWholeOrAbsentAfterAKill(_ store: Location) async throws {
+        let arguments = try await store.arguments()
         func run(_ command: [String]) async throws -> String {
             let result = try await ServeProcessTests.run(command + arguments)
             #expect(result.status == 0, "\(command): \(result.stderr)")
