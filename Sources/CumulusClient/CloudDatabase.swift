@@ -72,6 +72,16 @@ public struct CloudDatabase: Sendable {
         try await container.postForBytes(path: path(operation), body: Self.requestBody(build))
     }
 
+    /// Sends a request message and reads the answer as the message type the server writes.
+    func send<Answer: WireMessage>(_ operation: String, _ message: some WireMessage, answer: Answer.Type) async throws(CloudError) -> Answer {
+        let bytes = try await container.postForBytes(path: path(operation), body: message.wireBytes)
+        do {
+            return try Answer(wireBytes: bytes)
+        } catch {
+            throw CloudError(code: .invalidResponse, reason: "\(operation): \(error.path): \(error.message)")
+        }
+    }
+
     private static func requestBody(_ build: (inout JSONWriter) -> Void) -> [UInt8] {
         var writer = JSONWriter()
         writer.beginObject()
@@ -84,40 +94,27 @@ public struct CloudDatabase: Sendable {
 
     /// All zones of the database.
     public func allZones() async throws(CloudError) -> [ZoneID] {
-        let json = try await post("zones/list") { _ in }
-        return (json["zones"]?.arrayValue ?? []).compactMap { zone in zone["zoneID"].flatMap { try? ZoneID(wire: WireObject($0, path: "zoneID")) } }
+        let json = try await postForBytes("zones/list") { _ in }
+        do {
+            return try ZonesResponse(wireBytes: json).zones.map(\.zoneID)
+        } catch {
+            throw CloudError(code: .invalidResponse, reason: "zones/list: \(error.path): \(error.message)")
+        }
     }
 
     /// Creates zones (creating an existing zone succeeds).
     public func save(zones: [ZoneID]) async throws(CloudError) {
-        try await modifyZones(zones.map { ("create", $0) })
+        try await modifyZones(zones.map { ZoneOperation(operationType: .create, zoneID: $0) })
     }
 
     /// Deletes zones with their records.
     public func delete(zones: [ZoneID]) async throws(CloudError) {
-        try await modifyZones(zones.map { ("delete", $0) })
+        try await modifyZones(zones.map { ZoneOperation(operationType: .delete, zoneID: $0) })
     }
 
-    private func modifyZones(_ operations: [(String, ZoneID)]) async throws(CloudError) {
-        let json = try await post("zones/modify") { writer in
-            writer.key("operations")
-            writer.beginArray()
-            for (type, zoneID) in operations {
-                writer.beginObject()
-                writer.key("operationType")
-                writer.string(type)
-                writer.key("zone")
-                writer.beginObject()
-                writer.key("zoneID")
-                writer.zoneID(zoneID)
-                writer.endObject()
-                writer.endObject()
-            }
-            writer.endArray()
-        }
-        if let failure = json["zones"]?.arrayValue?.first(where: { $0["serverErrorCode"] != nil }) {
-            throw CloudError.read(failure, status: 200)
-        }
+    private func modifyZones(_ operations: [ZoneOperation]) async throws(CloudError) {
+        let answer = try await send("zones/modify", ZonesModifyRequest(operations: operations), answer: ZonesResponse.self)
+        for case .failed(_, let error) in answer.zones { throw CloudError(code: .server(error.code), reason: error.reason) }
     }
 
     // MARK: - Records
@@ -399,20 +396,17 @@ public struct CloudDatabase: Sendable {
 
     /// `changes/database`: zones changed or deleted since a token (`nil`: since the beginning).
     public func databaseChanges(since token: String?) async throws(CloudError) -> DatabaseChanges {
-        let json = try await post("changes/database") { writer in
-            if let token {
-                writer.key("syncToken")
-                writer.string(token)
-            }
-        }
+        let answer = try await send("changes/database", DatabaseChangesRequest(syncToken: token), answer: DatabaseChangesResponse.self)
         var changed: [ZoneID] = []
         var deleted: [ZoneID] = []
-        for zone in json["zones"]?.arrayValue ?? [] {
-            guard let zoneID = zone["zoneID"].flatMap({ try? ZoneID(wire: WireObject($0, path: "zoneID")) }) else { continue }
-            if zone["deleted"] == .bool(true) { deleted.append(zoneID) } else { changed.append(zoneID) }
+        for zone in answer.zones {
+            switch zone {
+            case .zone(let info): changed.append(info.zoneID)
+            case .deleted(let zoneID): deleted.append(zoneID)
+            case .failed: continue
+            }
         }
-        guard let syncToken = json["syncToken"]?.stringValue else { throw CloudError(code: .invalidResponse, reason: "no syncToken") }
-        return DatabaseChanges(changed: changed, deleted: deleted, syncToken: syncToken, moreComing: json["moreComing"] == .bool(true))
+        return DatabaseChanges(changed: changed, deleted: deleted, syncToken: answer.syncToken, moreComing: answer.moreComing)
     }
 
     /// `changes/zone` for one zone: a page of records changed or deleted since a token.

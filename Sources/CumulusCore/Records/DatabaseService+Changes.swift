@@ -9,16 +9,9 @@ public struct ZoneSummary: Sendable, Hashable {
     public var syncToken: String
 }
 
-/// The response to `changes/database` (and `zones/changes`).
-public struct DatabaseChangesResponse: Sendable {
-    public enum Zone: Sendable, Hashable {
-        case changed(ZoneSummary)
-        case deleted(ZoneID)
-    }
-
-    public var zones: [Zone]
-    public var syncToken: String
-    public var moreComing: Bool
+extension ZoneSummary {
+    /// The zone as the wire messages carry it.
+    public var info: ZoneInfo { ZoneInfo(zoneID: state.zoneID, syncToken: syncToken) }
 }
 
 /// The outcome of one zone of a `changes/zone` request.
@@ -66,16 +59,14 @@ extension DatabaseService {
             return try await sharedDatabaseChanges(caller: caller, database: database, request: request, limit: limit, logger: logger)
         }
         let page = try await mapStoreErrors { try await store.databaseChanges(in: database, after: after, limit: limit, logger: logger) }
-        let zones: [DatabaseChangesResponse.Zone] = page.zones.map { change in
+        let zones: [ZoneResult] = page.zones.map { change in
             switch change {
             case .changed(let zone):
-                .changed(
-                    ZoneSummary(
-                        state: zone,
+                .zone(
+                    ZoneInfo(
+                        zoneID: zone.zoneID,
                         syncToken: codec.zoneToken(
-                            database, zoneName: zone.zoneID.zoneName, incarnation: zone.incarnation, sequence: zone.changeSequence)
-                    )
-                )
+                            database, zoneName: zone.zoneID.zoneName, incarnation: zone.incarnation, sequence: zone.changeSequence)))
             case .deleted(let zoneID): .deleted(zoneID)
             }
         }

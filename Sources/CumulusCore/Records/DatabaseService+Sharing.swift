@@ -75,16 +75,14 @@ extension DatabaseService {
             userRecordName: user.userRecordName, container: caller.container, environment: caller.environment, after: after, limit: limit,
             logger: logger
         )
-        let zones: [DatabaseChangesResponse.Zone] = page.zones.map { zone in
+        let zones: [ZoneResult] = page.zones.map { zone in
             if zone.deleted { return .deleted(zone.zoneID) }
             let tokenDatabase = sharedTokenDatabase(caller, owner: zone.zoneID.ownerRecordName ?? "")
-            return .changed(
-                ZoneSummary(
-                    state: ZoneState(zoneID: zone.zoneID, changeSequence: zone.changeSequence, incarnation: zone.incarnation),
+            return .zone(
+                ZoneInfo(
+                    zoneID: zone.zoneID,
                     syncToken: codec.zoneToken(
-                        tokenDatabase, zoneName: zone.zoneID.zoneName, incarnation: zone.incarnation, sequence: zone.changeSequence)
-                )
-            )
+                        tokenDatabase, zoneName: zone.zoneID.zoneName, incarnation: zone.incarnation, sequence: zone.changeSequence)))
         }
         return DatabaseChangesResponse(zones: zones, syncToken: codec.databaseToken(database, sequence: page.sequence), moreComing: page.moreComing)
     }

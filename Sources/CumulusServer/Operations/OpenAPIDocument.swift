@@ -218,7 +218,7 @@ enum OpenAPIDocument {
         "QueryResponse": object(["records": array(ref("Record")), "continuationMarker": string], required: ["records"]),
         "Zone": object([
             "zoneID": ref("ZoneID"), "syncToken": string, "atomic": boolean, "deleted": boolean, "serverErrorCode": ref("ServerErrorCode"),
-            "reason": string,
+            "reason": string, "uuid": string,
         ]),
         "ZonesResponse": object(["zones": array(ref("Zone"))], required: ["zones"]),
         "LookupZonesRequest": object(["zones": array(ref("ZoneID"))], required: ["zones"]),

@@ -72,58 +72,40 @@ struct DatabaseRoutes {
 
     // MARK: - Zones
 
-    @Sendable func listZones(_ request: Request, context: CumulusRequestContext) async throws -> Response {
+    @Sendable func listZones(_ request: Request, context: CumulusRequestContext) async throws -> ZonesResponse {
         let zones = try await database.listZones(caller: try context.requireCaller(), scope: try context.databaseScope(), logger: context.logger)
-        var writer = JSONWriter(reservingCapacity: 128 * zones.count)
-        writer.beginObject()
-        writer.key("zones")
-        writer.beginArray()
-        for zone in zones { writer.zone(zone) }
-        writer.endArray()
-        writer.endObject()
-        return .json(writer)
+        return ZonesResponse(zones: zones.map { .zone($0.info) })
     }
 
-    @Sendable func lookupZones(_ request: Request, context: CumulusRequestContext) async throws -> Response {
+    @Sendable func lookupZones(_ request: Request, context: CumulusRequestContext) async throws -> ZonesResponse {
         let body = try await RequestBody.object(request, limits: limits)
         let results = try await database.lookupZones(
             caller: try context.requireCaller(), scope: try context.databaseScope(), request: try ZonesLookupRequest(wire: body),
             logger: context.logger
         )
-        var writer = JSONWriter()
-        writer.beginObject()
-        writer.key("zones")
-        writer.beginArray()
-        for result in results {
-            switch result {
-            case .found(let summary):
-                writer.zone(summary)
-            case .notFound(let zoneID):
-                writer.itemError(code: .zoneNotFound, reason: "zone \(zoneID.zoneName) does not exist") { writer in
-                    writer.key("zoneID")
-                    writer.zoneID(zoneID)
+        return ZonesResponse(
+            zones: results.map { result in
+                switch result {
+                case .found(let summary): .zone(summary.info)
+                case .notFound(let zoneID): .failed(zoneID, ItemError(code: .zoneNotFound, reason: "zone \(zoneID.zoneName) does not exist"))
                 }
-            }
-        }
-        writer.endArray()
-        writer.endObject()
-        return .json(writer)
+            })
     }
 
-    @Sendable func modifyZones(_ request: Request, context: CumulusRequestContext) async throws -> Response {
+    @Sendable func modifyZones(_ request: Request, context: CumulusRequestContext) async throws -> ZonesResponse {
         let body = try await RequestBody.object(request, limits: limits)
         let results = try await database.modifyZones(
             caller: try context.requireCaller(), scope: try context.databaseScope(), request: try ZonesModifyRequest(wire: body),
             logger: context.logger
         )
-        var writer = JSONWriter()
-        writer.beginObject()
-        writer.key("zones")
-        writer.beginArray()
-        for result in results { writer.zoneResult(result) }
-        writer.endArray()
-        writer.endObject()
-        return .json(writer)
+        return ZonesResponse(
+            zones: results.map { result in
+                switch result {
+                case .saved(let zone): .zone(ZoneInfo(zoneID: zone.zoneID))
+                case .deleted(let zoneID): .deleted(zoneID)
+                case .failed(let zoneID, let code, let reason): .failed(zoneID, ItemError(code: code, reason: reason))
+                }
+            })
     }
 
     // MARK: - Subscriptions
@@ -316,37 +298,12 @@ struct DatabaseRoutes {
 
     // MARK: - Change feeds
 
-    @Sendable func databaseChanges(_ request: Request, context: CumulusRequestContext) async throws -> Response {
+    @Sendable func databaseChanges(_ request: Request, context: CumulusRequestContext) async throws -> DatabaseChangesResponse {
         let body = try await RequestBody.object(request, limits: limits)
-        let response = try await database.databaseChanges(
+        return try await database.databaseChanges(
             caller: try context.requireCaller(), scope: try context.databaseScope(), request: try DatabaseChangesRequest(wire: body),
             logger: context.logger
         )
-        var writer = JSONWriter()
-        writer.beginObject()
-        writer.key("zones")
-        writer.beginArray()
-        for zone in response.zones {
-            switch zone {
-            case .changed(let summary):
-                writer.zone(summary)
-            case .deleted(let zoneID):
-                // Not in the 2016 documents; the reference suggests `deleted: true`, as native CloudKit reports deletions.
-                writer.beginObject()
-                writer.key("zoneID")
-                writer.zoneID(zoneID)
-                writer.key("deleted")
-                writer.bool(true)
-                writer.endObject()
-            }
-        }
-        writer.endArray()
-        writer.key("syncToken")
-        writer.string(response.syncToken)
-        writer.key("moreComing")
-        writer.bool(response.moreComing)
-        writer.endObject()
-        return .json(writer)
     }
 
     @Sendable func zoneChanges(_ request: Request, context: CumulusRequestContext) async throws -> Response {

@@ -158,23 +158,6 @@ extension JSONWriter {
         }
     }
 
-    mutating func zone(_ zone: ZoneState, syncToken: String? = nil) {
-        beginObject()
-        key("zoneID")
-        zoneID(zone.zoneID)
-        if let syncToken {
-            key("syncToken")
-            string(syncToken)
-        }
-        key("atomic")
-        bool(!zone.zoneID.isDefaultZone)
-        endObject()
-    }
-
-    mutating func zone(_ summary: ZoneSummary) {
-        zone(summary.state, syncToken: summary.syncToken)
-    }
-
     /// A record change in a feed: the record, or its tombstone.
     mutating func recordChange(
         _ change: ZoneRecordChange, desiredKeys: Set<String>?, options: FieldWriteOptions, shares: (String) -> SharePresentation? = { _ in nil }
@@ -220,25 +203,6 @@ extension JSONWriter {
             string(email)
         }
         endObject()
-    }
-
-    mutating func zoneResult(_ result: ZoneModificationResult) {
-        switch result {
-        case .saved(let zone):
-            self.zone(zone)
-        case .deleted(let zoneID):
-            beginObject()
-            key("zoneID")
-            self.zoneID(zoneID)
-            key("deleted")
-            bool(true)
-            endObject()
-        case .failed(let zoneID, let code, let reason):
-            itemError(code: code, reason: reason) { writer in
-                writer.key("zoneID")
-                writer.zoneID(zoneID)
-            }
-        }
     }
 
     /// The flat user identity `users/caller` returns, plus `users: [identity]` for clients built from Apple's page.

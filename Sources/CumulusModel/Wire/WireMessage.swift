@@ -1,0 +1,63 @@
+import Foundation
+
+/// A message of the Web Services wire format, read and written by one type: the server reads requests and writes
+/// responses with it, the client writes requests and reads responses with it, and the OpenAPI description is checked
+/// against it (`OpenAPIMessageTests`). Nothing else writes or parses that message.
+///
+/// Reading is lenient (what real clients send differs); writing is exact (the bytes CloudKit answers with).
+public protocol WireMessage: Sendable {
+    /// Reads the message from a JSON object; errors name the member.
+    init(wire object: WireObject) throws(WireFormatError)
+    /// Writes the message as one JSON object.
+    func write(to writer: inout JSONWriter)
+}
+
+extension WireMessage {
+    /// The message as JSON bytes.
+    public var wireBytes: [UInt8] {
+        var writer = JSONWriter()
+        write(to: &writer)
+        return writer.bytes
+    }
+
+    /// Reads a message from JSON bytes.
+    public init(wireBytes bytes: some Collection<UInt8>) throws(WireFormatError) {
+        let value: JSONValue
+        do { value = try JSONValue(parsing: bytes) } catch { throw WireFormatError(path: "", message: "not JSON: \(error)") }
+        try self.init(wire: WireObject(value, path: ""))
+    }
+}
+
+/// The error of one item of a batch (a record, a zone, a subscription), as CloudKit answers it in place of the item:
+/// the item's identity, then `reason`, `serverErrorCode` and `uuid`.
+public struct ItemError: Sendable, Hashable {
+    public var code: ServerErrorCode
+    public var reason: String
+    /// Identifies the error in logs, as CloudKit's envelopes do.
+    public var uuid: String
+
+    /// An error with a fresh `uuid`, or the one given.
+    public init(code: ServerErrorCode, reason: String, uuid: String? = nil) {
+        self.code = code
+        self.reason = reason
+        self.uuid = uuid ?? UUID().uuidString.lowercased()
+    }
+
+    /// Reads the error of an item, or `nil` when the item has none. An unknown code reads as `INTERNAL_ERROR`.
+    public init?(wire object: WireObject) throws(WireFormatError) {
+        guard let code = try object.string("serverErrorCode") else { return nil }
+        self.code = ServerErrorCode(rawValue: code) ?? .internalError
+        self.reason = try object.string("reason") ?? code
+        self.uuid = try object.string("uuid") ?? ""
+    }
+
+    /// Writes the error's members after the item's identity.
+    public func write(to writer: inout JSONWriter) {
+        writer.key("reason")
+        writer.string(reason)
+        writer.key("serverErrorCode")
+        writer.string(code.rawValue)
+        writer.key("uuid")
+        writer.string(uuid)
+    }
+}

@@ -1,0 +1,89 @@
+import CumulusModel
+import Testing
+
+@testable import CumulusServer
+
+/// `/openapi.json` against the wire message types: every member a message writes is described, and every member the
+/// description names is written by some sample of the message. A field added to one and not the other fails here.
+@Suite("OpenAPI description of the wire messages", .timeLimit(.minutes(10)))
+struct OpenAPIMessageTests {
+    static let lists = ZoneID(zoneName: "Lists", ownerRecordName: "_4a1b")
+    static let error = ItemError(code: .zoneNotFound, reason: "zone Gone does not exist")
+
+    /// Each described message with samples covering its cases.
+    static let messages: [(component: String, samples: [any WireMessage])] = [
+        (
+            "ZonesResponse",
+            [
+                ZonesResponse(zones: [
+                    .zone(ZoneInfo(zoneID: lists, syncToken: "AAAA")), .deleted(lists), .failed(ZoneID(zoneName: "Gone"), error),
+                ])
+            ]
+        ),
+        (
+            "DatabaseChangesResponse",
+            [DatabaseChangesResponse(zones: [.zone(ZoneInfo(zoneID: lists, syncToken: "BBBB")), .deleted(lists)], syncToken: "C", moreComing: true)]
+        ),
+        ("ModifyZonesRequest", [ZonesModifyRequest(operations: [ZoneOperation(operationType: .delete, zoneID: lists)])]),
+        ("LookupZonesRequest", [ZonesLookupRequest(zones: [lists])]),
+        ("DatabaseChangesRequest", [DatabaseChangesRequest(syncToken: "C", resultsLimit: 5)]),
+    ]
+
+    /// Walks a written value beside its schema, recording each described member it met and each it wrote without a
+    /// description.
+    struct Walk {
+        let schemas: [String: JSONValue]
+        var undescribed: [String] = []
+        var met: Set<String> = []
+
+        mutating func visit(_ value: JSONValue, _ schema: JSONValue, at path: String, in component: String) {
+            if case .string(let reference)? = schema["$ref"] {
+                let name = String(reference.split(separator: "/").last ?? "")
+                visit(value, schemas[name] ?? .null, at: path, in: name)
+                return
+            }
+            switch value {
+            case .object(let members):
+                let properties = schema["properties"]?.objectValue
+                for (key, member) in members {
+                    guard let properties else { continue }  // an object described as any object
+                    guard let described = properties[key] else {
+                        undescribed.append("\(path).\(key) (\(component))")
+                        continue
+                    }
+                    met.insert("\(component).\(key)")
+                    visit(member, described, at: "\(path).\(key)", in: component)
+                }
+            case .array(let elements):
+                for (index, element) in elements.enumerated() { visit(element, schema["items"] ?? .null, at: "\(path)[\(index)]", in: component) }
+            default:
+                break
+            }
+        }
+    }
+
+    @Test func everyMemberAMessageWritesIsDescribedAndEveryDescribedMemberIsWritten() throws {
+        let document = try JSONValue(parsing: OpenAPIDocument.json)
+        let schemas = try #require(document["components"]?["schemas"]?.objectValue)
+        var walk = Walk(schemas: schemas)
+        var components: Set<String> = []
+        for (component, samples) in Self.messages {
+            let schema = try #require(schemas[component], "no component \(component)")
+            for sample in samples {
+                let value = try JSONValue(parsing: sample.wireBytes)
+                walk.visit(value, schema, at: component, in: component)
+            }
+            components.insert(component)
+        }
+        #expect(walk.undescribed.isEmpty, "written but not described: \(walk.undescribed.sorted())")
+        // Every member of the messages' own components (not shared ones such as ZoneID) is written by some sample.
+        for component in components {
+            for key in schemas[component]?["properties"]?.objectValue?.keys ?? [:].keys {
+                #expect(walk.met.contains("\(component).\(key)"), "described but never written: \(component).\(key)")
+            }
+        }
+        for key in schemas["Zone"]?["properties"]?.objectValue?.keys ?? [:].keys {
+            #expect(walk.met.contains("Zone.\(key)"), "described but never written: Zone.\(key)")
+        }
+    }
+}
