@@ -169,44 +169,29 @@ extension CloudDatabase {
     /// answers the saved subscriptions. The first refused one throws.
     @discardableResult
     public func modifySubscriptions(saving: [Subscription], deleting: [String] = []) async throws(CloudError) -> [Subscription] {
-        let json = try await post("subscriptions/modify") { writer in
-            writer.key("operations")
-            writer.beginArray()
-            for subscription in saving {
-                writer.beginObject()
-                writer.key("operationType")
-                writer.string("create")
-                writer.key("subscription")
-                writer.subscription(subscription)
-                writer.endObject()
+        let request = SubscriptionsModifyRequest(
+            operations: saving.map { .init(.create, $0) } + deleting.map { .init(.delete, Subscription(subscriptionID: $0, kind: .zone)) })
+        let answer = try await send("subscriptions/modify", request, answer: SubscriptionsResponse.self)
+        var saved: [Subscription] = []
+        for result in answer.subscriptions {
+            switch result {
+            case .subscription(let subscription): saved.append(subscription)
+            case .deleted: continue
+            case .failed(_, let error): throw CloudError(code: .server(error.code), reason: error.reason)
             }
-            for id in deleting {
-                writer.beginObject()
-                writer.key("operationType")
-                writer.string("delete")
-                writer.key("subscription")
-                writer.beginObject()
-                writer.key("subscriptionID")
-                writer.string(id)
-                writer.endObject()
-                writer.endObject()
-            }
-            writer.endArray()
         }
-        let items = json["subscriptions"]?.arrayValue ?? []
-        if let failure = items.first(where: { $0["serverErrorCode"] != nil }) { throw CloudError.read(failure, status: 200) }
-        return items.compactMap { item in
-            guard item["deleted"] == nil, let object = try? WireObject(item, path: "") else { return nil }
-            return try? Subscription(wire: object)
-        }
+        return saved
     }
 
     /// The signed-in user's subscriptions in this database.
     public func allSubscriptions() async throws(CloudError) -> [Subscription] {
-        let json = try await post("subscriptions/list") { _ in }
-        return (json["subscriptions"]?.arrayValue ?? []).compactMap { item in
-            guard let object = try? WireObject(item, path: "") else { return nil }
-            return try? Subscription(wire: object)
+        let bytes = try await postForBytes("subscriptions/list") { _ in }
+        do {
+            return try SubscriptionsResponse(wireBytes: bytes).subscriptions.compactMap { result in
+                if case .subscription(let subscription) = result { subscription } else { nil }
+            }
+        } catch {
+            throw CloudError(code: .invalidResponse, reason: "subscriptions/list: \(error.path): \(error.message)")
         }
     }
 }

@@ -31,6 +31,22 @@ struct WireMessageTests {
         try roundTrip(ZonesLookupRequest(zones: [Self.lists, ZoneID()]))
         try roundTrip(DatabaseChangesRequest(syncToken: "CCCC", resultsLimit: 10))
         try roundTrip(DatabaseChangesRequest(syncToken: nil))
+        let zone = Subscription(subscriptionID: "lists", kind: .zone, zoneID: Self.lists, firesOnce: true)
+        let query = try Subscription(
+            wire: WireObject(
+                try JSONValue(
+                    parsing:
+                        #"{"subscriptionID":"drives","subscriptionType":"query","query":{"recordType":"Drive"},"firesOn":["create"],"notificationInfo":{"alertBody":"New drive"}}"#
+                ), path: ""))
+        try roundTrip(
+            SubscriptionsResponse(subscriptions: [
+                .subscription(zone), .subscription(query), .deleted(subscriptionID: "old"), .failed(subscriptionID: "gone", Self.error),
+            ]))
+        try roundTrip(
+            SubscriptionsModifyRequest(operations: [
+                .init(.create, zone), .init(.update, query), .init(.delete, Subscription(subscriptionID: "old", kind: .zone)),
+            ]))
+        try roundTrip(SubscriptionsLookupRequest(subscriptionIDs: ["lists", "drives"]))
     }
 
     /// Answers as the server writes them, member order included: what a recorded answer holds is written back exactly.

@@ -27,7 +27,30 @@ struct OpenAPIMessageTests {
         ("ModifyZonesRequest", [ZonesModifyRequest(operations: [ZoneOperation(operationType: .delete, zoneID: lists)])]),
         ("LookupZonesRequest", [ZonesLookupRequest(zones: [lists])]),
         ("DatabaseChangesRequest", [DatabaseChangesRequest(syncToken: "C", resultsLimit: 5)]),
+        (
+            "SubscriptionsResponse",
+            [
+                SubscriptionsResponse(subscriptions: [
+                    .subscription(zoneSubscription), .subscription(querySubscription), .deleted(subscriptionID: "old"),
+                    .failed(subscriptionID: "gone", ItemError(code: .notFound, reason: "subscription gone does not exist")),
+                ])
+            ]
+        ),
+        ("LookupSubscriptionsRequest", [SubscriptionsLookupRequest(subscriptionIDs: ["a"])]),
+        (
+            "ModifySubscriptionsRequest",
+            [
+                SubscriptionsModifyRequest(operations: [
+                    .init(.create, querySubscription), .init(.delete, Subscription(subscriptionID: "old", kind: .zone)),
+                ])
+            ]
+        ),
     ]
+
+    static let zoneSubscription = Subscription(subscriptionID: "lists", kind: .zone, zoneID: lists, firesOnce: true)
+    static let querySubscription = Subscription(
+        subscriptionID: "drives", kind: .query, zoneID: lists, zoneWide: false, queryJSON: ["recordType": "Drive"], firesOn: [.create, .update],
+        notificationInfo: ["shouldSendContentAvailable": true])
 
     /// Walks a written value beside its schema, recording each described member it met and each it wrote without a
     /// description.
@@ -82,8 +105,10 @@ struct OpenAPIMessageTests {
                 #expect(walk.met.contains("\(component).\(key)"), "described but never written: \(component).\(key)")
             }
         }
-        for key in schemas["Zone"]?["properties"]?.objectValue?.keys ?? [:].keys {
-            #expect(walk.met.contains("Zone.\(key)"), "described but never written: Zone.\(key)")
+        for item in ["Zone", "Subscription"] {
+            for key in schemas[item]?["properties"]?.objectValue?.keys ?? [:].keys {
+                #expect(walk.met.contains("\(item).\(key)"), "described but never written: \(item).\(key)")
+            }
         }
     }
 }

@@ -65,9 +65,12 @@ public struct Subscription: Sendable, Hashable {
         switch kind {
         case .query:
             guard object["query"] != nil else { throw WireFormatError(path: object.path("query"), message: "is required for a query subscription") }
-            query = try RecordsQueryRequest(wire: object)
-            queryJSON = object["query"]
             zoneWide = try object.bool("zoneWide") ?? (zoneID == nil)
+            var query = try RecordsQueryRequest(wire: object)
+            // The query's scope is the subscription's, however it was spelled.
+            query.zoneWide = zoneWide
+            self.query = query
+            queryJSON = object["query"]
             var events: [Event] = []
             for (index, name) in (try object.stringArray("firesOn") ?? Event.allCases.map(\.rawValue)).enumerated() {
                 guard let event = Event(rawValue: name.lowercased()) else {

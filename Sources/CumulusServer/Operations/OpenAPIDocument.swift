@@ -260,7 +260,7 @@ enum OpenAPIDocument {
         "Subscription": object([
             "subscriptionID": string, "subscriptionType": ["type": "string", "enum": ["zone", "query", "database"]], "zoneID": ref("ZoneID"),
             "zoneWide": boolean, "query": anyObject, "firesOn": array(string), "firesOnce": boolean, "notificationInfo": anyObject,
-            "serverErrorCode": ref("ServerErrorCode"), "reason": string,
+            "deleted": boolean, "serverErrorCode": ref("ServerErrorCode"), "reason": string, "uuid": string,
         ]),
         "SubscriptionsResponse": object(["subscriptions": array(ref("Subscription"))], required: ["subscriptions"]),
         "LookupSubscriptionsRequest": object(

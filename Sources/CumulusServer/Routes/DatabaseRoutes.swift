@@ -110,72 +110,39 @@ struct DatabaseRoutes {
 
     // MARK: - Subscriptions
 
-    @Sendable func listSubscriptions(_ request: Request, context: CumulusRequestContext) async throws -> Response {
+    @Sendable func listSubscriptions(_ request: Request, context: CumulusRequestContext) async throws -> SubscriptionsResponse {
         let subscriptions = try await database.listSubscriptions(
             caller: try context.requireCaller(), scope: try context.databaseScope(), logger: context.logger)
-        var writer = JSONWriter()
-        writer.beginObject()
-        writer.key("subscriptions")
-        writer.beginArray()
-        for subscription in subscriptions { writer.subscription(subscription) }
-        writer.endArray()
-        writer.endObject()
-        return .json(writer)
+        return SubscriptionsResponse(subscriptions: subscriptions.map { .subscription($0) })
     }
 
-    @Sendable func lookupSubscriptions(_ request: Request, context: CumulusRequestContext) async throws -> Response {
+    @Sendable func lookupSubscriptions(_ request: Request, context: CumulusRequestContext) async throws -> SubscriptionsResponse {
         let body = try await RequestBody.object(request, limits: limits)
         let results = try await database.lookupSubscriptions(
             caller: try context.requireCaller(), scope: try context.databaseScope(), request: try SubscriptionsLookupRequest(wire: body),
             logger: context.logger)
-        var writer = JSONWriter()
-        writer.beginObject()
-        writer.key("subscriptions")
-        writer.beginArray()
-        for result in results {
-            switch result {
-            case .found(let subscription): writer.subscription(subscription)
-            case .notFound(let id):
-                writer.itemError(code: .notFound, reason: "subscription \(id) does not exist") { writer in
-                    writer.key("subscriptionID")
-                    writer.string(id)
+        return SubscriptionsResponse(
+            subscriptions: results.map { result in
+                switch result {
+                case .found(let subscription): .subscription(subscription)
+                case .notFound(let id): .failed(subscriptionID: id, ItemError(code: .notFound, reason: "subscription \(id) does not exist"))
                 }
-            }
-        }
-        writer.endArray()
-        writer.endObject()
-        return .json(writer)
+            })
     }
 
-    @Sendable func modifySubscriptions(_ request: Request, context: CumulusRequestContext) async throws -> Response {
+    @Sendable func modifySubscriptions(_ request: Request, context: CumulusRequestContext) async throws -> SubscriptionsResponse {
         let body = try await RequestBody.object(request, limits: limits)
         let results = try await database.modifySubscriptions(
             caller: try context.requireCaller(), scope: try context.databaseScope(), request: try SubscriptionsModifyRequest(wire: body),
             logger: context.logger)
-        var writer = JSONWriter()
-        writer.beginObject()
-        writer.key("subscriptions")
-        writer.beginArray()
-        for result in results {
-            switch result {
-            case .saved(let subscription): writer.subscription(subscription)
-            case .deleted(let id):
-                writer.beginObject()
-                writer.key("subscriptionID")
-                writer.string(id)
-                writer.key("deleted")
-                writer.bool(true)
-                writer.endObject()
-            case .failed(let id, let code, let reason):
-                writer.itemError(code: code, reason: reason) { writer in
-                    writer.key("subscriptionID")
-                    writer.string(id)
+        return SubscriptionsResponse(
+            subscriptions: results.map { result in
+                switch result {
+                case .saved(let subscription): .subscription(subscription)
+                case .deleted(let id): .deleted(subscriptionID: id)
+                case .failed(let id, let code, let reason): .failed(subscriptionID: id, ItemError(code: code, reason: reason))
                 }
-            }
-        }
-        writer.endArray()
-        writer.endObject()
-        return .json(writer)
+            })
     }
 
     // MARK: - Records

@@ -15,3 +15,4 @@ extension WireResponse {
 
 extension ZonesResponse: WireResponse {}
 extension DatabaseChangesResponse: WireResponse {}
+extension SubscriptionsResponse: WireResponse {}
