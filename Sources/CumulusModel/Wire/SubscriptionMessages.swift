@@ -44,18 +44,12 @@ public struct SubscriptionsResponse: WireMessage, Hashable {
     }
 
     public init(wire object: WireObject) throws(WireFormatError) {
-        subscriptions = []
-        for (index, value) in (try object.array("subscriptions") ?? []).enumerated() {
-            subscriptions.append(try SubscriptionResult(wire: WireObject(value, path: "\(object.path("subscriptions"))[\(index)]")))
-        }
+        subscriptions = try object.objects("subscriptions") { object throws(WireFormatError) in try SubscriptionResult(wire: object) }
     }
 
     public func write(to writer: inout JSONWriter) {
         writer.beginObject()
-        writer.key("subscriptions")
-        writer.beginArray()
-        for subscription in subscriptions { subscription.write(to: &writer) }
-        writer.endArray()
+        writer.array("subscriptions", subscriptions) { writer, subscription in subscription.write(to: &writer) }
         writer.endObject()
     }
 }
@@ -67,9 +61,7 @@ extension SubscriptionsModifyRequest: WireMessage {
 
     public func write(to writer: inout JSONWriter) {
         writer.beginObject()
-        writer.key("operations")
-        writer.beginArray()
-        for operation in operations {
+        writer.array("operations", operations) { writer, operation in
             writer.beginObject()
             writer.key("operationType")
             writer.string(operation.operationType.rawValue)
@@ -84,7 +76,6 @@ extension SubscriptionsModifyRequest: WireMessage {
             }
             writer.endObject()
         }
-        writer.endArray()
         writer.endObject()
     }
 }
@@ -103,15 +94,12 @@ extension SubscriptionsLookupRequest: WireMessage {
 
     public func write(to writer: inout JSONWriter) {
         writer.beginObject()
-        writer.key("subscriptions")
-        writer.beginArray()
-        for id in subscriptionIDs {
+        writer.array("subscriptions", subscriptionIDs) { writer, id in
             writer.beginObject()
             writer.key("subscriptionID")
             writer.string(id)
             writer.endObject()
         }
-        writer.endArray()
         writer.endObject()
     }
 }

@@ -61,3 +61,29 @@ public struct ItemError: Sendable, Hashable {
         writer.string(uuid)
     }
 }
+
+extension WireObject {
+    /// Reads each element of an array member as an object (an absent member has none), each named by its index in
+    /// errors: `zones[2].zoneID`.
+    public func objects<Element>(
+        _ key: String, _ read: (WireObject) throws(WireFormatError) -> Element
+    ) throws(WireFormatError) -> [Element] {
+        guard let values = try array(key) else { return [] }
+        var elements: [Element] = []
+        elements.reserveCapacity(values.count)
+        for (index, value) in values.enumerated() {
+            elements.append(try read(WireObject(value, path: "\(path(key))[\(index)]")))
+        }
+        return elements
+    }
+}
+
+extension JSONWriter {
+    /// Writes a member holding an array, one element per item.
+    public mutating func array<Items: Sequence>(_ key: String, _ items: Items, _ write: (inout JSONWriter, Items.Element) -> Void) {
+        self.key(key)
+        beginArray()
+        for item in items { write(&self, item) }
+        endArray()
+    }
+}

@@ -69,18 +69,12 @@ public struct ZonesResponse: WireMessage, Hashable {
     }
 
     public init(wire object: WireObject) throws(WireFormatError) {
-        zones = []
-        for (index, value) in (try object.array("zones") ?? []).enumerated() {
-            zones.append(try ZoneResult(wire: WireObject(value, path: "\(object.path("zones"))[\(index)]")))
-        }
+        zones = try object.objects("zones") { object throws(WireFormatError) in try ZoneResult(wire: object) }
     }
 
     public func write(to writer: inout JSONWriter) {
         writer.beginObject()
-        writer.key("zones")
-        writer.beginArray()
-        for zone in zones { zone.write(to: &writer) }
-        writer.endArray()
+        writer.array("zones", zones) { writer, zone in zone.write(to: &writer) }
         writer.endObject()
     }
 }
@@ -92,9 +86,7 @@ extension ZonesModifyRequest: WireMessage {
 
     public func write(to writer: inout JSONWriter) {
         writer.beginObject()
-        writer.key("operations")
-        writer.beginArray()
-        for operation in operations {
+        writer.array("operations", operations) { writer, operation in
             writer.beginObject()
             writer.key("operationType")
             writer.string(operation.operationType.rawValue)
@@ -105,7 +97,6 @@ extension ZonesModifyRequest: WireMessage {
             writer.endObject()
             writer.endObject()
         }
-        writer.endArray()
         writer.endObject()
     }
 }
@@ -117,10 +108,7 @@ extension ZonesLookupRequest: WireMessage {
 
     public func write(to writer: inout JSONWriter) {
         writer.beginObject()
-        writer.key("zones")
-        writer.beginArray()
-        for zoneID in zones { writer.zoneID(zoneID) }
-        writer.endArray()
+        writer.array("zones", zones) { writer, zoneID in writer.zoneID(zoneID) }
         writer.endObject()
     }
 }
@@ -148,10 +136,7 @@ public struct DatabaseChangesResponse: WireMessage, Hashable {
 
     public func write(to writer: inout JSONWriter) {
         writer.beginObject()
-        writer.key("zones")
-        writer.beginArray()
-        for zone in zones { zone.write(to: &writer) }
-        writer.endArray()
+        writer.array("zones", zones) { writer, zone in zone.write(to: &writer) }
         writer.key("syncToken")
         writer.string(syncToken)
         writer.key("moreComing")
