@@ -128,10 +128,10 @@ public struct CloudContainer: Sendable {
             throw CloudError(code: .networkFailure, reason: "\(error)")
         }
         guard (200..<300).contains(response.status) else {
-            guard let json = try? JSONValue(parsing: response.body) else {
-                throw CloudError(code: .invalidResponse, reason: "HTTP \(response.status) without a JSON body")
+            guard let envelope = try? ErrorResponse(wireBytes: response.body) else {
+                throw CloudError(code: .invalidResponse, reason: "HTTP \(response.status) without CloudKit's error envelope")
             }
-            var error = CloudError.read(json, status: response.status)
+            var error = CloudError(code: .server(envelope.serverErrorCode), reason: envelope.reason, retryAfter: envelope.retryAfter)
             if error.retryAfter == nil, let header = response.headers["retry-after"] { error.retryAfter = Int(header) }
             throw error
         }

@@ -60,6 +60,16 @@ struct WireMessageTests {
         #expect(String(decoding: message.wireBytes, as: UTF8.self) == recorded)
     }
 
+    @Test func aRecordedErrorEnvelopeIsWrittenBackExactly() throws {
+        let recorded =
+            #"{"uuid":"0b6c5a3e-4b1d-4c8e-9a7f-2d1e0f3c4b5a","serverErrorCode":"THROTTLED","reason":"too many requests","retryAfter":3}"#
+        let envelope = try ErrorResponse(wireBytes: Array(recorded.utf8))
+        #expect(envelope.serverErrorCode == .throttled && envelope.retryAfter == 3)
+        #expect(String(decoding: envelope.wireBytes, as: UTF8.self) == recorded)
+        try roundTrip(
+            ErrorResponse(uuid: "u", serverErrorCode: .authenticationRequired, reason: "sign in", redirectURL: "https://example.com/signin"))
+    }
+
     @Test func aRecordedDatabaseFeedPageIsWrittenBackExactly() throws {
         let recorded =
             #"{"zones":[{"zoneID":{"zoneName":"Lists","ownerRecordName":"_4a1b","zoneType":"REGULAR_CUSTOM_ZONE"},"syncToken":"BBBB","atomic":true}],"syncToken":"CCCC","moreComing":false}"#

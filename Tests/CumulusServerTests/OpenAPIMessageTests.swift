@@ -38,6 +38,13 @@ struct OpenAPIMessageTests {
         ),
         ("LookupSubscriptionsRequest", [SubscriptionsLookupRequest(subscriptionIDs: ["a"])]),
         (
+            "ErrorResponse",
+            [
+                ErrorResponse(uuid: "u", serverErrorCode: .throttled, reason: "too many requests", retryAfter: 3),
+                ErrorResponse(uuid: "u", serverErrorCode: .authenticationRequired, reason: "sign in", redirectURL: "https://example.com/signin"),
+            ]
+        ),
+        (
             "ModifySubscriptionsRequest",
             [
                 SubscriptionsModifyRequest(operations: [

@@ -28,24 +28,7 @@ struct CloudKitErrorResponse: HTTPResponseError {
 
     /// The envelope's JSON.
     func envelope(requestID: String) -> [UInt8] {
-        var writer = JSONWriter()
-        writer.beginObject()
-        writer.key("uuid")
-        writer.string(requestID)
-        writer.key("serverErrorCode")
-        writer.string(code.rawValue)
-        writer.key("reason")
-        writer.string(reason)
-        if let retryAfter {
-            writer.key("retryAfter")
-            writer.int(retryAfter)
-        }
-        if let redirectURL {
-            writer.key("redirectURL")
-            writer.string(redirectURL)
-        }
-        writer.endObject()
-        return writer.bytes
+        ErrorResponse(uuid: requestID, serverErrorCode: code, reason: reason, retryAfter: retryAfter, redirectURL: redirectURL).wireBytes
     }
 
     /// The answer's headers, but for its length.

@@ -1,0 +1,50 @@
+/// CloudKit's error envelope, the body of every error answer: `{uuid, serverErrorCode, reason, retryAfter?,
+/// redirectURL?}`. The server writes it; the client reads it.
+public struct ErrorResponse: WireMessage, Hashable {
+    /// Identifies the request, in the server's log and its `X-Request-ID` header.
+    public var uuid: String
+    public var serverErrorCode: ServerErrorCode
+    /// What was wrong, naming the field.
+    public var reason: String
+    /// Seconds to wait before retrying (`THROTTLED`, `TRY_AGAIN_LATER`).
+    public var retryAfter: Int?
+    /// Where to sign in (`AUTHENTICATION_REQUIRED` with a sign-in page).
+    public var redirectURL: String?
+
+    public init(uuid: String, serverErrorCode: ServerErrorCode, reason: String, retryAfter: Int? = nil, redirectURL: String? = nil) {
+        self.uuid = uuid
+        self.serverErrorCode = serverErrorCode
+        self.reason = reason
+        self.retryAfter = retryAfter
+        self.redirectURL = redirectURL
+    }
+
+    /// Reads an envelope; an unknown code reads as `INTERNAL_ERROR`, a missing one fails.
+    public init(wire object: WireObject) throws(WireFormatError) {
+        let code = try object.requiredString("serverErrorCode")
+        serverErrorCode = ServerErrorCode(rawValue: code) ?? .internalError
+        uuid = try object.string("uuid") ?? ""
+        reason = try object.string("reason") ?? code
+        retryAfter = try object.int("retryAfter")
+        redirectURL = try object.string("redirectURL")
+    }
+
+    public func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.key("uuid")
+        writer.string(uuid)
+        writer.key("serverErrorCode")
+        writer.string(serverErrorCode.rawValue)
+        writer.key("reason")
+        writer.string(reason)
+        if let retryAfter {
+            writer.key("retryAfter")
+            writer.int(retryAfter)
+        }
+        if let redirectURL {
+            writer.key("redirectURL")
+            writer.string(redirectURL)
+        }
+        writer.endObject()
+    }
+}
