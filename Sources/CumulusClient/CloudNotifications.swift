@@ -46,11 +46,11 @@ public struct CloudNotification: Sendable, Hashable {
 extension CloudContainer {
     /// Asks for a push token (`tokens/create`, under `/device/1/…` as CloudKit JS does), bound to the signed-in user.
     public func createPushToken() async throws(CloudError) -> PushRegistration {
-        let json = try await post(path: "device/1/\(containerIdentifier)/\(environment.rawValue)/tokens/create", body: Array("{}".utf8))
-        guard let token = json["apnsToken"]?.stringValue, let text = json["webcourierURL"]?.stringValue, let url = URL(string: text) else {
+        let bytes = try await postForBytes(path: "device/1/\(containerIdentifier)/\(environment.rawValue)/tokens/create", body: Array("{}".utf8))
+        guard let answer = try? PushTokenResponse(wireBytes: bytes), let url = URL(string: answer.webcourierURL) else {
             throw CloudError(code: .invalidResponse, reason: "tokens/create answered without apnsToken and webcourierURL")
         }
-        return PushRegistration(apnsToken: token, webcourierURL: url)
+        return PushRegistration(apnsToken: answer.apnsToken, webcourierURL: url)
     }
 
     /// One courier poll: the next notification, or `nil` when none came within `timeout` seconds.

@@ -47,6 +47,9 @@ struct WireMessageTests {
                 .init(.create, zone), .init(.update, query), .init(.delete, Subscription(subscriptionID: "old", kind: .zone)),
             ]))
         try roundTrip(SubscriptionsLookupRequest(subscriptionIDs: ["lists", "drives"]))
+        try roundTrip(
+            PushTokenResponse(apnsEnvironment: "development", apnsToken: "t0k", webcourierURL: "https://example.com/courier/1/c/development/t0k"))
+        try roundTrip(PushTokenRegisterRequest(apnsToken: "t0k", apnsEnvironment: "production"))
     }
 
     /// Answers as the server writes them, member order included: what a recorded answer holds is written back exactly.

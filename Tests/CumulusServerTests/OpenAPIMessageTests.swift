@@ -38,6 +38,11 @@ struct OpenAPIMessageTests {
         ),
         ("LookupSubscriptionsRequest", [SubscriptionsLookupRequest(subscriptionIDs: ["a"])]),
         (
+            "PushToken",
+            [PushTokenResponse(apnsEnvironment: "development", apnsToken: "t", webcourierURL: "https://example.com/courier/1/c/development/t")]
+        ),
+        ("TokenRegisterRequest", [PushTokenRegisterRequest(apnsToken: "t", apnsEnvironment: "development")]),
+        (
             "ErrorResponse",
             [
                 ErrorResponse(uuid: "u", serverErrorCode: .throttled, reason: "too many requests", retryAfter: 3),

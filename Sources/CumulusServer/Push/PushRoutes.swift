@@ -33,29 +33,21 @@ struct PushRoutes {
         router.get("courier/1/:container/:environment/:token", use: courier)
     }
 
-    func answer(_ token: StoredPushToken, request: Request) -> Response {
-        var writer = JSONWriter()
-        writer.beginObject()
-        writer.key("apnsEnvironment")
-        writer.string(token.environment.rawValue)
-        writer.key("apnsToken")
-        writer.string(token.token)
-        writer.key("webcourierURL")
-        writer.string("\(address.base(for: request))/courier/1/\(token.container)/\(token.environment.rawValue)/\(token.token)")
-        writer.endObject()
-        return .json(writer)
+    func answer(_ token: StoredPushToken, request: Request) -> PushTokenResponse {
+        PushTokenResponse(
+            apnsEnvironment: token.environment.rawValue, apnsToken: token.token,
+            webcourierURL: "\(address.base(for: request))/courier/1/\(token.container)/\(token.environment.rawValue)/\(token.token)")
     }
 
-    @Sendable func createToken(_ request: Request, context: CumulusRequestContext) async throws -> Response {
+    @Sendable func createToken(_ request: Request, context: CumulusRequestContext) async throws -> PushTokenResponse {
         // The body (`{apnsEnvironment}`) is optional; the token serves the path's environment.
         _ = try? await request.body.collect(upTo: 64 * 1024)
         return answer(try await push.createToken(caller: try context.requireCaller(), logger: context.logger), request: request)
     }
 
-    @Sendable func registerToken(_ request: Request, context: CumulusRequestContext) async throws -> Response {
-        let body = try await RequestBody.object(request, limits: limits)
-        let token = try body.requiredString("apnsToken")
-        return answer(try await push.registerToken(token, caller: try context.requireCaller(), logger: context.logger), request: request)
+    @Sendable func registerToken(_ request: Request, context: CumulusRequestContext) async throws -> PushTokenResponse {
+        let body = try PushTokenRegisterRequest(wire: try await RequestBody.object(request, limits: limits))
+        return answer(try await push.registerToken(body.apnsToken, caller: try context.requireCaller(), logger: context.logger), request: request)
     }
 
     @Sendable func courier(_ request: Request, context: CumulusRequestContext) async throws -> Response {

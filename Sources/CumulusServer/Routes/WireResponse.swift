@@ -16,3 +16,4 @@ extension WireResponse {
 extension ZonesResponse: WireResponse {}
 extension DatabaseChangesResponse: WireResponse {}
 extension SubscriptionsResponse: WireResponse {}
+extension PushTokenResponse: WireResponse {}
