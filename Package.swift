@@ -93,13 +93,30 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        // The HTTP edge (Hummingbird 2).
+        // The transport under the routes: Cumulus's HTTP/1 connection channel for Hummingbird, the connection guard
+        // (limits, idle and body timeouts), lingering close of refused bodies, glibc's allocator tuning.
+        .target(
+            name: "CumulusServerHTTP",
+            dependencies: [
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
+                .product(name: "NIOHTTPTypesHTTP1", package: "swift-nio-extras"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The HTTP edge (Hummingbird 2): routes, middleware, the courier, the console, the application's assembly.
         .target(
             name: "CumulusServer",
             dependencies: [
                 "CumulusModel",
                 "CumulusStore",
                 "CumulusCore",
+                "CumulusServerHTTP",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
@@ -144,6 +161,7 @@ let package = Package(
             dependencies: [
                 "CumulusCore",
                 "CumulusServer",
+                "CumulusServerHTTP",
                 "CumulusStore",
                 "CumulusStoreSQLite",
                 "CumulusStorePostgres",
@@ -168,6 +186,7 @@ let package = Package(
                 "CumulusModel",
                 "CumulusCore",
                 "CumulusServer",
+                "CumulusServerHTTP",
                 "CumulusStore",
                 "CumulusStoreSQLite",
                 "CumulusStorePostgres",
@@ -200,6 +219,11 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        .testTarget(
+            name: "CumulusServerHTTPTests",
+            dependencies: ["CumulusServerHTTP"],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(name: "CumulusCoreTests", dependencies: ["CumulusModel", "CumulusStore", "CumulusCore"], swiftSettings: swiftSettings),
         .testTarget(name: "CumulusClientTests", dependencies: ["CumulusModel", "CumulusClient"], swiftSettings: swiftSettings),
         .testTarget(
@@ -218,6 +242,7 @@ let package = Package(
                 "CumulusStorePostgres",
                 "CumulusCore",
                 "CumulusServer",
+                "CumulusServerHTTP",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),

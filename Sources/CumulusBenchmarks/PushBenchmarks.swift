@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import CumulusCore
 import CumulusModel
 import CumulusServer
+import CumulusServerHTTP
 import CumulusStore
 import CumulusStorePostgres
 import CumulusStoreSQLite

@@ -1,4 +1,5 @@
 public import CumulusCore
+import CumulusServerHTTP
 public import CumulusStore
 import Foundation
 public import Hummingbird

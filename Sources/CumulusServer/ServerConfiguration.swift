@@ -1,4 +1,5 @@
 public import CumulusCore
+public import CumulusServerHTTP
 public import CumulusStore
 public import Foundation
 

@@ -3,6 +3,7 @@ import CoreMetrics
 import CumulusCore
 public import CumulusModel
 import CumulusServer
+import CumulusServerHTTP
 import CumulusStore
 import CumulusStorePostgres
 import CumulusStoreSQLite

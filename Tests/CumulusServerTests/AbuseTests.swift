@@ -16,6 +16,7 @@ import Synchronization
 import Testing
 
 @testable import CumulusServer
+@testable import CumulusServerHTTP
 @testable import CumulusStoreSQLite
 
 /// What one holder of the app's API token could do at scale, and the limits that stop it (`docs/SECURITY.md`).

@@ -15,6 +15,7 @@ import Synchronization
 import Testing
 
 @testable import CumulusServer
+@testable import CumulusServerHTTP
 
 /// The courier answered below the router (``CourierChannelHandler``): which requests it takes, that the router never
 /// sees them, that later requests on the connection still reach the router in order, and that an open stream is not

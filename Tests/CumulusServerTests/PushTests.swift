@@ -11,6 +11,8 @@ import NIOCore
 import NIOHTTP1
 import Testing
 
+@testable import CumulusServerHTTP
+
 /// CloudKit's push wire through real HTTP, as a third-party client long-polls it: `tokens/create`, then GETs of the
 /// `webcourierURL`, each answering one notification or, after the timeout, nothing.
 @Suite("Push: tokens and the courier", .timeLimit(.minutes(10)))

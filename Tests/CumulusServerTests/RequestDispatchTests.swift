@@ -10,6 +10,7 @@ import Synchronization
 import Testing
 
 @testable import CumulusServer
+@testable import CumulusServerHTTP
 
 /// ``RequestDispatchHandler``: requests read by the connection's handlers, each answered in a task of its own.
 @Suite("Requests answered a task each", .timeLimit(.minutes(10)))

@@ -1,5 +1,6 @@
 import CoreMetrics
 import CumulusCore
+import CumulusServerHTTP
 public import Prometheus
 import Synchronization
 
@@ -143,3 +144,4 @@ public final class ServerMetrics: Sendable {
         counter.increment()
     }
 }
+extension ServerMetrics: ConnectionMetrics {}

@@ -1,5 +1,6 @@
 import CumulusCore
 import CumulusModel
+import CumulusServerHTTP
 import CumulusStore
 import Foundation
 import HTTPTypes

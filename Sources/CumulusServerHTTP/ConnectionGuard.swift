@@ -1,5 +1,5 @@
-import NIOCore
-import NIOHTTPTypes
+package import NIOCore
+package import NIOHTTPTypes
 import Synchronization
 
 /// Limits on connections: how many one instance holds, how many one address holds, and how long a request's body may
@@ -29,13 +29,13 @@ public struct ConnectionLimits: Sendable, Hashable {
 }
 
 /// The connections an instance holds, in total and per address, shared by every connection's ``ConnectionGuardHandler``.
-final class ConnectionCounts: Sendable {
+package final class ConnectionCounts: Sendable {
     private let counts = Mutex((total: 0, byAddress: [String: Int]()))
     let limits: ConnectionLimits
     let countsAddresses: Bool
-    let metrics: ServerMetrics
+    let metrics: any ConnectionMetrics
 
-    init(limits: ConnectionLimits, countsAddresses: Bool, metrics: ServerMetrics) {
+    package init(limits: ConnectionLimits, countsAddresses: Bool, metrics: any ConnectionMetrics) {
         self.limits = limits
         self.countsAddresses = countsAddresses
         self.metrics = metrics
@@ -76,11 +76,11 @@ final class ConnectionCounts: Sendable {
 /// The idle timeout is kept here, ahead of every other handler, rather than by Hummingbird's connection handler: this
 /// one sees every request and answer, those of the courier (``CourierChannelHandler``, which answers below the router)
 /// included, so an open stream is never taken for an idle connection.
-final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandler {
-    typealias InboundIn = HTTPRequestPart
-    typealias InboundOut = HTTPRequestPart
-    typealias OutboundIn = HTTPResponsePart
-    typealias OutboundOut = HTTPResponsePart
+package final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandler {
+    package typealias InboundIn = HTTPRequestPart
+    package typealias InboundOut = HTTPRequestPart
+    package typealias OutboundIn = HTTPResponsePart
+    package typealias OutboundOut = HTTPResponsePart
 
     private let counts: ConnectionCounts
     private var admittedAddress: String?
@@ -96,14 +96,14 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
     /// reads its sockets again.
     static let stalledLoopAllowance: Duration = .milliseconds(25)
 
-    init(counts: ConnectionCounts, now: @escaping () -> ContinuousClock.Instant = { .now }) {
+    package init(counts: ConnectionCounts, now: @escaping () -> ContinuousClock.Instant = { .now }) {
         self.counts = counts
         self.now = now
         self.idle = IdleConnectionState(at: now())
         self.idleCheckDue = now()
     }
 
-    func handlerAdded(context: ChannelHandlerContext) {
+    package func handlerAdded(context: ChannelHandlerContext) {
         let address = context.channel.remoteAddress?.ipAddress ?? "unknown"
         if counts.admit(address) {
             admittedAddress = address
@@ -114,16 +114,16 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
         if context.channel.isActive { scheduleIdleCheck(context: context) }
     }
 
-    func handlerRemoved(context: ChannelHandlerContext) {
+    package func handlerRemoved(context: ChannelHandlerContext) {
         forget()
     }
 
-    func channelActive(context: ChannelHandlerContext) {
+    package func channelActive(context: ChannelHandlerContext) {
         scheduleIdleCheck(context: context)
         context.fireChannelActive()
     }
 
-    func channelInactive(context: ChannelHandlerContext) {
+    package func channelInactive(context: ChannelHandlerContext) {
         forget()
         context.fireChannelInactive()
     }
@@ -141,7 +141,7 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
         }
     }
 
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+    package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let part = unwrapInboundIn(data)
         idle.read(part, at: now())
         switch part {
@@ -160,7 +160,7 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
         context.fireChannelRead(data)
     }
 
-    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+    package func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         if idle.wrote(unwrapOutboundIn(data), at: now()) { scheduleIdleCheck(context: context) }
         context.write(data, promise: promise)
     }
@@ -244,4 +244,12 @@ struct IdleConnectionState: Sendable, Equatable {
         let deadline = lastActive + timeout
         return now >= deadline ? .idle : .activeUntil(deadline)
     }
+}
+
+/// Where the connection guard counts what it does; the server's `/metrics` in production.
+package protocol ConnectionMetrics: Sendable {
+    /// An HTTP connection was admitted or closed.
+    func connection(opened: Bool)
+    /// A limit refused something (`limit` names it: `connections`, `connections_per_address`, …).
+    func refused(limit: String)
 }

@@ -1,5 +1,6 @@
-import CumulusServer
 import Testing
+
+@testable import CumulusServerHTTP
 
 @Suite("Memory allocator tuning", .timeLimit(.minutes(10)))
 struct MemoryAllocatorTuningTests {

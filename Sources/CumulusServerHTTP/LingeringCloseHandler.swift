@@ -1,6 +1,6 @@
 import HTTPTypes
-import NIOCore
-import NIOHTTPTypes
+package import NIOCore
+package import NIOHTTPTypes
 
 /// Closes a connection after a response that says `Connection: close` (an oversized body's `413`, a malformed
 /// message's `400`), once the client has finished sending its request, or after a bounded linger.
@@ -8,29 +8,29 @@ import NIOHTTPTypes
 /// A client that writes its whole body before reading (Python's `http.client` and `requests`, many mobile stacks) would
 /// otherwise see its connection reset mid-upload and never read the answer; reading and discarding the rest of the body
 /// for a while lets it finish writing and read the `413`, and the linger bounds what a client that never stops costs.
-final class LingeringCloseHandler: ChannelDuplexHandler, RemovableChannelHandler {
-    typealias InboundIn = HTTPRequestPart
-    typealias InboundOut = HTTPRequestPart
-    typealias OutboundIn = HTTPResponsePart
-    typealias OutboundOut = HTTPResponsePart
+package final class LingeringCloseHandler: ChannelDuplexHandler, RemovableChannelHandler {
+    package typealias InboundIn = HTTPRequestPart
+    package typealias InboundOut = HTTPRequestPart
+    package typealias OutboundIn = HTTPResponsePart
+    package typealias OutboundOut = HTTPResponsePart
 
     private var state = LingeringCloseState()
     private let linger: TimeAmount
     private var lingerTask: Scheduled<Void>?
 
     /// - Parameter linger: How long the rest of a refused request is read and discarded before the connection closes.
-    init(linger: TimeAmount) {
+    package init(linger: TimeAmount) {
         self.linger = linger
     }
 
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+    package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let part = unwrapInboundIn(data)
         let action = state.read(part)
         context.fireChannelRead(data)
         apply(action, context: context)
     }
 
-    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+    package func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         let part = unwrapOutboundIn(data)
         let action = state.write(part)
         guard action != .none else {
@@ -48,7 +48,7 @@ final class LingeringCloseHandler: ChannelDuplexHandler, RemovableChannelHandler
         }
     }
 
-    func handlerRemoved(context: ChannelHandlerContext) {
+    package func handlerRemoved(context: ChannelHandlerContext) {
         lingerTask?.cancel()
     }
 

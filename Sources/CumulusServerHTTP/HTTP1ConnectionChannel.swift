@@ -1,8 +1,8 @@
 import HTTPTypes
-import Hummingbird
-import HummingbirdCore
-import Logging
-import NIOCore
+package import Hummingbird
+package import HummingbirdCore
+package import Logging
+package import NIOCore
 import NIOHTTP1
 import NIOHTTPTypes
 import NIOHTTPTypesHTTP1
@@ -57,7 +57,7 @@ where Responder.Context: InitializableFromSource<ApplicationRequestContextSource
 extension HTTPServerBuilder {
     /// HTTP/1.1 served by ``HTTP1ConnectionChannel``, answering with `responder` (the builder's own responder, which
     /// writes through Hummingbird's per-connection writer, is not used).
-    static func http1Connections<Responder: HTTPResponder>(
+    package static func http1Connections<Responder: HTTPResponder>(
         responder: Responder, serverName: String, logger: Logger,
         additionalChannelHandlers: @escaping @Sendable () -> [any RemovableChannelHandler]
     ) -> HTTPServerBuilder where Responder.Context: InitializableFromSource<ApplicationRequestContextSource> {

@@ -2,12 +2,12 @@ import Foundation
 import Synchronization
 
 /// The `Date` header's value (RFC 9110's IMF-fixdate), formatted once a second.
-enum HTTPDate {
+package enum HTTPDate {
     private static let days = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
     private static let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
     private static let formatted = Mutex<(second: time_t, value: String)>((0, ""))
 
-    static func now() -> String {
+    package static func now() -> String {
         let second = time(nil)
         return formatted.withLock { formatted in
             if formatted.second != second { formatted = (second, format(second)) }
