@@ -1,4 +1,4 @@
-public import CumulusModel
+import CumulusModel
 public import Logging
 
 /// Durable storage for Cumulus: every storage role at once, as each store implements them.

@@ -1,7 +1,7 @@
 import CumulusModel
 public import CumulusStore
 import Foundation
-public import Logging
+import Logging
 public import PostgresNIO
 import Synchronization
 
@@ -103,6 +103,7 @@ public final class PostgresRecordStore: RecordStore {
 
     /// Runs a query, translating PostgreSQL's errors into ``StoreError``s: a unique violation is a duplicate, a lost or
     /// refused connection is unavailable (the caller may retry), anything else unexpected.
+    @discardableResult
     func query(_ query: PostgresQuery, logger: Logger, duplicate: String? = nil, missingReference: String? = nil) async throws
         -> PostgresRowSequence
     {

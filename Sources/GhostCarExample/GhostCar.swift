@@ -1,4 +1,4 @@
-public import CumulusClient
+import CumulusClient
 public import CumulusModel
 public import CumulusSyncGRDB
 import Foundation

@@ -1,5 +1,6 @@
 import CumulusCore
 import CumulusModel
+import Foundation
 import Logging
 import Testing
 
@@ -123,7 +124,8 @@ struct SharingAuthorizationTests {
             }
             func currentTag(_ name: String) async throws -> String {
                 let response = try await client.lookup([name], zone: "Lists", as: .user(alice))
-                return try #require(response.records[0]["recordChangeTag"]?.stringValue)
+                guard let tag = response.records.first?["recordChangeTag"]?.stringValue else { throw URLError(.cannotParseResponse) }
+                return tag
             }
 
             for operationKind in Operation.allCases {

@@ -83,7 +83,7 @@ struct SyncServerFaultTests {
         // slowly a loaded machine runs, the engine's requests meet the limit.
         world.configuration.requestLimits = RequestLimits(requestsPerSecond: 1, burst: 3, concurrentRequests: 8, refusalDelay: .zero)
         let alice = world.alice
-        try await SyncEngineTests.live(world) { [world] container in
+        try await SyncEngineTests.live(world) { container in
             var throughObserver = container(alice)
             let transport = ObservedTransport()
             throughObserver.transport = transport

@@ -1,4 +1,4 @@
-public import CumulusStore
+import CumulusStore
 public import Logging
 
 /// Who may use the web console (`/console`): whoever opens a sign-in link the command line printed

@@ -1,5 +1,5 @@
 import Crypto
-public import CumulusModel
+import CumulusModel
 public import CumulusStore
 import Foundation
 

@@ -1,5 +1,5 @@
 public import CumulusModel
-public import CumulusStore
+import CumulusStore
 import Foundation
 public import Logging
 

@@ -1,4 +1,4 @@
-public import CumulusModel
+import CumulusModel
 import Foundation
 public import Logging
 import Synchronization
@@ -41,13 +41,10 @@ public struct StructuredLogHandler: LogHandler {
         set { metadata[key] = newValue }
     }
 
-    public func log(
-        level: Logger.Level, message: Logger.Message, metadata explicit: Logger.Metadata?, source: String, file: String,
-        function: String, line: UInt
-    ) {
+    public func log(event: LogEvent) {
         var fields = metadata
-        if let explicit { fields.merge(explicit) { $1 } }
-        write(Self.line(time: Date(), level: level, label: label, message: "\(message)", fields: fields, format: format))
+        if let explicit = event.metadata { fields.merge(explicit) { $1 } }
+        write(Self.line(time: Date(), level: event.level, label: label, message: "\(event.message)", fields: fields, format: format))
     }
 
     /// One line, fields sorted by key after `time`, `level`, `label` and `message`.

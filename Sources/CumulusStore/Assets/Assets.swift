@@ -1,5 +1,5 @@
-public import CumulusModel
-public import Foundation
+import CumulusModel
+import Foundation
 
 /// An asset upload: what `assets/upload` issued a receipt for, and, once the bytes came, the file that holds them.
 ///

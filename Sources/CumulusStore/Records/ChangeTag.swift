@@ -1,4 +1,4 @@
-public import CumulusModel
+import CumulusModel
 
 /// Change tags: short opaque strings derived from the zone change sequence of a record's last write.
 public enum ChangeTag {

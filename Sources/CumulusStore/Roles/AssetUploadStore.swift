@@ -1,4 +1,4 @@
-public import CumulusModel
+import CumulusModel
 public import Logging
 
 /// Asset receipts: what each was issued for, which file holds its bytes, and which records hold it.

@@ -1,4 +1,4 @@
-public import CumulusModel
+import CumulusModel
 public import Logging
 
 /// Containers and the credentials that open them: API tokens, server-to-server keys (and the signatures they made, so

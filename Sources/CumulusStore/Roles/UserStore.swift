@@ -1,4 +1,4 @@
-public import CumulusModel
+import CumulusModel
 public import Logging
 
 /// Users and their sessions: web auth tokens, console sign-in links and console sessions; discovery.

@@ -1,4 +1,4 @@
-public import CumulusModel
+import CumulusModel
 
 /// Short GUIDs for share links: 22 URL-safe characters from about 131 random bits (62 symbols each).
 public enum ShortGUID {

@@ -87,14 +87,14 @@ public struct PostgresAssetStorage: AssetStorage {
 
     public func delete(fileIDs: [String]) async throws {
         guard !fileIDs.isEmpty else { return }
-        try await client.query(PostgresQuery(unsafeSQL: "DELETE FROM asset_files WHERE file_id = ANY($1)", binds: try binds(fileIDs)), logger: logger)
+        try await client.query(PostgresQuery(unsafeSQL: "DELETE FROM asset_files WHERE file_id = ANY($1)", binds: binds(fileIDs)), logger: logger)
         try await client.query(
-            PostgresQuery(unsafeSQL: "DELETE FROM asset_chunks WHERE file_id = ANY($1)", binds: try binds(fileIDs)), logger: logger)
+            PostgresQuery(unsafeSQL: "DELETE FROM asset_chunks WHERE file_id = ANY($1)", binds: binds(fileIDs)), logger: logger)
     }
 
-    private func binds(_ values: [String]) throws -> PostgresBindings {
+    private func binds(_ values: [String]) -> PostgresBindings {
         var bindings = PostgresBindings()
-        try bindings.append(values)
+        bindings.append(values)
         return bindings
     }
 }
