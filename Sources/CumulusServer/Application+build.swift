@@ -99,6 +99,8 @@ public func buildRouter(
     router.add(middleware: AccessLogMiddleware(metrics: metrics))
     router.add(middleware: CloudKitErrorMiddleware(address: address))
     if configuration.trustsForwardedFor { router.add(middleware: ClientAddressMiddleware()) }
+    let landingPage = LandingPage.html(metricsPort: configuration.metricsPort)
+    router.get("/") { _, _ in Response.html(landingPage, status: .ok) }
     router.get("health") { _, _ in "ok" }
     router.get("openapi.json") { _, _ in
         Response(

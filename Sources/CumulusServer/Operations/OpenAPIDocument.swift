@@ -652,6 +652,9 @@ enum OpenAPIDocument {
             responses: ["200": ok(anyObject)], security: noSecurity)
 
         paths.add(
+            "get", "/", id: "landingPage", summary: "A page linking the console, this description, /health and /metrics.", tag: .operations,
+            parameters: [], responses: ["200": ["description": "The page", "content": ["text/html": ["schema": string]]]], security: noSecurity)
+        paths.add(
             "get", "/health", id: "health", summary: "ok while the instance serves.", tag: .operations, parameters: [],
             responses: ["200": plainText], security: noSecurity)
         paths.add(
