@@ -156,6 +156,17 @@ let package = Package(
             dependencies: ["CumulusClient", "CumulusModel", "CumulusSyncGRDB", .product(name: "GRDB", package: "GRDB.swift")],
             swiftSettings: swiftSettings
         ),
+        // `swift run GhostCarDemo`: the Ghost Car example on two devices through a server of its own.
+        .executableTarget(
+            name: "GhostCarDemo",
+            dependencies: [
+                "GhostCarExample", "CumulusClient", "CumulusSyncGRDB", "CumulusModel", "CumulusCore", "CumulusServer", "CumulusStoreSQLite",
+                .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Logging", package: "swift-log"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "cumulus",
             dependencies: [

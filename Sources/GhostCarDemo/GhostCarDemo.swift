@@ -1,0 +1,168 @@
+import CumulusClient
+import CumulusCore
+import CumulusModel
+import CumulusServer
+import CumulusStoreSQLite
+import CumulusSyncGRDB
+import Foundation
+import GRDB
+import GhostCarExample
+import Hummingbird
+import Logging
+import ServiceLifecycle
+
+/// `swift run GhostCarDemo`: the Ghost Car example (seed 000) on two devices, a phone and a tablet, each with its own
+/// SQLite file, syncing through Cumulus. It starts a server of its own on a free port (SQLite in a temporary
+/// directory), or uses one you name:
+///
+///     swift run GhostCarDemo --server http://127.0.0.1:8080 --container iCloud.com.example.ghostcar \
+///         --api-token … --web-auth-token …
+@main
+struct GhostCarDemo {
+    static func main() async throws {
+        var options: [String: String] = [:]
+        var arguments = CommandLine.arguments.dropFirst().makeIterator()
+        while let name = arguments.next() {
+            guard name.hasPrefix("--"), let value = arguments.next() else {
+                print("usage: GhostCarDemo [--server URL --container ID --api-token TOKEN --web-auth-token TOKEN]")
+                exit(2)
+            }
+            options[String(name.dropFirst(2))] = value
+        }
+        if let server = options["server"].flatMap(URL.init(string:)), let container = options["container"], let apiToken = options["api-token"],
+            let webAuthToken = options["web-auth-token"]
+        {
+            try await run(CloudContainer(serverURL: server, containerIdentifier: container, apiToken: apiToken, webAuthToken: webAuthToken))
+        } else {
+            try await withOwnServer { container in try await run(container) }
+        }
+    }
+
+    /// Two devices: a drive recorded on the phone appears on the tablet, the tablet's rename reaches the phone, and a
+    /// deletion follows.
+    static func run(_ container: CloudContainer) async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ghost-car-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let database = container.privateCloudDatabase
+        try await database.save(zones: [GhostCar.zone])
+        let phone = try Device(name: "phone", path: directory.appendingPathComponent("phone.sqlite").path, database: database)
+        let tablet = try Device(name: "tablet", path: directory.appendingPathComponent("tablet.sqlite").path, database: database)
+
+        let id = try phone.recordDrive(name: "Morning commute", distance: 12_400)
+        print("phone:  recorded “Morning commute”, 12.4 km")
+        try await phone.engine.sendChanges()
+        print("phone:  sent it to the server")
+        try await tablet.engine.fetchChanges()
+        print("tablet: fetched, and now holds \(try tablet.describe())")
+
+        try tablet.rename(id, to: "Commute (fast)")
+        try await tablet.engine.sendChanges()
+        print("tablet: renamed it “Commute (fast)” and sent the change")
+        try await phone.engine.fetchChanges()
+        print("phone:  fetched, and now holds \(try phone.describe())")
+
+        try phone.delete(id)
+        try await phone.engine.sendChanges()
+        try await tablet.engine.fetchChanges()
+        print("phone:  deleted it; tablet fetched, and now holds \(try tablet.describe())")
+        print("Both devices agree. The code is Sources/GhostCarDemo; docs/SYNC.md explains it.")
+    }
+
+    /// Runs `body` against a Cumulus server started in this process, on a free port, over SQLite in a temporary
+    /// directory, with a container, an API token and a signed-in user made for it.
+    static func withOwnServer(_ body: @escaping @Sendable (CloudContainer) async throws -> Void) async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ghost-car-server-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        var logger = Logger(label: "ghost-car")
+        logger.logLevel = .warning
+        let store = try SQLiteRecordStore(path: directory.appendingPathComponent("cumulus.sqlite").path)
+        let accounts = AccountService(store: store)
+        let containerID = "iCloud.com.example.ghostcar"
+        try await accounts.createContainer(containerID, logger: logger)
+        let apiToken = try await accounts.createAPIToken(container: containerID, environment: .development, logger: logger)
+        let user = try await accounts.createUser(container: containerID, name: "driver", password: nil, email: nil, logger: logger)
+        let webAuthToken = try await accounts.issueWebAuthToken(for: user, logger: logger)
+
+        let (urls, announce) = AsyncStream.makeStream(of: String.self)
+        let application = buildApplication(
+            configuration: ServerConfiguration(host: "127.0.0.1", port: 0), store: store, logger: logger,
+            onServerRunning: { url in announce.yield(url) })
+        let services = ServiceGroup(services: [application], logger: logger)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await services.run() }
+            var iterator = urls.makeAsyncIterator()
+            guard let text = await iterator.next(), let url = URL(string: text) else { throw CancellationError() }
+            print("Cumulus is serving at \(url) (SQLite in \(directory.path))")
+            do {
+                try await body(CloudContainer(serverURL: url, containerIdentifier: containerID, apiToken: apiToken, webAuthToken: webAuthToken))
+            } catch {
+                await services.triggerGracefulShutdown()
+                throw error
+            }
+            // As `cumulus serve` stops on SIGTERM: requests in flight finish, then the server closes.
+            await services.triggerGracefulShutdown()
+            try await group.waitForAll()
+        }
+    }
+}
+
+/// One device: the app's SQLite file with the `drives` table, and a sync engine keeping it in step.
+final class Device: @unchecked Sendable {
+    // Used by one task, one step at a time.
+    let name: String
+    let queue: DatabaseQueue
+    let store: GRDBSyncStore
+    let adapter: GRDBSyncAdapter
+    let engine: SyncEngine
+
+    init(name: String, path: String, database: CloudDatabase) throws {
+        self.name = name
+        queue = try DatabaseQueue(path: path)
+        try GhostCar.migrate(queue)
+        store = try GRDBSyncStore(writer: queue, scope: "private")
+        adapter = try GRDBSyncAdapter(writer: queue, store: store, tables: [GhostCar.drivesTable()])
+        engine = SyncEngine(SyncEngine.Configuration(database: database, stateStore: store, delegate: adapter))
+    }
+
+    /// Records a drive: the row and its pending change in one transaction, as the app would.
+    func recordDrive(name: String, distance: Double) throws -> String {
+        let id = UUID().uuidString
+        try queue.write { db in
+            let now = Int64(Date().timeIntervalSince1970 * 1000)
+            try db.execute(
+                sql: "INSERT INTO drives (id, startTime, duration, distance, customName, modifiedAt) VALUES (?, ?, 600, ?, ?, ?)",
+                arguments: [id, now, distance, name, now])
+            try store.enqueue([.saveRecord(RecordID(recordName: id, zoneID: GhostCar.zone))], in: db)
+        }
+        return id
+    }
+
+    func rename(_ id: String, to name: String) throws {
+        try queue.write { db in
+            try db.execute(
+                sql: "UPDATE drives SET customName = ?, modifiedAt = ? WHERE id = ?",
+                arguments: [name, Int64(Date().timeIntervalSince1970 * 1000), id])
+            try store.enqueue([.saveRecord(RecordID(recordName: id, zoneID: GhostCar.zone))], in: db)
+        }
+    }
+
+    func delete(_ id: String) throws {
+        try queue.write { db in
+            try db.execute(sql: "DELETE FROM drives WHERE id = ?", arguments: [id])
+            try store.enqueue([.deleteRecord(RecordID(recordName: id, zoneID: GhostCar.zone))], in: db)
+        }
+    }
+
+    /// What the device's table holds, in words.
+    func describe() throws -> String {
+        let rows = try queue.read { db in try Row.fetchAll(db, sql: "SELECT customName, distance FROM drives ORDER BY startTime") }
+        guard !rows.isEmpty else { return "no drives" }
+        return rows.map { row in
+            let name: String = row[0] ?? "a drive"
+            let distance: Double = row[1]
+            return "“\(name)”, \(String(format: "%.1f", distance / 1000)) km"
+        }.joined(separator: "; ")
+    }
+}
