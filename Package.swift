@@ -156,15 +156,29 @@ let package = Package(
             dependencies: ["CumulusClient", "CumulusModel", "CumulusSyncGRDB", .product(name: "GRDB", package: "GRDB.swift")],
             swiftSettings: swiftSettings
         ),
+        // What the runnable examples share: a server of their own, in process.
+        .target(
+            name: "DemoServer",
+            dependencies: [
+                "CumulusClient", "CumulusCore", "CumulusModel", "CumulusServer", "CumulusStoreSQLite",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // `swift run GhostCarDemo`: the Ghost Car example on two devices through a server of its own.
         .executableTarget(
             name: "GhostCarDemo",
             dependencies: [
-                "GhostCarExample", "CumulusClient", "CumulusSyncGRDB", "CumulusModel", "CumulusCore", "CumulusServer", "CumulusStoreSQLite",
-                .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Logging", package: "swift-log"),
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                "GhostCarExample", "DemoServer", "CumulusClient", "CumulusSyncGRDB", "CumulusModel", .product(name: "GRDB", package: "GRDB.swift"),
             ],
+            swiftSettings: swiftSettings
+        ),
+        // `swift run SplitCostsDemo`: seed 001's cost-splitting app, two people sharing a group.
+        .executableTarget(
+            name: "SplitCostsDemo",
+            dependencies: ["SplitCostsExample", "DemoServer", "CumulusClient", "CumulusModel"],
             swiftSettings: swiftSettings
         ),
         .executableTarget(

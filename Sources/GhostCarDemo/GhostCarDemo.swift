@@ -1,15 +1,10 @@
 import CumulusClient
-import CumulusCore
 import CumulusModel
-import CumulusServer
-import CumulusStoreSQLite
 import CumulusSyncGRDB
+import DemoServer
 import Foundation
 import GRDB
 import GhostCarExample
-import Hummingbird
-import Logging
-import ServiceLifecycle
 
 /// `swift run GhostCarDemo`: the Ghost Car example (seed 000) on two devices, a phone and a tablet, each with its own
 /// SQLite file, syncing through Cumulus. It starts a server of its own on a free port (SQLite in a temporary
@@ -34,7 +29,9 @@ struct GhostCarDemo {
         {
             try await run(CloudContainer(serverURL: server, containerIdentifier: container, apiToken: apiToken, webAuthToken: webAuthToken))
         } else {
-            try await withOwnServer { container in try await run(container) }
+            try await DemoServer.run(container: "iCloud.com.example.ghostcar", users: ["driver"]) { containers in
+                try await run(containers["driver"]!)
+            }
         }
     }
 
@@ -67,44 +64,6 @@ struct GhostCarDemo {
         try await tablet.engine.fetchChanges()
         print("phone:  deleted it; tablet fetched, and now holds \(try tablet.describe())")
         print("Both devices agree. The code is Sources/GhostCarDemo; docs/SYNC.md explains it.")
-    }
-
-    /// Runs `body` against a Cumulus server started in this process, on a free port, over SQLite in a temporary
-    /// directory, with a container, an API token and a signed-in user made for it.
-    static func withOwnServer(_ body: @escaping @Sendable (CloudContainer) async throws -> Void) async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ghost-car-server-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        var logger = Logger(label: "ghost-car")
-        logger.logLevel = .warning
-        let store = try SQLiteRecordStore(path: directory.appendingPathComponent("cumulus.sqlite").path)
-        let accounts = AccountService(store: store)
-        let containerID = "iCloud.com.example.ghostcar"
-        try await accounts.createContainer(containerID, logger: logger)
-        let apiToken = try await accounts.createAPIToken(container: containerID, environment: .development, logger: logger)
-        let user = try await accounts.createUser(container: containerID, name: "driver", password: nil, email: nil, logger: logger)
-        let webAuthToken = try await accounts.issueWebAuthToken(for: user, logger: logger)
-
-        let (urls, announce) = AsyncStream.makeStream(of: String.self)
-        let application = buildApplication(
-            configuration: ServerConfiguration(host: "127.0.0.1", port: 0), store: store, logger: logger,
-            onServerRunning: { url in announce.yield(url) })
-        let services = ServiceGroup(services: [application], logger: logger)
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await services.run() }
-            var iterator = urls.makeAsyncIterator()
-            guard let text = await iterator.next(), let url = URL(string: text) else { throw CancellationError() }
-            print("Cumulus is serving at \(url) (SQLite in \(directory.path))")
-            do {
-                try await body(CloudContainer(serverURL: url, containerIdentifier: containerID, apiToken: apiToken, webAuthToken: webAuthToken))
-            } catch {
-                await services.triggerGracefulShutdown()
-                throw error
-            }
-            // As `cumulus serve` stops on SIGTERM: requests in flight finish, then the server closes.
-            await services.triggerGracefulShutdown()
-            try await group.waitForAll()
-        }
     }
 }
 
