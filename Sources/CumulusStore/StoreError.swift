@@ -15,6 +15,7 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
             case corrupt
             case unexpected
             case misconfigured
+            case invalidValue
         }
 
         private let base: Base
@@ -36,6 +37,9 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
         /// The store cannot be used as configured: a malformed URL, refused credentials, a schema newer than this
         /// program. Retrying does not help; the reason says what to change.
         public static var misconfigured: Self { .init(.misconfigured) }
+        /// A value the request gave cannot be stored as it is (a text holding U+0000, which PostgreSQL cannot hold):
+        /// the request is at fault, and nothing was written.
+        public static var invalidValue: Self { .init(.invalidValue) }
         /// Stored data could not be read.
         public static var corrupt: Self { .init(.corrupt) }
         /// The database refused a statement for a reason a retry cannot fix (a bug, or a limit that should have been

@@ -135,6 +135,8 @@ public final class PostgresRecordStore: RecordStore {
         case "40P01"?, "40001"?:
             return StoreError(.unavailable, "PostgreSQL aborted a transaction in a conflict; retry", underlying: error)
         case "53100"?: return StoreError(.storageFull, "PostgreSQL's disk is full", underlying: error)
+        case "22021"?, "22P05"?:
+            return StoreError(.invalidValue, "a text holds a character the store cannot hold (U+0000)", underlying: error)
         case "28P01"?, "28000"?: return StoreError(.misconfigured, "PostgreSQL refused the credentials", underlying: error)
         case "3D000"?: return StoreError(.misconfigured, "the PostgreSQL database does not exist", underlying: error)
         case let state?:

@@ -83,6 +83,34 @@ struct AuthenticationTests {
         }
     }
 
+    /// PostgreSQL cannot hold U+0000 in a text column (SQLite can): a name holding one is the request's fault, answered
+    /// 4xx on both stores, never a 500; a field's text holding one is stored (fields are stored escaped) and read back.
+    @Test(arguments: TestStore.all)
+    func textsHoldingNULAreRefusedOrStoredNeverAServerError(_ store: TestStore) async throws {
+        let world = try await TestWorld.make(store: store)
+        try await world.test { client in
+            let base = "/auth/1/\(TestWorld.container)/development"
+            let signIn = try await client.raw("\(base)/signin?ckAPIToken=\(world.apiToken)", body: #"{"name":"car\u0000ol","password":"x"}"#)
+            #expect((400..<500).contains(signIn.status) && signIn.serverErrorCode != nil, "\(signIn.status) \(signIn.json)")
+            let signUp = try await client.raw(
+                "\(base)/signup?ckAPIToken=\(world.apiToken)", body: #"{"name":"dav\u0000e","password":"correct horse battery"}"#)
+            #expect((400..<500).contains(signUp.status) && signUp.serverErrorCode != nil, "\(signUp.status) \(signUp.json)")
+
+            try await client.createZone("Z", as: world.alice)
+            let named = try await client.send(
+                "records/modify", as: .user(world.alice),
+                body: #"{"zoneID":{"zoneName":"Z"},"operations":[{"operationType":"create","record":{"recordName":"a\u0000b","recordType":"Note"}}]}"#
+            )
+            #expect(named.status != 500 && (named.status >= 400 || named.records.first?["serverErrorCode"] != nil), "\(named.status) \(named.json)")
+
+            let field = try await client.modify(
+                [operation("create", "note", fields: #"{"text":{"value":"before\u0000after"}}"#)], zone: "Z", as: .user(world.alice))
+            #expect(field.status == 200 && field.records.first?["serverErrorCode"] == nil, "\(field.json)")
+            let read = try await client.lookup(["note"], zone: "Z", as: .user(world.alice))
+            #expect(read.records.first?["fields"]?["text"]?["value"]?.stringValue == "before\u{0}after")
+        }
+    }
+
     @Test(arguments: TestStore.all)
     func signUpSignInAndSignOutOverHTTP(_ store: TestStore) async throws {
         let world = try await TestWorld.make(store: store)

@@ -101,6 +101,9 @@ public struct AccountService: Sendable {
         try await requireContainer(container, logger: logger)
         let trimmed = name.trimmingCharacters(in: .whitespaces)
         guard !trimmed.isEmpty, trimmed.count <= 255 else { throw CumulusError(.badRequest, "name: must be 1 to 255 characters") }
+        // Both stores hold the same names: PostgreSQL cannot hold U+0000, and no name needs a control character.
+        if Self.holdsControlCharacter(trimmed) { throw CumulusError(.badRequest, "name: must not hold control characters") }
+        if let email, Self.holdsControlCharacter(email) { throw CumulusError(.badRequest, "email: must not hold control characters") }
         if let password, password.count < 8 {
             throw CumulusError(.badRequest, "password: must be at least 8 characters")
         }
@@ -122,6 +125,11 @@ public struct AccountService: Sendable {
             throw CumulusError(.exists, "a user named \(trimmed) (or with that email) already exists")
         }
         return user
+    }
+
+    /// Whether a text holds a control character (U+0000–U+001F, U+007F).
+    static func holdsControlCharacter(_ text: String) -> Bool {
+        text.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F }
     }
 
     /// Issues a new web auth token for a user named in a container.
@@ -169,6 +177,8 @@ public struct AccountService: Sendable {
     public func signIn(container: String, name: String, password: String, address: String? = nil, logger: Logger) async throws -> (
         UserAccount, String
     ) {
+        // No account's name holds a control character (``createUser`` refuses them): the answer is the unknown name's.
+        if Self.holdsControlCharacter(name) { throw CumulusError(.authenticationFailed, "name or password is not correct") }
         let account = "\(container)\n\(name.trimmingCharacters(in: .whitespaces).lowercased())"
         // The name from this address first: a stranger's failures from their own address stop there, and do not count
         // against the name everywhere once they are refused.

@@ -335,6 +335,7 @@ func mapStoreErrors<T>(writing: Bool = false, _ body: () async throws -> T) asyn
         case .zoneNotFound: throw CumulusError(.zoneNotFound, error.message)
         case .notFound: throw CumulusError(.notFound, error.message)
         case .duplicate: throw CumulusError(.exists, error.message)
+        case .invalidValue: throw CumulusError(.badRequest, error.message)
         case .unavailable where writing:
             throw CumulusError(
                 .unavailable,

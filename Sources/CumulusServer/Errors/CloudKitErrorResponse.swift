@@ -97,6 +97,8 @@ struct CloudKitErrorMiddleware<Context: RequestContext>: RouterMiddleware {
         } catch let error as StoreError where error.code == .storageFull {
             context.logger.error("request failed", metadata: ["error": "\(error)"])
             throw CloudKitErrorResponse(code: .tryAgainLater, reason: "the server's storage is full; retry later", retryAfter: 30)
+        } catch let error as StoreError where error.code == .invalidValue {
+            throw CloudKitErrorResponse(code: .badRequest, reason: error.message)
         } catch let error as WireFormatError {
             throw CloudKitErrorResponse(code: .badRequest, reason: error.description)
         } catch let error as HTTPParserError {
