@@ -42,6 +42,9 @@ extension SQLiteRecordStore: BackgroundMaintenance {
                     _ = try await checkpointer.writeWithoutTransaction { try $0.checkpoint(.restart) }
                 }
                 checkpointsRun.add(1, ordering: .relaxed)
+            } catch is CancellationError {
+                // The server is stopping: not a failure (the last checkpoint happens when the database closes).
+                break
             } catch {
                 logger.warning("background checkpoint failed", metadata: ["error": "\(error)"])
             }
