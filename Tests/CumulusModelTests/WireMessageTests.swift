@@ -73,6 +73,17 @@ struct WireMessageTests {
             ErrorResponse(uuid: "u", serverErrorCode: .authenticationRequired, reason: "sign in", redirectURL: "https://example.com/signin"))
     }
 
+    @Test func recordedUserIdentitiesAreWrittenBackExactly() throws {
+        let caller =
+            #"{"userRecordName":"_4a1b","lookupInfo":{"userRecordName":"_4a1b","emailAddress":"alice@example.com"},"nameComponents":{"givenName":"alice"},"firstName":"alice","users":[{"userRecordName":"_4a1b","lookupInfo":{"userRecordName":"_4a1b","emailAddress":"alice@example.com"},"nameComponents":{"givenName":"alice"},"firstName":"alice"}]}"#
+        #expect(String(decoding: try CallerResponse(wireBytes: Array(caller.utf8)).wireBytes, as: UTF8.self) == caller)
+        let discovered =
+            #"{"users":[{"userRecordName":"_5c2d","lookupInfo":{"userRecordName":"_5c2d","emailAddress":"bob@example.com"},"nameComponents":{"givenName":"bob"},"firstName":"bob","emailAddress":"bob@example.com"}]}"#
+        #expect(String(decoding: try UsersResponse(wireBytes: Array(discovered.utf8)).wireBytes, as: UTF8.self) == discovered)
+        try roundTrip(UserLookupRequest(keys: [.emailAddress("bob@example.com"), .userRecordName("_5c2d"), .phoneNumber("+44 20 7946 0000")]))
+        try roundTrip(CallerResponse(identity: UserIdentity(userRecordName: "_anonymous")))
+    }
+
     @Test func aRecordedDatabaseFeedPageIsWrittenBackExactly() throws {
         let recorded =
             #"{"zones":[{"zoneID":{"zoneName":"Lists","ownerRecordName":"_4a1b","zoneType":"REGULAR_CUSTOM_ZONE"},"syncToken":"BBBB","atomic":true}],"syncToken":"CCCC","moreComing":false}"#

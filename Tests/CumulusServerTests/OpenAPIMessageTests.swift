@@ -43,6 +43,19 @@ struct OpenAPIMessageTests {
         ),
         ("TokenRegisterRequest", [PushTokenRegisterRequest(apnsToken: "t", apnsEnvironment: "development")]),
         (
+            "UserIdentity",
+            [CallerResponse(identity: UserIdentity(userRecordName: "_a", emailAddress: "alice@example.com", name: "alice"))]
+        ),
+        (
+            "UsersResponse",
+            [
+                UsersResponse(users: [
+                    UserIdentity(userRecordName: "_b", emailAddress: "bob@example.com", name: "bob", emailAtTopLevel: true)
+                ])
+            ]
+        ),
+        ("UsersLookupRequest", [UserLookupRequest(keys: [.emailAddress("bob@example.com"), .userRecordName("_b"), .phoneNumber("+44")])]),
+        (
             "ErrorResponse",
             [
                 ErrorResponse(uuid: "u", serverErrorCode: .throttled, reason: "too many requests", retryAfter: 3),

@@ -274,11 +274,14 @@ enum OpenAPIDocument {
                         ], required: ["operationType", "subscription"]))
             ], required: ["operations"]),
         "UserIdentity": object([
-            "userRecordName": string, "nameComponents": anyObject, "lookupInfo": anyObject, "emailAddress": string,
-            "serverErrorCode": ref("ServerErrorCode"), "reason": string,
+            "userRecordName": string, "nameComponents": anyObject, "firstName": string, "lookupInfo": anyObject, "emailAddress": string,
+            "users": [
+                "type": "array", "items": ["type": "object"],
+                "description": "users/caller only: the same identity, for clients built from Apple's page.",
+            ],
         ]),
         "UsersResponse": object(["users": array(ref("UserIdentity"))], required: ["users"]),
-        "UsersLookupRequest": object(["users": array(object(["emailAddress": string, "userRecordName": string]))]),
+        "UsersLookupRequest": object(["users": array(object(["emailAddress": string, "userRecordName": string, "phoneNumber": string]))]),
         "PushToken": object(
             ["apnsEnvironment": string, "apnsToken": string, "webcourierURL": string], required: ["apnsEnvironment", "apnsToken", "webcourierURL"]
         ),

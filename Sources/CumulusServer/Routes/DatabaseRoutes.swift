@@ -351,45 +351,31 @@ struct DatabaseRoutes {
 
     // MARK: - Users
 
-    @Sendable func discoverUsers(_ request: Request, context: CumulusRequestContext) async throws -> Response {
+    @Sendable func discoverUsers(_ request: Request, context: CumulusRequestContext) async throws -> UsersResponse {
         let body = try await RequestBody.object(request, limits: limits)
         let lookup = try UserLookupRequest(wire: body)
         try checkCount(lookup.keys.count, path: "lookupInfos")
         let users = try await accounts.discover(
             caller: try context.requireCaller(), scope: try context.databaseScope(), request: lookup, logger: context.logger)
-        var writer = JSONWriter()
-        writer.beginObject()
-        writer.key("users")
-        writer.beginArray()
-        for user in users { writer.discoveredUser(user) }
-        writer.endArray()
-        writer.endObject()
-        return .json(writer)
+        return UsersResponse(
+            users: users.map { UserIdentity(userRecordName: $0.userRecordName, emailAddress: $0.emailAddress, name: $0.name, emailAtTopLevel: true) })
     }
 
     /// `GET users/discover` and `users/lookup/contacts` match the caller's address book in CloudKit; Cumulus has no
     /// address book, so they answer CloudKit's shape with no users.
-    @Sendable func discoverAll(_ request: Request, context: CumulusRequestContext) async throws -> Response {
+    @Sendable func discoverAll(_ request: Request, context: CumulusRequestContext) async throws -> UsersResponse {
         try accounts.checkMayDiscover(try context.requireCaller(), scope: try context.databaseScope())
-        var writer = JSONWriter()
-        writer.beginObject()
-        writer.key("users")
-        writer.beginArray()
-        writer.endArray()
-        writer.endObject()
-        return .json(writer)
+        return UsersResponse(users: [])
     }
 
     // MARK: - Users
 
-    @Sendable func caller(_ request: Request, context: CumulusRequestContext) async throws -> Response {
+    @Sendable func caller(_ request: Request, context: CumulusRequestContext) async throws -> CallerResponse {
         let caller = try context.requireCaller()
         guard let name = caller.authorName else {
             throw CumulusError(.authenticationRequired, "request needs authorization: users/caller needs ckWebAuthToken")
         }
-        var writer = JSONWriter()
-        writer.userIdentity(userRecordName: name, user: caller.user)
-        return .json(writer)
+        return CallerResponse(identity: UserIdentity(userRecordName: name, emailAddress: caller.user?.email, name: caller.user?.name))
     }
 
     // MARK: - Helpers

@@ -17,3 +17,5 @@ extension ZonesResponse: WireResponse {}
 extension DatabaseChangesResponse: WireResponse {}
 extension SubscriptionsResponse: WireResponse {}
 extension PushTokenResponse: WireResponse {}
+extension CallerResponse: WireResponse {}
+extension UsersResponse: WireResponse {}
