@@ -76,6 +76,26 @@ extension Benchmarks {
                 + "\(Int(Double(singles) / singleSeconds)) requests/s | server CPU \(String(format: "%.3f", singleCPUms)) ms a request; "
                 + "latency p50 \(percentile(latencies, 0.5)) ms, p99 \(percentile(latencies, 0.99)) ms |")
 
+        // The same write paced as an app saves edits, one at a time with a pause between (issue 41): what a request
+        // costs the server when it finds its threads parked and its caches cold.
+        for (pause, count) in [(2, 300), (10, 150), (50, 60)] {
+            var pacedLatencies: [Double] = []
+            pacedLatencies.reserveCapacity(count)
+            let pacedCPU = server.cpuSeconds
+            for index in 0..<count {
+                try await Task.sleep(for: .milliseconds(pause))
+                let start = ContinuousClock.now
+                _ = try await post("records/modify", singleWrite("paced-\(pause)-\(index)"))
+                pacedLatencies.append((ContinuousClock.now - start).seconds * 1000)
+            }
+            pacedLatencies.sort()
+            let pacedCPUms = (server.cpuSeconds - pacedCPU) * 1000 / Double(count)
+            print(
+                "| request path \(kind.name): single-record writes \(pause) ms apart, 1 connection | \(count) | | | "
+                    + "server CPU \(String(format: "%.3f", pacedCPUms)) ms a request (the pauses' idle CPU included); "
+                    + "latency p50 \(percentile(pacedLatencies, 0.5)) ms, p99 \(percentile(pacedLatencies, 0.99)) ms |")
+        }
+
         // Batches of 200 creates of the 1 KB drive, one connection; the bodies are made before the clock starts.
         let bodies = stride(from: 0, to: records, by: batchSize).map { batch in
             let operations = (batch..<min(batch + batchSize, records)).map { index in
