@@ -209,13 +209,18 @@ extension SQLiteRecordStore {
 
     /// Moves a zone to the head of every viewer's shared database feed, or (`ending`) reports it deleted there.
     static func advanceViews(_ db: Database, zoneRowID: Int64, ending: Bool) throws {
+        // Users in name order and an ended view's access cleared, as PostgreSQL's one statement does.
         let users = try String.fetchAll(
-            db.cachedStatement(sql: "SELECT user_record_name FROM shared_zone_views WHERE zone_id = ? AND deleted = 0"), arguments: [zoneRowID])
+            db.cachedStatement(sql: "SELECT user_record_name FROM shared_zone_views WHERE zone_id = ? AND deleted = 0 ORDER BY user_record_name"),
+            arguments: [zoneRowID])
+        let advance = try db.cachedStatement(
+            sql: """
+                UPDATE shared_zone_views SET view_seq = ?1, deleted = ?2, access = CASE WHEN ?2 THEN NULL ELSE access END
+                WHERE user_record_name = ?3 AND zone_id = ?4
+                """)
         for user in users {
             let sequence = try takeSharedDatabaseSequence(db, user: user)
-            try db.cachedStatement(sql: "UPDATE shared_zone_views SET view_seq = ?, deleted = ? WHERE user_record_name = ? AND zone_id = ?").execute(
-                arguments: [sequence, ending, user, zoneRowID]
-            )
+            try advance.execute(arguments: [sequence, ending, user, zoneRowID])
         }
     }
 
