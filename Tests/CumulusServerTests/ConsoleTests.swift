@@ -270,6 +270,16 @@ struct ConsoleTests {
             #expect(item.contains(#"<td><code>text</code></td><td>STRING</td>"#))
             #expect(item.contains(#"<a href="/console/development/zones/private/"#) && item.contains("/Lists/list\">list</a>"), "the parent")
 
+            // A zone's records filtered by type, and by a field's value; each row shows its first fields.
+            let lists = try await rendered("\(zone)?type=List")
+            #expect(lists.contains("/Lists/list\">list</a>") && !lists.contains("/Lists/item\">item</a>"), "\(lists)")
+            #expect(lists.contains("count: 3 · name: Weekend"), "the fields shown in the row")
+            let weekend = try await rendered("\(zone)?field=name&value=WEEK")
+            #expect(weekend.contains("/Lists/list\">list</a>") && !weekend.contains("/Lists/item\">item</a>"), "\(weekend)")
+            #expect(weekend.contains(#"id="filter""#) && weekend.contains(#"value="WEEK""#), "the filter kept in its form")
+            let none = try await rendered("\(zone)?type=Nothing")
+            #expect(none.contains("No record in this range matches."))
+
             let share = try await rendered("\(zone)/share-1", screenshot: "console-share.png")
             #expect(share.contains(#"id="participants""#) && share.contains("bob@example.com") && share.contains("INVITED"))
 

@@ -351,25 +351,43 @@ struct ConsoleRoutes {
             let database = try await databaseRef(context, session, environment)
             let zoneName = context.parameters.get("zone") ?? ""
             let after = request.uri.queryParameters["after"].flatMap { Int64($0) } ?? 0
+            let filter = RecordFilter(
+                type: request.uri.queryParameters["type"].map(String.init), field: request.uri.queryParameters["field"].map(String.init),
+                value: request.uri.queryParameters["value"].map(String.init))
             let page = try await console.records(in: zoneName, of: database, after: after, limit: Self.pageSize, logger: context.logger)
             var rows: [[ConsolePage.Cell]] = []
             for change in page.changes {
                 guard case .changed(let record) = change else { continue }
+                let fields = (try? JSONValue(parsing: record.fieldsJSON))?.objectValue ?? [:]
+                guard filter.matches(record.header.recordType, fields) else { continue }
                 rows.append([
                     .link(
                         record.header.recordName,
                         href: "\(zonePath(environment, database, zoneName))/\(ConsolePage.segment(record.header.recordName))"),
-                    .text(record.header.recordType), .code(record.header.recordChangeTag), .text(ConsolePage.date(record.header.modified.timestamp)),
+                    .text(record.header.recordType), .text(Self.preview(fields)), .code(record.header.recordChangeTag),
+                    .text(ConsolePage.date(record.header.modified.timestamp)),
                 ])
             }
-            var body = ConsolePage.table(
-                id: "records", headers: ["Record", "Type", "Change tag", "Modified"], rows: rows, empty: "No records in this range.")
-            body += #"<p class="note">In the order of their last change; deleted records are not listed.</p>"#
+            var body = filter.form
+            body += ConsolePage.table(
+                id: "records", headers: ["Record", "Type", "Fields", "Change tag", "Modified"], rows: rows,
+                empty: filter.isEmpty ? "No records in this range." : "No record in this range matches.")
+            body += #"<p class="note">In the order of their last change, 200 changes a page; deleted records are not listed.</p>"#
             if page.moreComing {
-                body += #"<p><a id="more" href="\#(zonePath(environment, database, zoneName))?after=\#(page.sequence)">More</a></p>"#
+                body += #"<p><a id="more" href="\#(zonePath(environment, database, zoneName))?after=\#(page.sequence)\#(filter.query)">More</a></p>"#
             }
             return render("Zone \(zoneName)", session, environment, body)
         }
+    }
+
+    /// The first three fields of a record, `name: value`, each value cut to 40 characters: enough to tell rows apart.
+    static func preview(_ fields: [String: JSONValue]) -> String {
+        fields.keys.sorted().prefix(3).map { name in
+            let value = fields[name]?["value"] ?? .null
+            var text = value.stringValue ?? String(decoding: value.jsonBytes, as: UTF8.self)
+            if text.count > 40 { text = String(text.prefix(39)) + "…" }
+            return "\(name): \(text)"
+        }.joined(separator: " · ")
     }
 
     @Sendable func record(_ request: Request, context: CumulusRequestContext) async throws -> Response {
@@ -533,5 +551,48 @@ struct ConsoleRoutes {
             values[decode(key)] = parts.count > 1 ? decode(parts[1]) : ""
         }
         return values
+    }
+}
+
+/// The records page's filter: a record type, and a field whose value, as text, contains a given text (ignoring case).
+struct RecordFilter {
+    var type: String?
+    var field: String?
+    var value: String?
+
+    init(type: String?, field: String?, value: String?) {
+        self.type = type.flatMap { $0.isEmpty ? nil : $0 }
+        self.field = field.flatMap { $0.isEmpty ? nil : $0 }
+        self.value = value.flatMap { $0.isEmpty ? nil : $0 }
+    }
+
+    var isEmpty: Bool { type == nil && field == nil }
+
+    func matches(_ recordType: String, _ fields: [String: JSONValue]) -> Bool {
+        if let type, type != recordType { return false }
+        guard let field else { return true }
+        guard let stored = fields[field]?["value"] else { return false }
+        guard let value else { return true }
+        let text = stored.stringValue ?? String(decoding: stored.jsonBytes, as: UTF8.self)
+        return text.localizedCaseInsensitiveContains(value)
+    }
+
+    /// The filter's query items, to keep it on the next page.
+    var query: String {
+        var allowed = CharacterSet.alphanumerics
+        allowed.insert(charactersIn: "-._~")
+        return [("type", type), ("field", field), ("value", value)].compactMap { name, text in
+            text.map { "&\(name)=\($0.addingPercentEncoding(withAllowedCharacters: allowed) ?? "")" }
+        }.joined()
+    }
+
+    /// A form that reloads the page with the filter.
+    var form: String {
+        func input(_ name: String, _ label: String, _ value: String?) -> String {
+            #"<label>\#(label) <input name="\#(name)" value="\#(ConsolePage.escape(value ?? ""))" size="14"></label>"#
+        }
+        return #"<form method="get" id="filter" class="note">"#
+            + input("type", "Type", type) + " " + input("field", "Field", field) + " " + input("value", "contains", value)
+            + #" <button type="submit">Filter</button></form>"#
     }
 }

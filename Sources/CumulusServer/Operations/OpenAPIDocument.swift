@@ -445,11 +445,17 @@ enum OpenAPIDocument {
                 [pathParameter("scope", "public or private.", oneOf: ["public", "private"]), pathParameter("owner", "The database's owner.")]
             ),
             (
-                "/zones/{scope}/{owner}/{zone}", "consoleRecords", "A zone's records, 200 at a time.",
+                "/zones/{scope}/{owner}/{zone}", "consoleRecords", "A zone's records, 200 changes at a time, filtered by type or a field's value.",
                 [
                     pathParameter("scope", "public or private.", oneOf: ["public", "private"]), pathParameter("owner", "The database's owner."),
                     pathParameter("zone", "The zone's name."),
                     ["name": "after", "in": "query", "required": false, "schema": integer, "description": "Where the previous page ended."],
+                    ["name": "type", "in": "query", "required": false, "schema": string, "description": "Only records of this type."],
+                    ["name": "field", "in": "query", "required": false, "schema": string, "description": "Only records holding this field."],
+                    [
+                        "name": "value", "in": "query", "required": false, "schema": string,
+                        "description": "With field: only records whose field's value, as text, contains this (ignoring case).",
+                    ],
                 ]
             ),
             (
