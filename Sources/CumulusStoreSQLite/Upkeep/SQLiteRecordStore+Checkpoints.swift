@@ -42,8 +42,9 @@ extension SQLiteRecordStore: BackgroundMaintenance {
                     _ = try await checkpointer.writeWithoutTransaction { try $0.checkpoint(.restart) }
                 }
                 checkpointsRun.add(1, ordering: .relaxed)
-            } catch is CancellationError {
-                // The server is stopping: not a failure (the last checkpoint happens when the database closes).
+            } catch where error is CancellationError || Task.isCancelled {
+                // The server is stopping (GRDB answers a cancelled task, or interrupts its statement: SQLITE_INTERRUPT):
+                // not a failure; the last checkpoint happens when the database closes.
                 break
             } catch {
                 logger.warning("background checkpoint failed", metadata: ["error": "\(error)"])
