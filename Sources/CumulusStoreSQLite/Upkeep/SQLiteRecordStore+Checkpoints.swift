@@ -42,7 +42,7 @@ extension SQLiteRecordStore: BackgroundMaintenance {
                     _ = try await checkpointer.writeWithoutTransaction { try $0.checkpoint(.restart) }
                 }
                 checkpointsRun.add(1, ordering: .relaxed)
-            } catch where error is CancellationError || Task.isCancelled {
+            } catch  where error is CancellationError || Task.isCancelled {
                 // The server is stopping (GRDB answers a cancelled task, or interrupts its statement: SQLITE_INTERRUPT):
                 // not a failure; the last checkpoint happens when the database closes.
                 break
