@@ -42,11 +42,10 @@ extension SQLiteRecordStore: BackgroundMaintenance {
                     _ = try await checkpointer.writeWithoutTransaction { try $0.checkpoint(.restart) }
                 }
                 checkpointsRun.add(1, ordering: .relaxed)
-            } catch  where error is CancellationError || Task.isCancelled {
-                // The server is stopping (GRDB answers a cancelled task, or interrupts its statement: SQLITE_INTERRUPT):
-                // not a failure; the last checkpoint happens when the database closes.
-                break
             } catch {
+                // A server stopping is no failure: GRDB answers a cancelled task, or interrupts its statement
+                // (SQLITE_INTERRUPT); the last checkpoint happens when the database closes.
+                if error is CancellationError || Task.isCancelled { break }
                 logger.warning("background checkpoint failed", metadata: ["error": "\(error)"])
             }
             try? await Task.sleep(for: checkpointInterval)
