@@ -43,17 +43,18 @@ struct GhostCarDemo {
         defer { try? FileManager.default.removeItem(at: directory) }
         let database = container.privateCloudDatabase
         try await database.save(zones: [GhostCar.zone])
-        let phone = try Device(name: "phone", path: directory.appendingPathComponent("phone.sqlite").path, database: database)
-        let tablet = try Device(name: "tablet", path: directory.appendingPathComponent("tablet.sqlite").path, database: database)
+        let phone = try GhostCarDevice(path: directory.appendingPathComponent("phone.sqlite").path, database: database)
+        let tablet = try GhostCarDevice(path: directory.appendingPathComponent("tablet.sqlite").path, database: database)
+        func now() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
 
-        let id = try phone.recordDrive(name: "Morning commute", distance: 12_400)
+        let id = try phone.recordDrive(name: "Morning commute", distance: 12_400, at: now())
         print("phone:  recorded “Morning commute”, 12.4 km")
         try await phone.engine.sendChanges()
         print("phone:  sent it to the server")
         try await tablet.engine.fetchChanges()
         print("tablet: fetched, and now holds \(try tablet.describe())")
 
-        try tablet.rename(id, to: "Commute (fast)")
+        try tablet.rename(id, to: "Commute (fast)", at: now())
         try await tablet.engine.sendChanges()
         print("tablet: renamed it “Commute (fast)” and sent the change")
         try await phone.engine.fetchChanges()
@@ -64,64 +65,5 @@ struct GhostCarDemo {
         try await tablet.engine.fetchChanges()
         print("phone:  deleted it; tablet fetched, and now holds \(try tablet.describe())")
         print("Both devices agree. The code is Sources/GhostCarDemo; docs/SYNC.md explains it.")
-    }
-}
-
-/// One device: the app's SQLite file with the `drives` table, and a sync engine keeping it in step.
-final class Device: @unchecked Sendable {
-    // Used by one task, one step at a time.
-    let name: String
-    let queue: DatabaseQueue
-    let store: GRDBSyncStore
-    let adapter: GRDBSyncAdapter
-    let engine: SyncEngine
-
-    init(name: String, path: String, database: CloudDatabase) throws {
-        self.name = name
-        queue = try DatabaseQueue(path: path)
-        try GhostCar.migrate(queue)
-        store = try GRDBSyncStore(writer: queue, scope: "private")
-        adapter = try GRDBSyncAdapter(writer: queue, store: store, tables: [GhostCar.drivesTable()])
-        engine = SyncEngine(SyncEngine.Configuration(database: database, stateStore: store, delegate: adapter))
-    }
-
-    /// Records a drive: the row and its pending change in one transaction, as the app would.
-    func recordDrive(name: String, distance: Double) throws -> String {
-        let id = UUID().uuidString
-        try queue.write { db in
-            let now = Int64(Date().timeIntervalSince1970 * 1000)
-            try db.execute(
-                sql: "INSERT INTO drives (id, startTime, duration, distance, customName, modifiedAt) VALUES (?, ?, 600, ?, ?, ?)",
-                arguments: [id, now, distance, name, now])
-            try store.enqueue([.saveRecord(RecordID(recordName: id, zoneID: GhostCar.zone))], in: db)
-        }
-        return id
-    }
-
-    func rename(_ id: String, to name: String) throws {
-        try queue.write { db in
-            try db.execute(
-                sql: "UPDATE drives SET customName = ?, modifiedAt = ? WHERE id = ?",
-                arguments: [name, Int64(Date().timeIntervalSince1970 * 1000), id])
-            try store.enqueue([.saveRecord(RecordID(recordName: id, zoneID: GhostCar.zone))], in: db)
-        }
-    }
-
-    func delete(_ id: String) throws {
-        try queue.write { db in
-            try db.execute(sql: "DELETE FROM drives WHERE id = ?", arguments: [id])
-            try store.enqueue([.deleteRecord(RecordID(recordName: id, zoneID: GhostCar.zone))], in: db)
-        }
-    }
-
-    /// What the device's table holds, in words.
-    func describe() throws -> String {
-        let rows = try queue.read { db in try Row.fetchAll(db, sql: "SELECT customName, distance FROM drives ORDER BY startTime") }
-        guard !rows.isEmpty else { return "no drives" }
-        return rows.map { row in
-            let name: String = row[0] ?? "a drive"
-            let distance: Double = row[1]
-            return "“\(name)”, \(String(format: "%.1f", distance / 1000)) km"
-        }.joined(separator: "; ")
     }
 }

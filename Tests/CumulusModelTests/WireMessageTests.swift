@@ -98,6 +98,16 @@ struct WireMessageTests {
         #expect(bare == ZonesModifyRequest(operations: [ZoneOperation(operationType: .create, zoneID: Self.lists)]))
     }
 
+    @Test func aCodeThisVersionDoesNotKnowIsNotReadAsAnother() {
+        // A client would retry an INTERNAL_ERROR; an unknown code is reported as it is instead.
+        #expect(throws: WireFormatError.self) {
+            try ErrorResponse(wireBytes: Array(#"{"uuid":"u","serverErrorCode":"SOMETHING_NEW","reason":"r"}"#.utf8))
+        }
+        #expect(throws: WireFormatError.self) {
+            try ZonesResponse(wireBytes: Array(#"{"zones":[{"zoneID":{"zoneName":"Z"},"serverErrorCode":"SOMETHING_NEW"}]}"#.utf8))
+        }
+    }
+
     @Test func aMissingMemberIsNamed() {
         #expect(throws: WireFormatError.self) { try DatabaseChangesResponse(wireBytes: Array(#"{"zones":[],"moreComing":false}"#.utf8)) }
         do {

@@ -35,8 +35,8 @@ struct SyncEngineTests {
         try await Self.live(world) { container in
             let database = container(world.alice).privateCloudDatabase
             try await database.save(zones: [GhostCar.zone])
-            let phone = try Device(path: try Self.temporaryPath("phone"), database: database)
-            let tablet = try Device(path: try Self.temporaryPath("tablet"), database: database)
+            let phone = try Device.testing(path: try Self.temporaryPath("phone"), database: database)
+            let tablet = try Device.testing(path: try Self.temporaryPath("tablet"), database: database)
 
             let id = try phone.recordDrive(name: "Morning commute", distance: 12_400, at: 1000)
             try await phone.engine.sendChanges()
@@ -63,8 +63,8 @@ struct SyncEngineTests {
         try await Self.live(world) { container in
             let database = container(world.alice).privateCloudDatabase
             try await database.save(zones: [GhostCar.zone])
-            let phone = try Device(path: try Self.temporaryPath("phone"), database: database)
-            let tablet = try Device(path: try Self.temporaryPath("tablet"), database: database)
+            let phone = try Device.testing(path: try Self.temporaryPath("phone"), database: database)
+            let tablet = try Device.testing(path: try Self.temporaryPath("tablet"), database: database)
             let id = try phone.recordDrive(name: "Original", distance: 1000, at: 1000)
             try await phone.engine.sendChanges()
             try await tablet.engine.fetchChanges()
@@ -100,7 +100,7 @@ struct SyncEngineTests {
         let ids: [String] = try await Self.live(world) { container in
             let database = container(world.alice).privateCloudDatabase
             try await database.save(zones: [GhostCar.zone])
-            let phone = try Device(path: phonePath, database: database)
+            let phone = try Device.testing(path: phonePath, database: database)
             let id = try phone.recordDrive(name: "Before", distance: 1, at: 1)
             try await phone.engine.sendChanges()
             return [id]
@@ -109,7 +109,7 @@ struct SyncEngineTests {
         let offline = CloudContainer(
             serverURL: URL(string: "http://127.0.0.1:9")!, containerIdentifier: TestWorld.container, apiToken: world.apiToken,
             webAuthToken: world.alice.webAuthToken)
-        let phone = try Device(path: phonePath, database: offline.privateCloudDatabase)
+        let phone = try Device.testing(path: phonePath, database: offline.privateCloudDatabase)
         let offlineID = try phone.recordDrive(name: "Recorded offline", distance: 2, at: 2)
         await #expect(throws: CloudError.self) { try await phone.engine.sendChanges() }
         #expect(try await phone.store.pendingRecordZoneChanges().count == 1)
@@ -119,7 +119,7 @@ struct SyncEngineTests {
 
         // A crash between the local write and the send: the edit and its pending change were one transaction.
         let crashID = try phone.recordDrive(name: "Before the crash", distance: 3, at: 3)
-        let reopenedPhone = try Device(path: phonePath, database: offline.privateCloudDatabase)
+        let reopenedPhone = try Device.testing(path: phonePath, database: offline.privateCloudDatabase)
         #expect(try await reopenedPhone.store.pendingRecordZoneChanges().map(\.change.recordID.recordName).sorted() == [offlineID, crashID].sorted())
 
         // The server is back (on a new port, over the same data).
@@ -129,7 +129,7 @@ struct SyncEngineTests {
             try await reopenedPhone.engine.sendChanges()
             try await reopenedPhone.engine.sendChanges()
             #expect(try await reopenedPhone.store.pendingRecordZoneChanges().isEmpty)
-            let tablet = try Device(path: tabletPath, database: database)
+            let tablet = try Device.testing(path: tabletPath, database: database)
             try await tablet.engine.fetchChanges()
             #expect(try tablet.names() == [ids[0]: "Before", offlineID: "Recorded offline", crashID: "Before the crash"])
             // Exactly once: each record was created once on the server.
@@ -144,8 +144,8 @@ struct SyncEngineTests {
         try await Self.live(world) { container in
             let database = container(world.alice).privateCloudDatabase
             try await database.save(zones: [GhostCar.zone])
-            let phone = try Device(path: try Self.temporaryPath("phone"), database: database)
-            let tablet = try Device(path: try Self.temporaryPath("tablet"), database: database)
+            let phone = try Device.testing(path: try Self.temporaryPath("phone"), database: database)
+            let tablet = try Device.testing(path: try Self.temporaryPath("tablet"), database: database)
             /// Waits until the device shows `name` for the drive, looking at its own SQLite file only.
             func eventually(_ device: Device, shows name: String, for id: String) async throws -> Bool {
                 for _ in 0..<300 {
@@ -174,8 +174,8 @@ struct SyncEngineTests {
         try await Self.live(world) { container in
             let database = container(world.alice).privateCloudDatabase
             try await database.save(zones: [GhostCar.zone])
-            let phone = try Device(path: try Self.temporaryPath("phone"), database: database)
-            let tablet = try Device(path: try Self.temporaryPath("tablet"), database: database)
+            let phone = try Device.testing(path: try Self.temporaryPath("phone"), database: database)
+            let tablet = try Device.testing(path: try Self.temporaryPath("tablet"), database: database)
             let first = try phone.recordDrive(name: "First", distance: 1, at: 1)
             try await phone.engine.sendChanges()
             try await tablet.engine.fetchChanges()
@@ -198,9 +198,9 @@ struct SyncEngineTests {
         try await Self.live(world) { container in
             let database = container(world.alice).privateCloudDatabase
             try await database.save(zones: [GhostCar.zone])
-            let phone = try Device(path: try Self.temporaryPath("phone"), database: database)
-            let tablet = try Device(path: try Self.temporaryPath("tablet"), database: database)
-            let restored = try Device(path: try Self.temporaryPath("restored"), database: database)
+            let phone = try Device.testing(path: try Self.temporaryPath("phone"), database: database)
+            let tablet = try Device.testing(path: try Self.temporaryPath("tablet"), database: database)
+            let restored = try Device.testing(path: try Self.temporaryPath("restored"), database: database)
             let kept = try phone.recordDrive(name: "Kept", distance: 1, at: 1)
             _ = try phone.recordDrive(name: "Lost", distance: 2, at: 1)
             try await phone.engine.sendChanges()
@@ -240,7 +240,7 @@ struct SyncEngineTests {
         try await Self.live(world) { container in
             let database = container(world.alice).privateCloudDatabase
             try await database.save(zones: [GhostCar.zone])
-            let phone = try Device(path: try Self.temporaryPath("phone"), database: database)
+            let phone = try Device.testing(path: try Self.temporaryPath("phone"), database: database)
             try await phone.queue.write { db in
                 for index in 0..<10_000 {
                     let id = String(format: "drive-%05d", index)
@@ -253,7 +253,7 @@ struct SyncEngineTests {
             try await phone.engine.sendChanges()
             #expect(try await phone.store.pendingRecordZoneChanges().isEmpty)
 
-            let fresh = try Device(path: try Self.temporaryPath("fresh"), database: database)
+            let fresh = try Device.testing(path: try Self.temporaryPath("fresh"), database: database)
             try await fresh.engine.fetchChanges()
             #expect(try fresh.count() == 10_000)
             let mismatches = try await fresh.queue.read { db in
@@ -269,7 +269,7 @@ struct SyncEngineTests {
             let alice = container(world.alice)
             let bob = container(world.bob)
             try await alice.privateCloudDatabase.save(zones: [GhostCar.zone])
-            let aliceDevice = try Device(path: try Self.temporaryPath("alice"), database: alice.privateCloudDatabase)
+            let aliceDevice = try Device.testing(path: try Self.temporaryPath("alice"), database: alice.privateCloudDatabase)
             let id = try aliceDevice.recordDrive(name: "Shared run", distance: 5000, at: 1)
             try await aliceDevice.engine.sendChanges()
 
@@ -281,7 +281,8 @@ struct SyncEngineTests {
 
             // Bob's engine on his shared database: the owner's zone, named with its owner.
             let sharedZone = ZoneID(zoneName: GhostCar.zone.zoneName, ownerRecordName: world.alice.userRecordName)
-            let bobDevice = try Device(path: try Self.temporaryPath("bob"), database: bob.sharedCloudDatabase, scope: "shared", zone: sharedZone)
+            let bobDevice = try Device.testing(
+                path: try Self.temporaryPath("bob"), database: bob.sharedCloudDatabase, scope: "shared", zone: sharedZone)
             try await bobDevice.engine.fetchChanges()
             #expect(try bobDevice.names() == [id: "Shared run"])
 
@@ -352,7 +353,7 @@ struct ClientInProcessTests {
             )
             let database = container.privateCloudDatabase
             try await database.save(zones: [GhostCar.zone])
-            let phone = try Device(path: try SyncEngineTests.temporaryPath("phone"), database: database)
+            let phone = try Device.testing(path: try SyncEngineTests.temporaryPath("phone"), database: database)
             let first = try phone.recordDrive(name: "One", distance: 1, at: 1)
             let second = try phone.recordDrive(name: "Two", distance: 2, at: 2)
             try await phone.engine.sendChanges(.recordIDs([RecordID(recordName: first, zoneID: GhostCar.zone)]))
@@ -360,7 +361,7 @@ struct ClientInProcessTests {
             try await phone.engine.sendChanges(.zoneIDs([ZoneID(zoneName: "Elsewhere")]))
             #expect(try await phone.store.pendingRecordZoneChanges().count == 1)
             try await phone.engine.sendChanges()
-            let tablet = try Device(path: try SyncEngineTests.temporaryPath("tablet"), database: database)
+            let tablet = try Device.testing(path: try SyncEngineTests.temporaryPath("tablet"), database: database)
             try await tablet.engine.fetchChanges(.allExcluding([GhostCar.zone]))
             #expect(try tablet.count() == 0)
             try await tablet.engine.fetchChanges(.zoneIDs([GhostCar.zone]))

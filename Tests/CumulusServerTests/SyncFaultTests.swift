@@ -38,8 +38,8 @@ struct SyncFaultTests {
         try await SyncEngineTests.live(world) { container in
             let (database, faults) = Self.flaky(container(world.alice))
             try await database.save(zones: [GhostCar.zone])
-            let phone = try Device(path: try SyncEngineTests.temporaryPath("phone"), database: database)
-            let tablet = try Device(path: try SyncEngineTests.temporaryPath("tablet"), database: container(world.alice).privateCloudDatabase)
+            let phone = try Device.testing(path: try SyncEngineTests.temporaryPath("phone"), database: database)
+            let tablet = try Device.testing(path: try SyncEngineTests.temporaryPath("tablet"), database: container(world.alice).privateCloudDatabase)
 
             // The server applies the create; its answer is lost; the engine's retry meets EXISTS with its own record.
             let id = try phone.recordDrive(name: "First", distance: 1000, at: 1000)
@@ -69,8 +69,8 @@ struct SyncFaultTests {
             let (database, faults) = Self.flaky(container(world.alice))
             try await database.save(zones: [GhostCar.zone])
             let path = try SyncEngineTests.temporaryPath("phone")
-            var phone: Device? = try Device(path: path, database: database)
-            let tablet = try Device(path: try SyncEngineTests.temporaryPath("tablet"), database: container(world.alice).privateCloudDatabase)
+            var phone: Device? = try Device.testing(path: path, database: database)
+            let tablet = try Device.testing(path: try SyncEngineTests.temporaryPath("tablet"), database: container(world.alice).privateCloudDatabase)
 
             // Every attempt is applied or not, but no answer arrives; then the app is killed.
             let id = try phone!.recordDrive(name: "Recorded", distance: 1000, at: 1000)
@@ -79,7 +79,7 @@ struct SyncFaultTests {
             phone = nil
 
             // Relaunched, the user edits twice before the network returns; the device still believes it is creating.
-            let relaunched = try Device(path: path, database: database)
+            let relaunched = try Device.testing(path: path, database: database)
             try relaunched.rename(id, to: "Edited once", at: 2000)
             try relaunched.rename(id, to: "Edited twice", at: 3000)
             try await relaunched.engine.sendChanges()
@@ -100,7 +100,7 @@ struct SyncFaultTests {
             let database = container(world.alice).privateCloudDatabase
             try await database.save(zones: [GhostCar.zone])
             let reports = Reports()
-            let phone = try Device(path: try SyncEngineTests.temporaryPath("phone"), database: database, onReport: reports.record)
+            let phone = try Device.testing(path: try SyncEngineTests.temporaryPath("phone"), database: database, onReport: reports.record)
 
             // One drive the server refuses (its name makes the record larger than 1 MB), one it accepts.
             let good = try phone.recordDrive(name: "Fine", distance: 1, at: 1)
@@ -138,7 +138,7 @@ struct SyncFaultTests {
             // Alice shares her company zone as a whole, read-only to anyone with the link; Bob joins through it.
             let aliceDatabase = container(alice).privateCloudDatabase
             try await aliceDatabase.save(zones: [GhostCar.zone])
-            let owner = try Device(path: try SyncEngineTests.temporaryPath("owner"), database: aliceDatabase)
+            let owner = try Device.testing(path: try SyncEngineTests.temporaryPath("owner"), database: aliceDatabase)
             let id = try owner.recordDrive(name: "Company car", distance: 100, at: 1)
             try await owner.engine.sendChanges()
             let share = try await aliceDatabase.save(CloudShare(zoneID: GhostCar.zone, publicPermission: .readOnly))
@@ -146,7 +146,7 @@ struct SyncFaultTests {
 
             let reports = Reports()
             let sharedZone = ZoneID(zoneName: GhostCar.zone.zoneName, ownerRecordName: alice.userRecordName)
-            let bobDevice = try Device(
+            let bobDevice = try Device.testing(
                 path: try SyncEngineTests.temporaryPath("bob"), database: container(bob).sharedCloudDatabase, scope: "shared", zone: sharedZone,
                 onReport: reports.record)
             try await bobDevice.engine.fetchChanges()
@@ -175,8 +175,8 @@ struct SyncFaultTests {
             let database = container(world.alice).privateCloudDatabase
             try await database.save(zones: [GhostCar.zone])
             let reports = Reports()
-            let phone = try Device(path: try SyncEngineTests.temporaryPath("phone"), database: database)
-            let tablet = try Device(path: try SyncEngineTests.temporaryPath("tablet"), database: database, onReport: reports.record)
+            let phone = try Device.testing(path: try SyncEngineTests.temporaryPath("phone"), database: database)
+            let tablet = try Device.testing(path: try SyncEngineTests.temporaryPath("tablet"), database: database, onReport: reports.record)
             let id = try phone.recordDrive(name: "Original", distance: 1000, at: 1000)
             try await phone.engine.sendChanges()
             try await tablet.engine.fetchChanges()
@@ -450,20 +450,20 @@ struct PipelinedFetchTests {
         try await SyncEngineTests.live(world) { container in
             let database = container(world.alice).privateCloudDatabase
             try await database.save(zones: [GhostCar.zone])
-            let phone = try Device(path: try SyncEngineTests.temporaryPath("phone"), database: database)
+            let phone = try Device.testing(path: try SyncEngineTests.temporaryPath("phone"), database: database)
             try await phone.recordNumberedDrives(1_000)
             try await phone.engine.sendChanges()
 
             // A lost answer of a page requested ahead: retried, nothing missing.
             let (flaky, faults) = SyncFaultTests.flaky(container(world.alice))
-            let tablet = try Device(path: try SyncEngineTests.temporaryPath("tablet"), database: flaky)
+            let tablet = try Device.testing(path: try SyncEngineTests.temporaryPath("tablet"), database: flaky)
             faults.inject(.dropAnswer, times: 1, when: Self.isLaterPage)
             try await tablet.engine.fetchChanges()
             #expect(try tablet.count() == 1_000)
 
             // The network goes after the first page: the fetch fails, with exactly that page applied and its token kept
             // (the next fetch asks for the rest only).
-            let laptop = try Device(path: try SyncEngineTests.temporaryPath("laptop"), database: flaky)
+            let laptop = try Device.testing(path: try SyncEngineTests.temporaryPath("laptop"), database: flaky)
             faults.inject(.failBeforeSending, times: 1_000, when: Self.isLaterPage)
             await #expect(throws: CloudError.self) { try await laptop.engine.fetchChanges() }
             #expect(try laptop.count() == 200)
@@ -511,13 +511,13 @@ struct SyncAccountChangeTests {
         let (alice, bob) = (world.alice, world.bob)
         try await SyncEngineTests.live(world) { container in
             for user in [alice, bob] { try await container(user).privateCloudDatabase.save(zones: [GhostCar.zone]) }
-            let bobsTablet = try Device(path: try SyncEngineTests.temporaryPath("bob-tablet"), database: container(bob).privateCloudDatabase)
+            let bobsTablet = try Device.testing(path: try SyncEngineTests.temporaryPath("bob-tablet"), database: container(bob).privateCloudDatabase)
             let bobsDrive = try bobsTablet.recordDrive(name: "Bob's drive", distance: 5, at: 5)
             try await bobsTablet.engine.sendChanges()
 
             // The first sync of a device is a sign-in; its answer lost once, the check is retried.
             let (flakyAlice, faults) = SyncFaultTests.flaky(container(alice))
-            let phone = try Device(path: try SyncEngineTests.temporaryPath("phone"), database: flakyAlice)
+            let phone = try Device.testing(path: try SyncEngineTests.temporaryPath("phone"), database: flakyAlice)
             var (engine, recorder) = Self.engine(phone, flakyAlice.container)
             faults.inject(.dropAnswer, times: 1) { $0.url.path.hasSuffix("users/caller") }
             let alicesDrive = try phone.recordDrive(name: "Alice's drive", distance: 1, at: 1)

@@ -42,11 +42,11 @@ struct SyncPushTests {
         try await SyncEngineTests.live(world) { container in
             let phoneDatabase = container(world.alice).privateCloudDatabase
             try await phoneDatabase.save(zones: [GhostCar.zone])
-            let phone = try Device(path: try SyncEngineTests.temporaryPath("phone"), database: phoneDatabase)
+            let phone = try Device.testing(path: try SyncEngineTests.temporaryPath("phone"), database: phoneDatabase)
             let (laptopDatabase, faults) = SyncFaultTests.flaky(container(world.alice))
             // No network: every request of the laptop fails before it leaves.
             faults.inject(.failBeforeSending, times: .max)
-            let laptop = try Device(path: try SyncEngineTests.temporaryPath("laptop"), database: laptopDatabase)
+            let laptop = try Device.testing(path: try SyncEngineTests.temporaryPath("laptop"), database: laptopDatabase)
             try await Self.running(laptop) {
                 // The engine tried to set up its courier more than once, and failed.
                 #expect(await Self.eventually { faults.sentPaths.filter { $0.hasSuffix("subscriptions/modify") }.count >= 3 })
@@ -76,11 +76,11 @@ struct SyncPushTests {
         try await SyncEngineTests.live(world) { container in
             let database = container(world.alice).privateCloudDatabase
             try await database.save(zones: [GhostCar.zone])
-            let phone = try Device(path: try SyncEngineTests.temporaryPath("phone"), database: database)
+            let phone = try Device.testing(path: try SyncEngineTests.temporaryPath("phone"), database: database)
             for run in 0..<50 {
                 let (tabletDatabase, faults) = SyncFaultTests.flaky(container(world.alice))
                 faults.inject(.delay(.milliseconds(150))) { $0.url.path.hasSuffix("tokens/create") }
-                let tablet = try Device(path: try SyncEngineTests.temporaryPath("tablet-\(run)"), database: tabletDatabase)
+                let tablet = try Device.testing(path: try SyncEngineTests.temporaryPath("tablet-\(run)"), database: tabletDatabase)
                 try await Self.running(tablet) {
                     // The first fetch is over; the token is on its way.
                     let fetched = await Self.eventually {
@@ -110,8 +110,8 @@ struct SyncPushTests {
             }
             let phoneDatabase = account(port).privateCloudDatabase
             try await phoneDatabase.save(zones: [GhostCar.zone])
-            let phone = try Device(path: try SyncEngineTests.temporaryPath("phone"), database: phoneDatabase)
-            let laptop = try Device(path: try SyncEngineTests.temporaryPath("laptop"), database: account(proxy.port).privateCloudDatabase)
+            let phone = try Device.testing(path: try SyncEngineTests.temporaryPath("phone"), database: phoneDatabase)
+            let laptop = try Device.testing(path: try SyncEngineTests.temporaryPath("laptop"), database: account(proxy.port).privateCloudDatabase)
             try await Self.running(laptop) {
                 #expect(await Self.eventually { await Self.isPushLive(laptop) })
                 proxy.cut()
@@ -136,9 +136,9 @@ struct SyncPushTests {
         try await SyncEngineTests.live(world) { container in
             let phoneDatabase = container(world.alice).privateCloudDatabase
             try await phoneDatabase.save(zones: [GhostCar.zone])
-            let phone = try Device(path: try SyncEngineTests.temporaryPath("phone"), database: phoneDatabase)
+            let phone = try Device.testing(path: try SyncEngineTests.temporaryPath("phone"), database: phoneDatabase)
             let (laptopDatabase, faults) = SyncFaultTests.flaky(container(world.alice))
-            let laptop = try Device(path: try SyncEngineTests.temporaryPath("laptop"), database: laptopDatabase)
+            let laptop = try Device.testing(path: try SyncEngineTests.temporaryPath("laptop"), database: laptopDatabase)
             func polls() -> Int { faults.sentPaths.filter { $0.contains("/courier/") }.count }
             try await Self.running(laptop) {
                 #expect(await Self.eventually { await Self.isPushLive(laptop) && polls() >= 1 })

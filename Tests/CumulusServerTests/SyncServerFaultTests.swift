@@ -90,12 +90,12 @@ struct SyncServerFaultTests {
             let database = throughObserver.privateCloudDatabase
             try await database.save(zones: [GhostCar.zone])
             let sleeps = Sleeps()
-            let phone = try Device(path: try SyncEngineTests.temporaryPath("phone"), database: database)
+            let phone = try Device.testing(path: try SyncEngineTests.temporaryPath("phone"), database: database)
             phone.engine = Self.engine(phone, database) { duration in
                 sleeps.record(duration)
                 try await Task.sleep(for: duration)
             }
-            let tablet = try Device(path: try SyncEngineTests.temporaryPath("tablet"), database: database)
+            let tablet = try Device.testing(path: try SyncEngineTests.temporaryPath("tablet"), database: database)
             tablet.engine = Self.engine(tablet, database) { duration in
                 sleeps.record(duration)
                 try await Task.sleep(for: duration)
@@ -176,7 +176,7 @@ struct SyncServerFaultTests {
             let database = container(alice).privateCloudDatabase
             try await database.save(zones: [GhostCar.zone])
             let sleeps = Sleeps()
-            let phone = try Device(path: try SyncEngineTests.temporaryPath("phone"), database: database)
+            let phone = try Device.testing(path: try SyncEngineTests.temporaryPath("phone"), database: database)
             phone.engine = Self.engine(phone, database) { duration in
                 sleeps.record(duration)
                 // The operator frees space while the device waits.
@@ -187,7 +187,7 @@ struct SyncServerFaultTests {
             try await phone.engine.sendChanges()
             #expect(sleeps.recorded == [.seconds(30)], "one wait, as long as the server said")
             #expect(try await phone.store.pendingRecordZoneChanges().isEmpty)
-            let tablet = try Device(path: try SyncEngineTests.temporaryPath("tablet"), database: database)
+            let tablet = try Device.testing(path: try SyncEngineTests.temporaryPath("tablet"), database: database)
             try await tablet.engine.fetchChanges()
             #expect(try tablet.count() == 20)
         }
@@ -250,7 +250,7 @@ struct SyncServerFaultTests {
         let alice = world.alice
         let database = Self.database(world, server.url, alice)
         try await database.save(zones: [GhostCar.zone])
-        let phone = try Device(path: try SyncEngineTests.temporaryPath("phone"), database: database)
+        let phone = try Device.testing(path: try SyncEngineTests.temporaryPath("phone"), database: database)
         try await phone.recordNumberedDrives(1_000)
         try await phone.engine.sendChanges()
 
@@ -262,7 +262,7 @@ struct SyncServerFaultTests {
             await server.stop()
         }
         let restarted = Mutex(false)
-        let tablet = try Device(path: try SyncEngineTests.temporaryPath("tablet"), database: database)
+        let tablet = try Device.testing(path: try SyncEngineTests.temporaryPath("tablet"), database: database)
         let flaky = Self.database(world, server.url, alice, transport: transport)
         tablet.engine = Self.engine(tablet, flaky, attempts: 20) { _ in
             // Back while the engine waits to retry (on the same port, as behind the same address).
@@ -294,8 +294,8 @@ struct SyncServerFaultTests {
             try await database.save(zones: [GhostCar.zone])
             let now = Int64(Date().timeIntervalSince1970 * 1000)
             let sixHours: Int64 = 6 * 3600 * 1000
-            let fast = try Device(path: try SyncEngineTests.temporaryPath("fast"), database: database)
-            let right = try Device(path: try SyncEngineTests.temporaryPath("right"), database: database)
+            let fast = try Device.testing(path: try SyncEngineTests.temporaryPath("fast"), database: database)
+            let right = try Device.testing(path: try SyncEngineTests.temporaryPath("right"), database: database)
 
             let id = try fast.recordDrive(name: "From the future", distance: 1000, at: now + sixHours)
             try await fast.engine.sendChanges()

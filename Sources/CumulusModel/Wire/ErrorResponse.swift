@@ -19,10 +19,13 @@ public struct ErrorResponse: WireMessage, Hashable {
         self.redirectURL = redirectURL
     }
 
-    /// Reads an envelope; an unknown code reads as `INTERNAL_ERROR`, a missing one fails.
+    /// Reads an envelope; a missing code, or one this version does not know, fails the read (see ``ItemError``).
     public init(wire object: WireObject) throws(WireFormatError) {
         let code = try object.requiredString("serverErrorCode")
-        serverErrorCode = ServerErrorCode(rawValue: code) ?? .internalError
+        guard let known = ServerErrorCode(rawValue: code) else {
+            throw WireFormatError(path: object.path("serverErrorCode"), message: "unknown code \(code)")
+        }
+        serverErrorCode = known
         uuid = try object.string("uuid") ?? ""
         reason = try object.string("reason") ?? code
         retryAfter = try object.int("retryAfter")

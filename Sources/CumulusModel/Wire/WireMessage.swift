@@ -43,10 +43,14 @@ public struct ItemError: Sendable, Hashable {
         self.uuid = uuid ?? UUID().uuidString.lowercased()
     }
 
-    /// Reads the error of an item, or `nil` when the item has none. An unknown code reads as `INTERNAL_ERROR`.
+    /// Reads the error of an item, or `nil` when the item has none. A code this version does not know fails the read
+    /// rather than becoming another code (a client would retry an `INTERNAL_ERROR`).
     public init?(wire object: WireObject) throws(WireFormatError) {
         guard let code = try object.string("serverErrorCode") else { return nil }
-        self.code = ServerErrorCode(rawValue: code) ?? .internalError
+        guard let known = ServerErrorCode(rawValue: code) else {
+            throw WireFormatError(path: object.path("serverErrorCode"), message: "unknown code \(code)")
+        }
+        self.code = known
         self.reason = try object.string("reason") ?? code
         self.uuid = try object.string("uuid") ?? ""
     }

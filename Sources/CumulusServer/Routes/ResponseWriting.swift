@@ -59,12 +59,7 @@ extension JSONWriter {
     mutating func itemError(code: ServerErrorCode, reason: String, identify: (inout JSONWriter) -> Void) {
         beginObject()
         identify(&self)
-        key("reason")
-        string(reason)
-        key("serverErrorCode")
-        string(code.rawValue)
-        key("uuid")
-        string(UUID().uuidString.lowercased())
+        ItemError(code: code, reason: reason).write(to: &self)
         endObject()
     }
 
@@ -142,12 +137,7 @@ extension JSONWriter {
             beginObject()
             key("recordName")
             string(failure.recordName)
-            key("reason")
-            string(failure.reason)
-            key("serverErrorCode")
-            string(failure.code.rawValue)
-            key("uuid")
-            string(UUID().uuidString.lowercased())
+            ItemError(code: failure.code, reason: failure.reason).write(to: &self)
             if let serverRecord = failure.serverRecord {
                 // Not in Apple's documentation: the server's record on CONFLICT and EXISTS, so the client can merge
                 // without a second round trip (CKError.serverRecordChanged carries it natively).
