@@ -64,6 +64,6 @@ struct GhostCarDemo {
         try await phone.engine.sendChanges()
         try await tablet.engine.fetchChanges()
         print("phone:  deleted it; tablet fetched, and now holds \(try tablet.describe())")
-        print("Both devices agree. The code is Sources/GhostCarDemo; docs/SYNC.md explains it.")
+        print("Both devices agree. The code is Sources/GhostCarDemo and Sources/GhostCarExample; docs/SYNC.md explains it.")
     }
 }
