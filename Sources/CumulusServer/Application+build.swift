@@ -21,11 +21,13 @@ import ServiceLifecycle
 ///   - logger: The application logger.
 ///   - clock: The wall clock (tests inject their own).
 ///   - metrics: What the server counts, rendered at `/metrics`.
+///   - eventLoopGroup: The event loops that serve connections and run requests' tasks: NIO's shared group by default;
+///     tests give each server loops of its own, so that one test's load does not hold up another's connections.
 ///   - onServerRunning: Called with the URL the server listens on, once it accepts connections.
 ///   - onMetricsServerRunning: Called with the URL of the metrics port, when ``ServerConfiguration/metricsPort`` is set.
 public func buildApplication(
     configuration: ServerConfiguration, store: any RecordStore, logger: Logger, clock: WallClock = .system,
-    metrics: ServerMetrics = ServerMetrics(),
+    metrics: ServerMetrics = ServerMetrics(), eventLoopGroup: EventLoopGroupProvider = .singleton,
     onServerRunning: @escaping @Sendable (String) async -> Void = { _ in },
     onMetricsServerRunning: @escaping @Sendable (String) async -> Void = { _ in }
 ) -> Application<RouterResponder<CumulusRequestContext>> {
@@ -77,6 +79,7 @@ public func buildApplication(
             let urlHost = host.contains(":") ? "[\(host)]" : host
             await onServerRunning("http://\(urlHost):\(port)")
         },
+        eventLoopGroupProvider: eventLoopGroup,
         logger: logger
     )
 }

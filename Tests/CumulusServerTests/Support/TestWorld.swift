@@ -8,6 +8,8 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import Logging
+import NIOCore
+import NIOPosix
 import Testing
 
 /// A signed-in test user.
@@ -32,6 +34,8 @@ struct TestWorld: Sendable {
     let otherContainerToken: String
     let alice: TestUser
     let bob: TestUser
+    /// The world's own event loop: its server's connections and requests' tasks, and its client's.
+    let eventLoop = TestEventLoop()
 
     static func make(store kind: TestStore = .sqlite, clock: WallClock = .system, limits: Limits = .init()) async throws -> TestWorld {
         let store = try await kind.make()
@@ -63,14 +67,28 @@ struct TestWorld: Sendable {
     }
 
     func application() -> some ApplicationProtocol {
-        buildApplication(configuration: configuration, store: store, logger: .testServer, clock: clock)
+        buildApplication(
+            configuration: configuration, store: store, logger: .testServer, clock: clock, eventLoopGroup: .shared(eventLoop.group))
     }
 
     /// Runs a test against the application over real HTTP on a loopback port, as clients reach it.
     func test<Value: Sendable>(_ body: @Sendable (CloudKitTestClient) async throws -> Value) async throws -> Value {
         try await application().test(.live) { client in
-            try await CloudKitTestClient.patient(client, apiToken: apiToken, body)
+            try await CloudKitTestClient.patient(client, apiToken: apiToken, on: eventLoop.group, body)
         }
+    }
+}
+
+/// An event loop of a test's own, shut down when the last world holding it is gone.
+///
+/// Test servers on NIO's shared group (two threads on these machines) would queue every test's work on the same two
+/// loops: one test's flood of requests then holds up another's connections for as long as it lasts, which no
+/// deployment sees (a server's loops are its own). A thread each lets the system share the cores among tests instead.
+final class TestEventLoop: Sendable {
+    let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+
+    deinit {
+        group.shutdownGracefully(queue: .global()) { _ in }
     }
 }
 
@@ -152,10 +170,12 @@ struct CloudKitTestClient: Sendable {
 
     /// Runs `body` with a client of the live server `live` reaches (from `application().test(.live)`).
     static func patient<Value: Sendable>(
-        _ live: any TestClientProtocol, apiToken: String, _ body: @Sendable (CloudKitTestClient) async throws -> Value
+        _ live: any TestClientProtocol, apiToken: String, on group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        _ body: @Sendable (CloudKitTestClient) async throws -> Value
     ) async throws -> Value {
         let port = try #require(live.port)
-        let http = TestClient(host: "localhost", port: port, configuration: .init(timeout: .seconds(120)))
+        let http = TestClient(
+            host: "localhost", port: port, configuration: .init(timeout: .seconds(120)), eventLoopGroupProvider: .shared(group))
         http.connect()
         do {
             let value = try await body(CloudKitTestClient(client: PatientClient(http: http, port: port), apiToken: apiToken))
