@@ -74,12 +74,7 @@ public struct CloudDatabase: Sendable {
 
     /// Sends a request message and reads the answer as the message type the server writes.
     func send<Answer: WireMessage>(_ operation: String, _ message: some WireMessage, answer: Answer.Type) async throws(CloudError) -> Answer {
-        let bytes = try await container.postForBytes(path: path(operation), body: message.wireBytes)
-        do {
-            return try Answer(wireBytes: bytes)
-        } catch {
-            throw CloudError(code: .invalidResponse, reason: "\(operation): \(error.path): \(error.message)")
-        }
+        try Self.read(Answer.self, try await container.postForBytes(path: path(operation), body: message.wireBytes), operation: operation)
     }
 
     private static func requestBody(_ build: (inout JSONWriter) -> Void) -> [UInt8] {
@@ -137,50 +132,29 @@ public struct CloudDatabase: Sendable {
             }
             saving[index].assetFiles = [:]
         }
-        let json = try await post("records/modify") { writer in
-            writer.key("zoneID")
-            writer.zoneID(zoneID)
-            writer.key("atomic")
-            writer.bool(atomic)
-            writer.key("operations")
-            writer.beginArray()
-            for record in saving {
-                writer.beginObject()
-                writer.key("operationType")
-                writer.string(record.recordChangeTag == nil ? "create" : "update")
-                writer.key("record")
-                record.write(to: &writer)
-                writer.endObject()
-            }
-            for recordID in deleting {
-                writer.beginObject()
-                writer.key("operationType")
-                writer.string("forceDelete")
-                writer.key("record")
-                writer.beginObject()
-                writer.key("recordName")
-                writer.string(recordID.recordName)
-                writer.endObject()
-                writer.endObject()
-            }
-            writer.endArray()
-        }
-        let items = json["records"]?.arrayValue ?? []
+        let request = RecordsModifyRequest(
+            operations: saving.map { RecordOperation(operationType: $0.recordChangeTag == nil ? .create : .update, record: $0.draft) }
+                + deleting.map { RecordOperation(operationType: .forceDelete, record: RecordDraft(recordName: $0.recordName)) },
+            zoneID: zoneID, atomic: atomic)
+        let items = try await send("records/modify", request, answer: RecordsResponse.self).records
         guard items.count == saving.count + deleting.count else {
             throw CloudError(code: .invalidResponse, reason: "records/modify answered \(items.count) items")
         }
         var result = ModifyRecordsResult()
         for (index, item) in items.enumerated() {
             if index < saving.count {
-                if item["serverErrorCode"] != nil {
-                    result.failedSaves.append(.init(record: saving[index], error: CloudError.read(item, status: 200)))
-                } else if let record = try? CloudRecord(wire: item) {
-                    result.saved.append(record)
+                switch item {
+                case .failed(_, let error, let serverRecord):
+                    result.failedSaves.append(.init(record: saving[index], error: CloudError(error, serverRecord: serverRecord)))
+                case .record(let record):
+                    result.saved.append(CloudRecord(record))
+                case .deleted:
+                    break
                 }
             } else {
                 let recordID = deleting[index - saving.count]
-                if item["serverErrorCode"] != nil {
-                    result.failedDeletes[recordID] = CloudError.read(item, status: 200)
+                if case .failed(_, let error, _) = item {
+                    result.failedDeletes[recordID] = CloudError(error)
                 } else {
                     result.deleted.append(recordID)
                 }
@@ -309,22 +283,11 @@ public struct CloudDatabase: Sendable {
 
     /// Fetches records by name; missing ones are absent.
     public func records(named names: [String], in zoneID: ZoneID) async throws(CloudError) -> [String: CloudRecord] {
-        let json = try await post("records/lookup") { writer in
-            writer.key("zoneID")
-            writer.zoneID(zoneID)
-            writer.key("records")
-            writer.beginArray()
-            for name in names {
-                writer.beginObject()
-                writer.key("recordName")
-                writer.string(name)
-                writer.endObject()
-            }
-            writer.endArray()
-        }
+        let answer = try await send(
+            "records/lookup", RecordsLookupRequest(records: names.map { .init(recordName: $0) }, zoneID: zoneID), answer: RecordsResponse.self)
         var records: [String: CloudRecord] = [:]
-        for item in json["records"]?.arrayValue ?? [] where item["serverErrorCode"] == nil {
-            if let record = try? CloudRecord(wire: item) { records[record.recordID.recordName] = record }
+        for case .record(let record) in answer.records {
+            records[record.header.recordName] = CloudRecord(record)
         }
         return records
     }
@@ -334,62 +297,14 @@ public struct CloudDatabase: Sendable {
         recordType: String, filters: [QueryFilter] = [], sorts: [QuerySort] = [], zoneID: ZoneID, resultsLimit: Int? = nil,
         continuationMarker: String? = nil
     ) async throws(CloudError) -> (records: [CloudRecord], continuationMarker: String?) {
-        let json = try await post("records/query") { writer in
-            writer.key("zoneID")
-            writer.zoneID(zoneID)
-            if let resultsLimit {
-                writer.key("resultsLimit")
-                writer.int(resultsLimit)
-            }
-            if let continuationMarker {
-                writer.key("continuationMarker")
-                writer.string(continuationMarker)
-            }
-            writer.key("query")
-            writer.beginObject()
-            writer.key("recordType")
-            writer.string(recordType)
-            writer.key("filterBy")
-            writer.beginArray()
-            for filter in filters {
-                writer.beginObject()
-                writer.key("comparator")
-                writer.string(filter.comparator.rawValue)
-                Self.writeField(filter.field, to: &writer)
-                writer.key("fieldValue")
-                writer.field(filter.value)
-                if let distance = filter.distance {
-                    writer.key("distance")
-                    writer.double(distance)
-                }
-                writer.endObject()
-            }
-            writer.endArray()
-            writer.key("sortBy")
-            writer.beginArray()
-            for sort in sorts {
-                writer.beginObject()
-                Self.writeField(sort.field, to: &writer)
-                writer.key("ascending")
-                writer.bool(sort.ascending)
-                writer.endObject()
-            }
-            writer.endArray()
-            writer.endObject()
+        let request = RecordsQueryRequest(
+            recordType: recordType, filters: filters, sorts: sorts, zoneID: zoneID, resultsLimit: resultsLimit, continuationMarker: continuationMarker
+        )
+        let answer = try await send("records/query", request, answer: RecordsResponse.self)
+        let records = answer.records.compactMap { result -> CloudRecord? in
+            if case .record(let record) = result { CloudRecord(record) } else { nil }
         }
-        let records = (json["records"]?.arrayValue ?? []).compactMap { try? CloudRecord(wire: $0) }
-        return (records, json["continuationMarker"]?.stringValue)
-    }
-
-    private static func writeField(_ field: QueryField, to writer: inout JSONWriter) {
-        switch field {
-        case .field(let name):
-            writer.key("fieldName")
-            writer.string(name)
-        case .system(let system):
-            writer.key("systemFieldName")
-            writer.string(system.rawValue)
-        }
+        return (records, answer.continuationMarker)
     }
 
     // MARK: - Change feeds
@@ -411,78 +326,40 @@ public struct CloudDatabase: Sendable {
 
     /// `changes/zone` for one zone: a page of records changed or deleted since a token.
     public func zoneChanges(_ zoneID: ZoneID, since token: String?, resultsLimit: Int? = nil) async throws(CloudError) -> ZoneChanges {
-        let answer = try await postForBytes("changes/zone") { writer in
-            writer.key("zones")
-            writer.beginArray()
-            writer.beginObject()
-            writer.key("zoneID")
-            writer.zoneID(zoneID)
-            if let token {
-                writer.key("syncToken")
-                writer.string(token)
-            }
-            if let resultsLimit {
-                writer.key("resultsLimit")
-                writer.int(resultsLimit)
-            }
-            writer.endObject()
-            writer.endArray()
-        }
-        return try Self.readZoneChanges(answer, zoneID: zoneID)
+        let request = ZoneChangesRequest(zones: [ZoneChangesEntry(zoneID: zoneID, syncToken: token, resultsLimit: resultsLimit)])
+        return try Self.zoneChanges(try await send("changes/zone", request, answer: ZoneChangesResponse.self), zoneID: zoneID)
     }
 
-    /// Reads a `changes/zone` answer straight from its bytes into records, without a JSON tree: an initial sync reads
-    /// hundreds of pages of hundreds of records.
-    static func readZoneChanges(_ answer: [UInt8], zoneID: ZoneID) throws(CloudError) -> ZoneChanges {
-        var changes = ZoneChanges(zoneID: zoneID, records: [], deletions: [], syncToken: "", moreComing: false)
-        var syncToken: String?
-        var zoneFailed = false
+    /// The one zone a `changes/zone` answer was asked for (the message reads the answer's bytes without a JSON tree:
+    /// an initial sync reads hundreds of pages of hundreds of records).
+    static func zoneChanges(_ answer: ZoneChangesResponse, zoneID: ZoneID) throws(CloudError) -> ZoneChanges {
+        guard let zone = answer.zones.first else {
+            throw CloudError(code: .invalidResponse, reason: "no zone in changes/zone")
+        }
+        switch zone {
+        case .failed(_, let error):
+            throw CloudError(error)
+        case .page(_, let syncToken, let moreComing, let records):
+            var changes = ZoneChanges(zoneID: zoneID, records: [], deletions: [], syncToken: syncToken, moreComing: moreComing)
+            changes.records.reserveCapacity(records.count)
+            for result in records {
+                switch result {
+                case .record(let record): changes.records.append(CloudRecord(record))
+                case .deleted(let recordName, let recordType):
+                    changes.deletions.append(.init(recordID: RecordID(recordName: recordName, zoneID: zoneID), recordType: recordType))
+                case .failed: continue
+                }
+            }
+            return changes
+        }
+    }
+
+    /// Reads an answer's message; one that does not read is an invalid response naming the operation.
+    static func read<Answer: WireMessage>(_ type: Answer.Type, _ bytes: [UInt8], operation: String) throws(CloudError) -> Answer {
         do {
-            try JSONScanner.scan(answer) { scanner in
-                try scanner.beginObject()
-                while let key = try scanner.nextKey() {
-                    guard key == "zones" else {
-                        try scanner.skipValue()
-                        continue
-                    }
-                    // One zone was asked for: its answer is the first.
-                    try scanner.beginArray()
-                    guard try scanner.nextElement() else { continue }
-                    try readZone(scanning: &scanner, into: &changes, syncToken: &syncToken, failed: &zoneFailed)
-                    while try scanner.nextElement() { try scanner.skipValue() }
-                }
-            }
+            return try Answer(wireBytes: bytes)
         } catch {
-            throw CloudError(code: .invalidResponse, reason: "changes/zone: \(error)")
-        }
-        if zoneFailed, let zone = try? JSONValue(parsing: answer)["zones"]?[0] { throw CloudError.read(zone, status: 200) }
-        guard let syncToken else { throw CloudError(code: .invalidResponse, reason: "no syncToken in changes/zone") }
-        changes.syncToken = syncToken
-        return changes
-    }
-
-    private static func readZone(
-        scanning scanner: inout JSONScanner, into changes: inout ZoneChanges, syncToken: inout String?, failed: inout Bool
-    ) throws {
-        try scanner.beginObject()
-        while let key = try scanner.nextKey() {
-            switch key {
-            case "records":
-                try scanner.beginArray()
-                while try scanner.nextElement() {
-                    switch try CloudRecord.readItem(scanning: &scanner) {
-                    case .record(let record): changes.records.append(record)
-                    case .deleted(let recordName, let recordType):
-                        changes.deletions.append(.init(recordID: RecordID(recordName: recordName, zoneID: changes.zoneID), recordType: recordType))
-                    }
-                }
-            case "syncToken": syncToken = try scanner.readString()
-            case "moreComing": changes.moreComing = try scanner.readValue() == .bool(true)
-            case "serverErrorCode":
-                failed = true
-                try scanner.skipValue()
-            default: try scanner.skipValue()
-            }
+            throw CloudError(code: .invalidResponse, reason: "\(operation): \(error)")
         }
     }
 

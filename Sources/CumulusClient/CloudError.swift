@@ -58,6 +58,11 @@ public struct CloudError: Error, Sendable, Hashable, CustomStringConvertible {
         }
     }
 
+    /// The error of one record of an answer, with the server's record on `CONFLICT`.
+    init(_ error: ItemError, serverRecord: ResponseRecord? = nil) {
+        self.init(code: .server(error.code), reason: error.reason, serverRecord: serverRecord.map(CloudRecord.init))
+    }
+
     /// Reads an error dictionary (top level or per item).
     static func read(_ json: JSONValue, status: Int) -> CloudError {
         let code = json["serverErrorCode"]?.stringValue.flatMap(ServerErrorCode.init(rawValue:))

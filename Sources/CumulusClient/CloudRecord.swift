@@ -73,107 +73,32 @@ public struct CloudRecord: Sendable, Hashable {
         set { fields[key] = newValue }
     }
 
+    /// A record as a response carries it.
+    public init(_ record: ResponseRecord) {
+        let header = record.header
+        self.init(
+            recordType: header.recordType, recordID: RecordID(recordName: header.recordName, zoneID: header.zoneID), fields: record.fieldValues,
+            parent: header.parent)
+        recordChangeTag = header.recordChangeTag.isEmpty ? nil : header.recordChangeTag
+        share = header.share?.recordName
+        // A record read without stamps has empty ones.
+        created = header.created.timestamp == 0 && header.created.userRecordName.isEmpty ? nil : header.created
+        modified = header.modified.timestamp == 0 && header.modified.userRecordName.isEmpty ? nil : header.modified
+    }
+
     /// Reads a record dictionary from a response.
     public init(wire json: JSONValue) throws {
-        guard case .record(let record) = try JSONScanner.scan(json.jsonBytes, { scanner in try Self.readItem(scanning: &scanner) }) else {
+        guard case .record(let record) = try JSONScanner.scan(json.jsonBytes, { try RecordResult.read(scanning: &$0) }) else {
             throw WireFormatError(path: "record.recordType", message: "is required")
         }
-        self = record
+        self.init(record)
     }
 
-    /// An element of a response's records array: a record, or a tombstone (`deleted: true`).
-    enum WireItem {
-        case record(CloudRecord)
-        case deleted(recordName: String, recordType: String?)
-    }
-
-    /// Reads an element of a records array straight from the response's bytes: the change feed's hot path.
-    static func readItem(scanning scanner: inout JSONScanner) throws -> WireItem {
-        var recordName: String?
-        var recordType: String?
-        var deleted = false
-        var zoneID: ZoneID?
-        var record = CloudRecord(recordType: "", recordID: RecordID(recordName: "", zoneID: ZoneID()))
-        try scanner.beginObject()
-        while let key = try scanner.nextKey() {
-            switch key {
-            case "recordName": recordName = try scanner.readString()
-            case "recordType": recordType = try scanner.readNull() ? nil : try scanner.readString()
-            case "recordChangeTag": record.recordChangeTag = try scanner.readNull() ? nil : try scanner.readString()
-            case "deleted": deleted = try scanner.readValue() == .bool(true)
-            case "zoneID": zoneID = try ZoneID(wire: WireObject(try scanner.readValue(), path: "record.zoneID"))
-            case "fields": try readFields(scanning: &scanner, into: &record.fields)
-            case "parent": record.parent = try readRecordName(scanning: &scanner)
-            case "share": record.share = try readRecordName(scanning: &scanner)
-            case "created": record.created = try readStamp(scanning: &scanner)
-            case "modified": record.modified = try readStamp(scanning: &scanner)
-            default: try scanner.skipValue()
-            }
-        }
-        guard let recordName else { throw WireFormatError(path: "record.recordName", message: "is required") }
-        if deleted { return .deleted(recordName: recordName, recordType: recordType) }
-        guard let recordType else { throw WireFormatError(path: "record.recordType", message: "is required") }
-        record.recordID = RecordID(recordName: recordName, zoneID: zoneID ?? ZoneID())
-        record.recordType = recordType
-        return .record(record)
-    }
-
-    private static func readFields(scanning scanner: inout JSONScanner, into fields: inout [String: FieldValue]) throws {
-        guard try !scanner.readNull() else { return }
-        try scanner.beginObject()
-        while let name = try scanner.nextKey() {
-            if let value = try FieldValue.read(scanning: &scanner, path: "record.fields.\(name)") { fields[name] = value }
-        }
-    }
-
-    /// The `recordName` of a `parent` or `share` dictionary.
-    private static func readRecordName(scanning scanner: inout JSONScanner) throws -> String? {
-        guard try !scanner.readNull() else { return nil }
-        var recordName: String?
-        try scanner.beginObject()
-        while let key = try scanner.nextKey() {
-            if key == "recordName", try !scanner.readNull() { recordName = try scanner.readString() } else { try scanner.skipValue() }
-        }
-        return recordName
-    }
-
-    private static func readStamp(scanning scanner: inout JSONScanner) throws -> RecordStamp? {
-        guard try !scanner.readNull() else { return nil }
-        var timestamp: Int64?
-        var userRecordName = ""
-        var deviceID = ""
-        try scanner.beginObject()
-        while let key = try scanner.nextKey() {
-            switch (key, try scanner.peek()) {
-            case ("timestamp", .number): timestamp = Int64(try scanner.readNumber())
-            case ("userRecordName", .string): userRecordName = try scanner.readString()
-            case ("deviceID", .string): deviceID = try scanner.readString()
-            default: try scanner.skipValue()
-            }
-        }
-        return timestamp.map { RecordStamp(timestamp: $0, userRecordName: userRecordName, deviceID: deviceID) }
-    }
-
-    /// Writes the record dictionary of a `records/modify` operation.
-    func write(to writer: inout JSONWriter) {
-        writer.beginObject()
-        writer.key("recordName")
-        writer.string(recordID.recordName)
-        writer.key("recordType")
-        writer.string(recordType)
-        if let recordChangeTag {
-            writer.key("recordChangeTag")
-            writer.string(recordChangeTag)
-        }
-        writer.key("fields")
-        writer.fields(fields)
-        writer.key("parent")
-        if let parent {
-            writer.recordNameObject(parent)
-        } else {
-            writer.null()
-        }
-        writer.endObject()
+    /// The record dictionary a save sends: every field, and the parent (cleared when there is none).
+    var draft: RecordDraft {
+        RecordDraft(
+            recordName: recordID.recordName, recordType: recordType, recordChangeTag: recordChangeTag, fields: fields.mapValues { .some($0) },
+            parent: parent.map(FieldPatch.set) ?? .clear)
     }
 }
 

@@ -26,6 +26,15 @@ public struct CloudShare: Sendable, Hashable {
         public var role: ParticipantType
         public var acceptanceStatus: ParticipantStatus
 
+        /// A participant as an answer shows it.
+        init?(_ participant: ShareParticipant) {
+            guard let identity = participant.userRecordName.map(Identity.userRecordName) ?? participant.emailAddress.map(Identity.emailAddress)
+            else { return nil }
+            self.init(identity: identity, permission: participant.permission, role: participant.type, acceptanceStatus: participant.acceptanceStatus)
+            userRecordName = participant.userRecordName
+            emailAddress = participant.emailAddress
+        }
+
         public init(identity: Identity, permission: SharePermission, role: ParticipantType = .user, acceptanceStatus: ParticipantStatus = .invited) {
             self.identity = identity
             self.permission = permission
@@ -95,118 +104,57 @@ public struct CloudShare: Sendable, Hashable {
         participants.removeAll { $0.role != .owner && $0.matches(identity) }
     }
 
-    /// Reads a `cloudkit.share` record as every read path answers it.
-    public init(wire json: JSONValue) throws {
-        let record = try CloudRecord(wire: json)
-        recordID = record.recordID
-        recordChangeTag = record.recordChangeTag
-        if case .string(let text)? = record.fields["cloudkit.title"] { title = text }
-        rootRecordName = json["forRecord"]?["recordName"]?.stringValue ?? json["rootRecordName"]?.stringValue
-        publicPermission = json["publicPermission"]?.stringValue.flatMap(SharePermission.init(rawValue:)) ?? .none
-        participants = (json["participants"]?.arrayValue ?? []).compactMap(Self.participant)
-        owner = json["owner"].flatMap(Self.participant)
-        currentUserParticipant = json["currentUserParticipant"].flatMap(Self.participant)
-        url = json["url"]?.stringValue.flatMap(URL.init(string:))
-        shortGUID = json["shortGUID"]?.stringValue
+    /// A `cloudkit.share` record as every read path answers it.
+    public init(_ record: ResponseRecord) {
+        let fields = record.fieldValues
+        recordID = RecordID(recordName: record.header.recordName, zoneID: record.header.zoneID)
+        recordChangeTag = record.header.recordChangeTag.isEmpty ? nil : record.header.recordChangeTag
+        if case .string(let text)? = fields["cloudkit.title"] { title = text }
+        let members = record.share ?? ShareMembers(publicPermission: .none, participants: [])
+        publicPermission = members.publicPermission
+        participants = members.participants.compactMap(Participant.init)
+        owner = members.owner.flatMap(Participant.init)
+        currentUserParticipant = members.currentUserParticipant.flatMap(Participant.init)
+        url = members.url.flatMap(URL.init(string:))
+        shortGUID = record.header.shortGUID ?? members.shortGUID
     }
 
-    private static func participant(_ json: JSONValue) -> Participant? {
-        let identity = json["userIdentity"]
-        let name = identity?["userRecordName"]?.stringValue ?? identity?["lookupInfo"]?["userRecordName"]?.stringValue
-        let email = identity?["lookupInfo"]?["emailAddress"]?.stringValue
-        guard let lookup = name.map(Participant.Identity.userRecordName) ?? email.map(Participant.Identity.emailAddress) else { return nil }
-        var participant = Participant(
-            identity: lookup, permission: json["permission"]?.stringValue.flatMap(SharePermission.init(rawValue:)) ?? .readOnly,
-            role: json["type"]?.stringValue.flatMap(ParticipantType.init(rawValue:)) ?? .user,
-            acceptanceStatus: json["acceptanceStatus"]?.stringValue.flatMap(ParticipantStatus.init(wire:)) ?? .invited)
-        participant.userRecordName = name
-        participant.emailAddress = email
-        return participant
-    }
-
-    /// The record dictionary of a `records/modify` operation.
-    func write(to writer: inout JSONWriter) {
-        writer.beginObject()
-        writer.key("recordName")
-        writer.string(recordID.recordName)
-        writer.key("recordType")
-        writer.string(ShareRecord.recordType)
-        if let recordChangeTag {
-            writer.key("recordChangeTag")
-            writer.string(recordChangeTag)
-        }
-        writer.key("fields")
-        writer.fields(title.map { ["cloudkit.title": .string($0)] } ?? [:])
-        if let rootRecordName {
-            writer.key("forRecord")
-            writer.recordNameObject(rootRecordName)
-        }
-        writer.key("publicPermission")
-        writer.string(publicPermission.rawValue)
-        writer.key("participants")
-        writer.beginArray()
-        for participant in participants where participant.role != .owner {
-            writer.beginObject()
-            writer.key("permission")
-            writer.string(participant.permission.rawValue)
-            writer.key("type")
-            writer.string(participant.role.rawValue)
-            writer.key("acceptanceStatus")
-            writer.string(participant.acceptanceStatus.rawValue)
-            writer.key("userIdentity")
-            writer.beginObject()
-            writer.key("lookupInfo")
-            writer.beginObject()
-            switch participant.identity {
-            case .userRecordName(let name):
-                writer.key("userRecordName")
-                writer.string(name)
-            case .emailAddress(let email):
-                writer.key("emailAddress")
-                writer.string(email)
-            }
-            writer.endObject()
-            writer.endObject()
-            writer.endObject()
-        }
-        writer.endArray()
-        writer.endObject()
+    /// The record dictionary a save sends: the title, the root, and the participants other than the owner.
+    var draft: RecordDraft {
+        var keys: [String: JSONValue] = ["publicPermission": .string(publicPermission.rawValue)]
+        if let rootRecordName { keys["forRecord"] = ["recordName": .string(rootRecordName)] }
+        keys["participants"] = .array(
+            participants.filter { $0.role != .owner }.map { participant in
+                let lookup: JSONValue =
+                    switch participant.identity {
+                    case .userRecordName(let name): ["userRecordName": .string(name)]
+                    case .emailAddress(let email): ["emailAddress": .string(email)]
+                    }
+                return [
+                    "permission": .string(participant.permission.rawValue), "type": .string(participant.role.rawValue),
+                    "acceptanceStatus": .string(participant.acceptanceStatus.rawValue), "userIdentity": ["lookupInfo": lookup],
+                ]
+            })
+        return RecordDraft(
+            recordName: recordID.recordName, recordType: ShareRecord.recordType, recordChangeTag: recordChangeTag,
+            fields: title.map { ["cloudkit.title": .some(.string($0))] } ?? [:], otherKeys: keys)
     }
 }
 
 extension CloudDatabase {
     /// Creates or updates a share (owner only). A stale change tag fails with `CONFLICT`.
     public func save(_ share: CloudShare) async throws(CloudError) -> CloudShare {
-        let json = try await post("records/modify") { writer in
-            writer.key("zoneID")
-            writer.zoneID(share.recordID.zoneID)
-            writer.key("operations")
-            writer.beginArray()
-            writer.beginObject()
-            writer.key("operationType")
-            writer.string(share.recordChangeTag == nil ? "create" : "update")
-            writer.key("record")
-            share.write(to: &writer)
-            writer.endObject()
-            writer.endArray()
-        }
-        return try Self.share(from: json["records"]?[0])
+        let request = RecordsModifyRequest(
+            operations: [RecordOperation(operationType: share.recordChangeTag == nil ? .create : .update, record: share.draft)],
+            zoneID: share.recordID.zoneID)
+        return try Self.share(from: try await send("records/modify", request, answer: RecordsResponse.self).records.first)
     }
 
     /// The share with this record ID, as the current user may see it.
     public func share(_ recordID: RecordID) async throws(CloudError) -> CloudShare? {
-        let json = try await post("records/lookup") { writer in
-            writer.key("zoneID")
-            writer.zoneID(recordID.zoneID)
-            writer.key("records")
-            writer.beginArray()
-            writer.beginObject()
-            writer.key("recordName")
-            writer.string(recordID.recordName)
-            writer.endObject()
-            writer.endArray()
-        }
-        guard let item = json["records"]?[0], item["serverErrorCode"] == nil else { return nil }
+        let request = RecordsLookupRequest(records: [.init(recordName: recordID.recordName)], zoneID: recordID.zoneID)
+        let item = try await send("records/lookup", request, answer: RecordsResponse.self).records.first
+        if case .failed = item { return nil }
         return try Self.share(from: item)
     }
 
@@ -241,13 +189,11 @@ extension CloudDatabase {
         return url.lastPathComponent
     }
 
-    private static func share(from item: JSONValue?) throws(CloudError) -> CloudShare {
-        guard let item else { throw CloudError(code: .invalidResponse, reason: "no share in the answer") }
-        if item["serverErrorCode"] != nil { throw CloudError.read(item, status: 200) }
-        do {
-            return try CloudShare(wire: item)
-        } catch {
-            throw CloudError(code: .invalidResponse, reason: "\(error)")
+    private static func share(from item: RecordResult?) throws(CloudError) -> CloudShare {
+        switch item {
+        case .record(let record): return CloudShare(record)
+        case .failed(_, let error, let serverRecord): throw CloudError(error, serverRecord: serverRecord)
+        case .deleted, nil: throw CloudError(code: .invalidResponse, reason: "no share in the answer")
         }
     }
 }

@@ -50,7 +50,48 @@ struct WireMessageTests {
         try roundTrip(
             PushTokenResponse(apnsEnvironment: "development", apnsToken: "t0k", webcourierURL: "https://example.com/courier/1/c/development/t0k"))
         try roundTrip(PushTokenRegisterRequest(apnsToken: "t0k", apnsEnvironment: "production"))
+        try roundTrip(Self.modify)
+        try roundTrip(RecordsLookupRequest(records: [.init(recordName: "a"), .init(recordName: "b", desiredKeys: ["name"])], zoneID: Self.lists))
+        try roundTrip(Self.query)
+        try roundTrip(
+            ZoneChangesRequest(
+                zones: [
+                    ZoneChangesEntry(zoneID: Self.lists, syncToken: "T", resultsLimit: 50, desiredKeys: ["name"], desiredRecordTypes: ["Drive"]),
+                    ZoneChangesEntry(zoneID: ZoneID()),
+                ], numbersAsStrings: true))
     }
+
+    /// A batch with every kind of operation and record dictionary: fields set and cleared, a parent set and cleared,
+    /// a short GUID asked for, a share's own keys.
+    static let modify = RecordsModifyRequest(
+        operations: [
+            RecordOperation(
+                operationType: .create,
+                record: RecordDraft(
+                    recordName: "drive-1", recordType: "Drive", fields: ["distance": .double(12.5), "name": .string("Commute"), "note": nil],
+                    parent: .set("car-1"), createShortGUID: true)),
+            RecordOperation(
+                operationType: .update, record: RecordDraft(recordName: "drive-2", recordType: "Drive", recordChangeTag: "2a", parent: .clear),
+                desiredKeys: []),
+            RecordOperation(operationType: .forceDelete, record: RecordDraft(recordName: "old")),
+            RecordOperation(
+                operationType: .create,
+                record: RecordDraft(
+                    recordName: "share-1", recordType: "cloudkit.share",
+                    otherKeys: ["publicPermission": "READ_ONLY", "forRecord": ["recordName": "car-1"]])),
+        ], zoneID: lists, atomic: true, desiredKeys: ["name"], numbersAsStrings: true)
+
+    static let query = RecordsQueryRequest(
+        recordType: "Drive",
+        filters: [
+            QueryFilter(comparator: .greaterThan, field: .field("distance"), value: .double(10)),
+            QueryFilter(comparator: .equals, field: .system(.recordName), value: .string("drive-1")),
+            QueryFilter(comparator: .near, field: .field("at"), value: .location(Location(latitude: 51.5, longitude: -0.1)), distance: 500),
+        ],
+        sorts: [
+            QuerySort(field: .field("distance"), ascending: false),
+            QuerySort(field: .field("at"), relativeLocation: Location(latitude: 51.5, longitude: -0.1)),
+        ], zoneID: lists, zoneWide: true, resultsLimit: 20, continuationMarker: "M1", desiredKeys: ["name"], numbersAsStrings: true)
 
     /// Answers as the server writes them, member order included: what a recorded answer holds is written back exactly.
     @Test(arguments: [
@@ -61,6 +102,54 @@ struct WireMessageTests {
     func recordedZoneAnswersAreWrittenBackExactly(_ recorded: String) throws {
         let message = try ZonesResponse(wireBytes: Array(recorded.utf8))
         #expect(String(decoding: message.wireBytes, as: UTF8.self) == recorded)
+    }
+
+    /// Record answers as the server writes them, every kind of element: a record with fields and a parent, a share
+    /// record with its members, a shared root, a conflict with the server's record, a record not found, a tombstone;
+    /// a feed page with a zone's error; the older feed. Each is read and written back byte for byte.
+    @Test func recordedRecordAnswersAreWrittenBackExactly() throws {
+        let records =
+            #"{"records":[{"recordName":"drive-1","recordType":"Drive","recordChangeTag":"2a","fields":{"distance":{"value":12.5,"type":"DOUBLE"},"name":{"value":"Commute","type":"STRING"}},"created":{"timestamp":1700000000000,"userRecordName":"_4a1b","deviceID":"phone"},"modified":{"timestamp":1700000000000,"userRecordName":"_4a1b","deviceID":"phone"},"deleted":false,"zoneID":{"zoneName":"Lists","ownerRecordName":"_4a1b","zoneType":"REGULAR_CUSTOM_ZONE"},"parent":{"recordName":"car-1"}},{"recordName":"share-1","recordType":"cloudkit.share","recordChangeTag":"3b","fields":{"cloudkit.title":{"value":"Trips","type":"STRING"}},"created":{"timestamp":1700000000000,"userRecordName":"_4a1b","deviceID":"phone"},"modified":{"timestamp":1700000000000,"userRecordName":"_4a1b","deviceID":"phone"},"deleted":false,"zoneID":{"zoneName":"Lists","ownerRecordName":"_4a1b","zoneType":"REGULAR_CUSTOM_ZONE"},"shortGUID":"0Abc","publicPermission":"NONE","participants":[{"participantId":"_4a1b","userIdentity":{"userRecordName":"_4a1b","lookupInfo":{"userRecordName":"_4a1b","emailAddress":"alice@example.com"}},"permission":"READ_WRITE","type":"OWNER","acceptanceStatus":"ACCEPTED"},{"participantId":"_9c2d","userIdentity":{"userRecordName":"_9c2d","lookupInfo":{"userRecordName":"_9c2d"}},"permission":"READ_ONLY","type":"USER","acceptanceStatus":"INVITED"}],"owner":{"participantId":"_4a1b","userIdentity":{"userRecordName":"_4a1b","lookupInfo":{"userRecordName":"_4a1b","emailAddress":"alice@example.com"}},"permission":"READ_WRITE","type":"OWNER","acceptanceStatus":"ACCEPTED"},"currentUserParticipant":{"participantId":"_4a1b","userIdentity":{"userRecordName":"_4a1b","lookupInfo":{"userRecordName":"_4a1b","emailAddress":"alice@example.com"}},"permission":"READ_WRITE","type":"OWNER","acceptanceStatus":"ACCEPTED"},"url":"https://example.com/share/0Abc","stableUrl":"https://example.com/share/0Abc"},{"recordName":"car-1","recordType":"Car","recordChangeTag":"4c","fields":{},"created":{"timestamp":1700000000000,"userRecordName":"_4a1b","deviceID":"phone"},"modified":{"timestamp":1700000000000,"userRecordName":"_4a1b","deviceID":"phone"},"deleted":false,"zoneID":{"zoneName":"Lists","ownerRecordName":"_4a1b","zoneType":"REGULAR_CUSTOM_ZONE"},"share":{"recordName":"share-1","action":"NONE"}},{"recordName":"drive-2","reason":"record drive-2 changed since tag 1a","serverErrorCode":"CONFLICT","uuid":"u-1","serverRecord":{"recordName":"drive-2","recordType":"Drive","recordChangeTag":"2a","fields":{"distance":{"value":12.5,"type":"DOUBLE"},"name":{"value":"Commute","type":"STRING"}},"created":{"timestamp":1700000000000,"userRecordName":"_4a1b","deviceID":"phone"},"modified":{"timestamp":1700000000000,"userRecordName":"_4a1b","deviceID":"phone"},"deleted":false,"zoneID":{"zoneName":"Lists","ownerRecordName":"_4a1b","zoneType":"REGULAR_CUSTOM_ZONE"},"parent":{"recordName":"car-1"}}},{"recordName":"gone","reason":"record gone does not exist","serverErrorCode":"NOT_FOUND","uuid":"u-2"},{"recordName":"old","deleted":true}],"continuationMarker":"M1"}"#
+        #expect(String(decoding: try RecordsResponse(wireBytes: Array(records.utf8)).wireBytes, as: UTF8.self) == records)
+        let zoneChanges =
+            #"{"zones":[{"zoneID":{"zoneName":"Lists","ownerRecordName":"_4a1b","zoneType":"REGULAR_CUSTOM_ZONE"},"syncToken":"T9","moreComing":true,"records":[{"recordName":"drive-1","recordType":"Drive","recordChangeTag":"2a","fields":{"distance":{"value":12.5,"type":"DOUBLE"},"name":{"value":"Commute","type":"STRING"}},"created":{"timestamp":1700000000000,"userRecordName":"_4a1b","deviceID":"phone"},"modified":{"timestamp":1700000000000,"userRecordName":"_4a1b","deviceID":"phone"},"deleted":false,"zoneID":{"zoneName":"Lists","ownerRecordName":"_4a1b","zoneType":"REGULAR_CUSTOM_ZONE"},"parent":{"recordName":"car-1"}},{"recordName":"old","recordType":"Drive","deleted":true}]},{"zoneID":{"zoneName":"Gone","zoneType":"REGULAR_CUSTOM_ZONE"},"reason":"zone Gone does not exist","serverErrorCode":"ZONE_NOT_FOUND","uuid":"u-3"}]}"#
+        #expect(String(decoding: try ZoneChangesResponse(wireBytes: Array(zoneChanges.utf8)).wireBytes, as: UTF8.self) == zoneChanges)
+        let legacy =
+            #"{"records":[{"recordName":"drive-1","recordType":"Drive","recordChangeTag":"2a","fields":{"distance":{"value":12.5,"type":"DOUBLE"},"name":{"value":"Commute","type":"STRING"}},"created":{"timestamp":1700000000000,"userRecordName":"_4a1b","deviceID":"phone"},"modified":{"timestamp":1700000000000,"userRecordName":"_4a1b","deviceID":"phone"},"deleted":false,"zoneID":{"zoneName":"Lists","ownerRecordName":"_4a1b","zoneType":"REGULAR_CUSTOM_ZONE"},"parent":{"recordName":"car-1"}},{"recordName":"old","recordType":"Drive","deleted":true}],"syncToken":"T9","moreComing":false,"reverse":false}"#
+        #expect(String(decoding: try RecordChangesResponse(wireBytes: Array(legacy.utf8)).wireBytes, as: UTF8.self) == legacy)
+    }
+
+    /// What a record answer says is read as what it means: each element's kind, a share's members, the server's
+    /// record of a conflict.
+    @Test func aRecordAnswerIsReadAsWhatItSays() throws {
+        let answer = try RecordsResponse(
+            wireBytes: Array(
+                #"{"records":[{"recordName":"drive-1","recordType":"Drive","recordChangeTag":"2a","fields":{"distance":{"value":12.5,"type":"DOUBLE"},"name":{"value":"Commute","type":"STRING"}},"created":{"timestamp":1700000000000,"userRecordName":"_4a1b","deviceID":"phone"},"modified":{"timestamp":1700000000000,"userRecordName":"_4a1b","deviceID":"phone"},"deleted":false,"zoneID":{"zoneName":"Lists","ownerRecordName":"_4a1b","zoneType":"REGULAR_CUSTOM_ZONE"},"parent":{"recordName":"car-1"}},{"recordName":"share-1","recordType":"cloudkit.share","recordChangeTag":"3b","fields":{"cloudkit.title":{"value":"Trips","type":"STRING"}},"created":{"timestamp":1700000000000,"userRecordName":"_4a1b","deviceID":"phone"},"modified":{"timestamp":1700000000000,"userRecordName":"_4a1b","deviceID":"phone"},"deleted":false,"zoneID":{"zoneName":"Lists","ownerRecordName":"_4a1b","zoneType":"REGULAR_CUSTOM_ZONE"},"shortGUID":"0Abc","publicPermission":"NONE","participants":[{"participantId":"_4a1b","userIdentity":{"userRecordName":"_4a1b","lookupInfo":{"userRecordName":"_4a1b","emailAddress":"alice@example.com"}},"permission":"READ_WRITE","type":"OWNER","acceptanceStatus":"ACCEPTED"},{"participantId":"_9c2d","userIdentity":{"userRecordName":"_9c2d","lookupInfo":{"userRecordName":"_9c2d"}},"permission":"READ_ONLY","type":"USER","acceptanceStatus":"INVITED"}],"owner":{"participantId":"_4a1b","userIdentity":{"userRecordName":"_4a1b","lookupInfo":{"userRecordName":"_4a1b","emailAddress":"alice@example.com"}},"permission":"READ_WRITE","type":"OWNER","acceptanceStatus":"ACCEPTED"},"currentUserParticipant":{"participantId":"_4a1b","userIdentity":{"userRecordName":"_4a1b","lookupInfo":{"userRecordName":"_4a1b","emailAddress":"alice@example.com"}},"permission":"READ_WRITE","type":"OWNER","acceptanceStatus":"ACCEPTED"},"url":"https://example.com/share/0Abc","stableUrl":"https://example.com/share/0Abc"},{"recordName":"car-1","recordType":"Car","recordChangeTag":"4c","fields":{},"created":{"timestamp":1700000000000,"userRecordName":"_4a1b","deviceID":"phone"},"modified":{"timestamp":1700000000000,"userRecordName":"_4a1b","deviceID":"phone"},"deleted":false,"zoneID":{"zoneName":"Lists","ownerRecordName":"_4a1b","zoneType":"REGULAR_CUSTOM_ZONE"},"share":{"recordName":"share-1","action":"NONE"}},{"recordName":"drive-2","reason":"record drive-2 changed since tag 1a","serverErrorCode":"CONFLICT","uuid":"u-1","serverRecord":{"recordName":"drive-2","recordType":"Drive","recordChangeTag":"2a","fields":{"distance":{"value":12.5,"type":"DOUBLE"},"name":{"value":"Commute","type":"STRING"}},"created":{"timestamp":1700000000000,"userRecordName":"_4a1b","deviceID":"phone"},"modified":{"timestamp":1700000000000,"userRecordName":"_4a1b","deviceID":"phone"},"deleted":false,"zoneID":{"zoneName":"Lists","ownerRecordName":"_4a1b","zoneType":"REGULAR_CUSTOM_ZONE"},"parent":{"recordName":"car-1"}}},{"recordName":"gone","reason":"record gone does not exist","serverErrorCode":"NOT_FOUND","uuid":"u-2"},{"recordName":"old","deleted":true}],"continuationMarker":"M1"}"#
+                    .utf8))
+        #expect(answer.continuationMarker == "M1")
+        guard case .record(let drive) = answer.records[0], case .record(let share) = answer.records[1],
+            case .record(let root) = answer.records[2], case .failed(let name, let error, let server?) = answer.records[3],
+            case .failed(_, let missing, nil) = answer.records[4], case .deleted("old", nil) = answer.records[5]
+        else {
+            Issue.record("unexpected elements: \(answer.records)")
+            return
+        }
+        #expect(drive.fieldValues == ["distance": .double(12.5), "name": .string("Commute")])
+        #expect(drive.header.parent == "car-1" && drive.header.zoneID == ZoneID(zoneName: "Lists", ownerRecordName: "_4a1b"))
+        #expect(drive.header.modified == RecordStamp(timestamp: 1_700_000_000_000, userRecordName: "_4a1b", deviceID: "phone"))
+        #expect(share.share?.participants.map(\.userRecordName) == ["_4a1b", "_9c2d"])
+        #expect(share.share?.owner?.emailAddress == "alice@example.com" && share.share?.url == "https://example.com/share/0Abc")
+        #expect(root.header.share?.recordName == "share-1" && root.share == nil)
+        #expect(name == "drive-2" && error.code == .conflict && server.header.recordName == "drive-2")
+        #expect(missing.code == .notFound)
+    }
+
+    /// A feed page whose element has no `recordName` names what is missing instead of dropping the element.
+    @Test func aRecordWithoutItsNameIsRefusedByName() {
+        #expect(throws: WireFormatError(path: "record.recordName", message: "is required")) {
+            try ZoneChangesResponse(
+                wireBytes: Array(#"{"zones":[{"zoneID":{"zoneName":"Lists"},"syncToken":"T","records":[{"recordType":"Drive"}]}]}"#.utf8))
+        }
     }
 
     @Test func aRecordedErrorEnvelopeIsWrittenBackExactly() throws {

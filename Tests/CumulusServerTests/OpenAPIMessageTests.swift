@@ -62,6 +62,73 @@ struct OpenAPIMessageTests {
                 ErrorResponse(uuid: "u", serverErrorCode: .authenticationRequired, reason: "sign in", redirectURL: "https://example.com/signin"),
             ]
         ),
+        ("RecordsResponse", [RecordsResponse(records: records)]),
+        (
+            "ModifyRecordsRequest",
+            [
+                RecordsModifyRequest(
+                    operations: [
+                        RecordOperation(
+                            operationType: .create,
+                            record: RecordDraft(
+                                recordName: "r", recordType: "Drive", recordChangeTag: "t", fields: ["name": .string("Commute")],
+                                parent: .set("p"), createShortGUID: true)),
+                        RecordOperation(
+                            operationType: .create,
+                            record: RecordDraft(
+                                recordName: "s", recordType: "cloudkit.share",
+                                otherKeys: [
+                                    "forRecord": ["recordName": "p"], "publicPermission": "NONE",
+                                    "participants": [
+                                        [
+                                            "type": "USER", "permission": "READ_ONLY", "acceptanceStatus": "INVITED",
+                                            "userIdentity": [
+                                                "userRecordName": "_b", "lookupInfo": ["emailAddress": "bob@example.com", "userRecordName": "_b"],
+                                            ],
+                                        ]
+                                    ],
+                                ]),
+                            desiredKeys: ["name"]),
+                    ], zoneID: lists, atomic: true, desiredKeys: [], numbersAsStrings: true)
+            ]
+        ),
+        (
+            "LookupRecordsRequest",
+            [RecordsLookupRequest(records: [.init(recordName: "r", desiredKeys: ["name"])], zoneID: lists, desiredKeys: [], numbersAsStrings: true)]
+        ),
+        (
+            "QueryRequest",
+            [
+                RecordsQueryRequest(
+                    recordType: "Drive",
+                    filters: [
+                        QueryFilter(comparator: .near, field: .field("at"), value: .location(Location(latitude: 1, longitude: 2)), distance: 5),
+                        QueryFilter(comparator: .equals, field: .system(.recordName), value: .string("r")),
+                    ],
+                    sorts: [
+                        QuerySort(field: .field("at"), relativeLocation: Location(latitude: 1, longitude: 2)),
+                        QuerySort(field: .system(.modifiedTimestamp), ascending: false),
+                    ], zoneID: lists, zoneWide: true, resultsLimit: 5, continuationMarker: "M", desiredKeys: [], numbersAsStrings: true)
+            ]
+        ),
+        (
+            "ZoneChangesRequest",
+            [
+                ZoneChangesRequest(
+                    zones: [ZoneChangesEntry(zoneID: lists, syncToken: "T", resultsLimit: 5, desiredKeys: [], desiredRecordTypes: ["Drive"])],
+                    numbersAsStrings: true)
+            ]
+        ),
+        ("QueryResponse", [RecordsResponse(records: records, continuationMarker: "M1")]),
+        (
+            "ZoneChangesResponse",
+            [
+                ZoneChangesResponse(zones: [
+                    .page(zoneID: lists, syncToken: "T", moreComing: true, records: records), .failed(ZoneID(zoneName: "Gone"), error),
+                ])
+            ]
+        ),
+        ("RecordChangesResponse", [RecordChangesResponse(records: records, syncToken: "T", moreComing: false)]),
         (
             "ModifySubscriptionsRequest",
             [
@@ -71,6 +138,25 @@ struct OpenAPIMessageTests {
             ]
         ),
     ]
+
+    /// Every kind of element of a `records` array: a share record (every key a record can carry), a tombstone, a
+    /// conflict with the server's record.
+    static let records: [RecordResult] = {
+        let stamp = RecordStamp(timestamp: 1, userRecordName: "_a", deviceID: "phone")
+        let owner = ShareParticipant(
+            userRecordName: "_a", emailAddress: "alice@example.com", permission: .readWrite, type: .owner, acceptanceStatus: .accepted)
+        let header = RecordHeader(
+            recordName: "r", recordType: "Drive", recordChangeTag: "t", created: stamp, modified: stamp, parent: "p",
+            share: Reference(recordName: "s"), zoneID: lists, shortGUID: "g")
+        let record = ResponseRecord(
+            header: header, fields: .values(["name": .string("Commute")]),
+            share: ShareMembers(
+                publicPermission: .none, participants: [owner], owner: owner, currentUserParticipant: owner, url: "https://example.com/share/g"))
+        return [
+            .record(record), .deleted(recordName: "old", recordType: "Drive"),
+            .failed(recordName: "r", ItemError(code: .conflict, reason: "changed"), serverRecord: record),
+        ]
+    }()
 
     static let zoneSubscription = Subscription(subscriptionID: "lists", kind: .zone, zoneID: lists, firesOnce: true)
     static let querySubscription = Subscription(
@@ -130,7 +216,7 @@ struct OpenAPIMessageTests {
                 #expect(walk.met.contains("\(component).\(key)"), "described but never written: \(component).\(key)")
             }
         }
-        for item in ["Zone", "Subscription"] {
+        for item in ["Zone", "Subscription", "Record", "Participant"] {
             for key in schemas[item]?["properties"]?.objectValue?.keys ?? [:].keys {
                 #expect(walk.met.contains("\(item).\(key)"), "described but never written: \(item).\(key)")
             }

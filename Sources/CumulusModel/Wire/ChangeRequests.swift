@@ -17,6 +17,16 @@ public struct ZoneChangesEntry: Sendable, Hashable {
     public var resultsLimit: Int?
     public var desiredKeys: [String]?
     public var desiredRecordTypes: [String]?
+
+    public init(
+        zoneID: ZoneID, syncToken: String? = nil, resultsLimit: Int? = nil, desiredKeys: [String]? = nil, desiredRecordTypes: [String]? = nil
+    ) {
+        self.zoneID = zoneID
+        self.syncToken = syncToken
+        self.resultsLimit = resultsLimit
+        self.desiredKeys = desiredKeys
+        self.desiredRecordTypes = desiredRecordTypes
+    }
 }
 
 /// The body of `changes/zone`, or of the older `records/changes` (one zone at the top level).
@@ -25,6 +35,39 @@ public struct ZoneChangesRequest: Sendable, Hashable {
     public var numbersAsStrings: Bool
     /// Whether the request came as `records/changes`, which answers for one zone at the top level.
     public var isLegacy: Bool
+
+    /// A `changes/zone` request.
+    public init(zones: [ZoneChangesEntry], numbersAsStrings: Bool = false) {
+        self.zones = zones
+        self.numbersAsStrings = numbersAsStrings
+        isLegacy = false
+    }
+
+    /// Writes the `changes/zone` body, each zone with its own token and overrides.
+    public func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.array("zones", zones) { writer, zone in
+            writer.beginObject()
+            writer.key("zoneID")
+            writer.zoneID(zone.zoneID)
+            if let syncToken = zone.syncToken {
+                writer.key("syncToken")
+                writer.string(syncToken)
+            }
+            if let resultsLimit = zone.resultsLimit {
+                writer.key("resultsLimit")
+                writer.int(resultsLimit)
+            }
+            if let desiredKeys = zone.desiredKeys { writer.array("desiredKeys", desiredKeys) { $0.string($1) } }
+            if let desiredRecordTypes = zone.desiredRecordTypes { writer.array("desiredRecordTypes", desiredRecordTypes) { $0.string($1) } }
+            writer.endObject()
+        }
+        if numbersAsStrings {
+            writer.key("numbersAsStrings")
+            writer.bool(true)
+        }
+        writer.endObject()
+    }
 
     /// Reads a `changes/zone` body.
     public init(wire object: WireObject) throws(WireFormatError) {
@@ -73,3 +116,5 @@ public struct ZoneChangesRequest: Sendable, Hashable {
         isLegacy = true
     }
 }
+
+extension ZoneChangesRequest: WireMessage {}

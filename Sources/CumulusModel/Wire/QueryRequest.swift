@@ -52,6 +52,18 @@ public enum QueryField: Sendable, Hashable {
     case field(String)
     case system(QuerySystemField)
 
+    /// Writes `fieldName` or `systemFieldName` into a filter or sort dictionary.
+    func write(to writer: inout JSONWriter) {
+        switch self {
+        case .field(let name):
+            writer.key("fieldName")
+            writer.string(name)
+        case .system(let system):
+            writer.key("systemFieldName")
+            writer.string(system.rawValue)
+        }
+    }
+
     static func read(_ object: WireObject) throws(WireFormatError) -> QueryField {
         if let system = try object.string("systemFieldName") {
             guard let field = QuerySystemField(wire: system) else {
@@ -111,6 +123,76 @@ public struct RecordsQueryRequest: Sendable, Hashable {
     public var continuationMarker: String?
     public var desiredKeys: [String]?
     public var numbersAsStrings: Bool
+
+    public init(
+        recordType: String, filters: [QueryFilter] = [], sorts: [QuerySort] = [], zoneID: ZoneID? = nil, zoneWide: Bool = false,
+        resultsLimit: Int? = nil, continuationMarker: String? = nil, desiredKeys: [String]? = nil, numbersAsStrings: Bool = false
+    ) {
+        self.recordType = recordType
+        self.filters = filters
+        self.sorts = sorts
+        self.zoneID = zoneID
+        self.zoneWide = zoneWide
+        self.resultsLimit = resultsLimit
+        self.continuationMarker = continuationMarker
+        self.desiredKeys = desiredKeys
+        self.numbersAsStrings = numbersAsStrings
+    }
+
+    public func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        if let zoneID {
+            writer.key("zoneID")
+            writer.zoneID(zoneID)
+        }
+        if zoneWide {
+            writer.key("zoneWide")
+            writer.bool(true)
+        }
+        if let resultsLimit {
+            writer.key("resultsLimit")
+            writer.int(resultsLimit)
+        }
+        if let continuationMarker {
+            writer.key("continuationMarker")
+            writer.string(continuationMarker)
+        }
+        writer.key("query")
+        writer.beginObject()
+        writer.key("recordType")
+        writer.string(recordType)
+        writer.array("filterBy", filters) { writer, filter in
+            writer.beginObject()
+            writer.key("comparator")
+            writer.string(filter.comparator.rawValue)
+            filter.field.write(to: &writer)
+            writer.key("fieldValue")
+            writer.field(filter.value)
+            if let distance = filter.distance {
+                writer.key("distance")
+                writer.double(distance)
+            }
+            writer.endObject()
+        }
+        writer.array("sortBy", sorts) { writer, sort in
+            writer.beginObject()
+            sort.field.write(to: &writer)
+            writer.key("ascending")
+            writer.bool(sort.ascending)
+            if let location = sort.relativeLocation {
+                writer.key("relativeLocation")
+                writer.field(.location(location))
+            }
+            writer.endObject()
+        }
+        writer.endObject()
+        if let desiredKeys { writer.array("desiredKeys", desiredKeys) { $0.string($1) } }
+        if numbersAsStrings {
+            writer.key("numbersAsStrings")
+            writer.bool(true)
+        }
+        writer.endObject()
+    }
 
     /// Reads the request body.
     public init(wire object: WireObject) throws(WireFormatError) {
@@ -194,3 +276,5 @@ public struct UserLookupRequest: Sendable, Hashable {
         }
     }
 }
+
+extension RecordsQueryRequest: WireMessage {}

@@ -164,6 +164,52 @@ public struct RecordDraft: Sendable, Hashable {
     }
 }
 
+extension RecordDraft {
+    /// Writes the record dictionary: the names, the fields sent (a cleared one as `null`), the parent, then the keys
+    /// the foundation does not interpret (a share's), in name order.
+    public func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        if let recordName {
+            writer.key("recordName")
+            writer.string(recordName)
+        }
+        if let recordType {
+            writer.key("recordType")
+            writer.string(recordType)
+        }
+        if let recordChangeTag {
+            writer.key("recordChangeTag")
+            writer.string(recordChangeTag)
+        }
+        writer.key("fields")
+        writer.beginObject()
+        for (name, value) in fields.sorted(by: { $0.key < $1.key }) {
+            writer.key(name)
+            if let value { writer.field(value) } else { writer.null() }
+        }
+        writer.endObject()
+        switch parent {
+        case .unchanged:
+            break
+        case .set(let name):
+            writer.key("parent")
+            writer.recordNameObject(name)
+        case .clear:
+            writer.key("parent")
+            writer.null()
+        }
+        if createShortGUID {
+            writer.key("createShortGUID")
+            writer.bool(true)
+        }
+        for (key, value) in otherKeys.sorted(by: { $0.key < $1.key }) {
+            writer.key(key)
+            writer.write(value)
+        }
+        writer.endObject()
+    }
+}
+
 /// One operation of `records/modify`.
 public struct RecordOperation: Sendable, Hashable {
     public var operationType: RecordOperationType
@@ -187,6 +233,43 @@ public struct RecordsModifyRequest: Sendable, Hashable {
     public var atomic: Bool?
     public var desiredKeys: [String]?
     public var numbersAsStrings: Bool
+
+    public init(
+        operations: [RecordOperation], zoneID: ZoneID? = nil, atomic: Bool? = nil, desiredKeys: [String]? = nil, numbersAsStrings: Bool = false
+    ) {
+        self.operations = operations
+        self.zoneID = zoneID
+        self.atomic = atomic
+        self.desiredKeys = desiredKeys
+        self.numbersAsStrings = numbersAsStrings
+    }
+
+    public func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        if let zoneID {
+            writer.key("zoneID")
+            writer.zoneID(zoneID)
+        }
+        if let atomic {
+            writer.key("atomic")
+            writer.bool(atomic)
+        }
+        writer.array("operations", operations) { writer, operation in
+            writer.beginObject()
+            writer.key("operationType")
+            writer.string(operation.operationType.rawValue)
+            writer.key("record")
+            operation.record.write(to: &writer)
+            if let desiredKeys = operation.desiredKeys { writer.array("desiredKeys", desiredKeys) { $0.string($1) } }
+            writer.endObject()
+        }
+        if let desiredKeys { writer.array("desiredKeys", desiredKeys) { $0.string($1) } }
+        if numbersAsStrings {
+            writer.key("numbersAsStrings")
+            writer.bool(true)
+        }
+        writer.endObject()
+    }
 
     /// Reads the request body.
     public init(wire object: WireObject) throws(WireFormatError) {
@@ -296,12 +379,45 @@ public struct RecordsLookupRequest: Sendable, Hashable {
     public struct Entry: Sendable, Hashable {
         public var recordName: String
         public var desiredKeys: [String]?
+
+        public init(recordName: String, desiredKeys: [String]? = nil) {
+            self.recordName = recordName
+            self.desiredKeys = desiredKeys
+        }
     }
 
     public var records: [Entry]
     public var zoneID: ZoneID?
     public var desiredKeys: [String]?
     public var numbersAsStrings: Bool
+
+    public init(records: [Entry], zoneID: ZoneID? = nil, desiredKeys: [String]? = nil, numbersAsStrings: Bool = false) {
+        self.records = records
+        self.zoneID = zoneID
+        self.desiredKeys = desiredKeys
+        self.numbersAsStrings = numbersAsStrings
+    }
+
+    public func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        if let zoneID {
+            writer.key("zoneID")
+            writer.zoneID(zoneID)
+        }
+        writer.array("records", records) { writer, entry in
+            writer.beginObject()
+            writer.key("recordName")
+            writer.string(entry.recordName)
+            if let desiredKeys = entry.desiredKeys { writer.array("desiredKeys", desiredKeys) { $0.string($1) } }
+            writer.endObject()
+        }
+        if let desiredKeys { writer.array("desiredKeys", desiredKeys) { $0.string($1) } }
+        if numbersAsStrings {
+            writer.key("numbersAsStrings")
+            writer.bool(true)
+        }
+        writer.endObject()
+    }
 
     /// Reads the request body.
     public init(wire object: WireObject) throws(WireFormatError) {
@@ -388,3 +504,6 @@ public struct ZonesLookupRequest: Sendable, Hashable {
         }
     }
 }
+
+extension RecordsModifyRequest: WireMessage {}
+extension RecordsLookupRequest: WireMessage {}

@@ -8,6 +8,9 @@ import Foundation
 public protocol WireMessage: Sendable {
     /// Reads the message from a JSON object; errors name the member.
     init(wire object: WireObject) throws(WireFormatError)
+    /// Reads the message from JSON bytes: through a JSON tree unless the message scans its bytes itself (records,
+    /// whose answers can be long).
+    init(wireBytes bytes: some Collection<UInt8>) throws(WireFormatError)
     /// Writes the message as one JSON object.
     func write(to writer: inout JSONWriter)
 }

@@ -167,24 +167,35 @@ enum OpenAPIDocument {
         "RecordInput": object(
             [
                 "recordName": string, "recordType": string, "recordChangeTag": string, "fields": ref("Fields"), "parent": ref("Reference"),
-                "forRecord": ref("Reference"), "publicPermission": string,
+                "createShortGUID": boolean, "forRecord": ref("Reference"), "publicPermission": string,
                 "participants": array(
                     object([
-                        "type": string, "permission": string,
+                        "type": string, "permission": string, "acceptanceStatus": string,
                         "userIdentity": object([
                             "userRecordName": string, "lookupInfo": object(["emailAddress": string, "userRecordName": string]),
                         ]),
                     ])),
             ],
             description: "A record to save; a share (recordType cloudkit.share) carries forRecord, publicPermission and participants."),
+        "Participant": object([
+            "participantId": string,
+            "userIdentity": object([
+                "userRecordName": string, "lookupInfo": object(["userRecordName": string, "emailAddress": string]),
+            ]),
+            "permission": string, "type": string, "acceptanceStatus": string,
+        ]),
         "Record": object(
             [
-                "recordName": string, "recordType": string, "recordChangeTag": string, "fields": anyObject, "created": ref("Stamp"),
-                "modified": ref("Stamp"), "deleted": boolean, "zoneID": ref("ZoneID"), "parent": anyObject, "share": anyObject,
-                "shortGUID": string, "url": string, "participants": array(anyObject), "owner": anyObject,
-                "currentUserParticipant": anyObject, "publicPermission": string, "serverErrorCode": ref("ServerErrorCode"),
-                "reason": string, "serverRecord": anyObject,
-            ], description: "A record, a tombstone (deleted: true), or a per-record error (serverErrorCode, reason)."),
+                "recordName": string, "recordType": string, "recordChangeTag": string, "fields": ref("Fields"), "created": ref("Stamp"),
+                "modified": ref("Stamp"), "deleted": boolean, "zoneID": ref("ZoneID"), "parent": ref("Reference"), "share": ref("Reference"),
+                "shortGUID": string, "url": string, "stableUrl": string, "participants": array(ref("Participant")),
+                "owner": ref("Participant"), "currentUserParticipant": ref("Participant"), "publicPermission": string,
+                "serverErrorCode": ref("ServerErrorCode"), "reason": string, "uuid": string, "serverRecord": ref("Record"),
+            ],
+            description: """
+                A record, a tombstone (deleted: true), or a per-record error (serverErrorCode, reason, uuid; on CONFLICT and \
+                EXISTS the server's record); a share record carries its participants and link.
+                """),
         "RecordsResponse": object(["records": array(ref("Record"))], required: ["records"]),
         "RecordOperation": object(
             [
@@ -200,7 +211,7 @@ enum OpenAPIDocument {
             ], required: ["operations"]),
         "LookupRecordsRequest": object(
             [
-                "records": array(object(["recordName": string], required: ["recordName"])), "zoneID": ref("ZoneID"),
+                "records": array(object(["recordName": string, "desiredKeys": array(string)], required: ["recordName"])), "zoneID": ref("ZoneID"),
                 "desiredKeys": array(string), "numbersAsStrings": boolean,
             ], required: ["records"]),
         "QueryRequest": object(
@@ -209,8 +220,14 @@ enum OpenAPIDocument {
                     [
                         "recordType": string,
                         "filterBy": array(
-                            object(["fieldName": string, "comparator": string, "fieldValue": ref("FieldValue"), "systemFieldName": string])),
-                        "sortBy": array(object(["fieldName": string, "systemFieldName": string, "ascending": boolean])),
+                            object([
+                                "fieldName": string, "comparator": string, "fieldValue": ref("FieldValue"), "systemFieldName": string,
+                                "distance": number,
+                            ])),
+                        "sortBy": array(
+                            object([
+                                "fieldName": string, "systemFieldName": string, "ascending": boolean, "relativeLocation": ref("FieldValue"),
+                            ])),
                     ], required: ["recordType"]),
                 "zoneID": ref("ZoneID"), "resultsLimit": integer, "continuationMarker": string, "desiredKeys": array(string),
                 "zoneWide": boolean, "numbersAsStrings": boolean,
@@ -238,7 +255,10 @@ enum OpenAPIDocument {
             [
                 "zones": array(
                     object(
-                        ["zoneID": ref("ZoneID"), "syncToken": string, "desiredKeys": array(string), "resultsLimit": integer],
+                        [
+                            "zoneID": ref("ZoneID"), "syncToken": string, "desiredKeys": array(string), "resultsLimit": integer,
+                            "desiredRecordTypes": array(string),
+                        ],
                         required: ["zoneID"])),
                 "resultsLimit": integer, "numbersAsStrings": boolean,
             ], required: ["zones"]),
@@ -247,12 +267,12 @@ enum OpenAPIDocument {
                 "zones": array(
                     object([
                         "zoneID": ref("ZoneID"), "syncToken": string, "moreComing": boolean, "records": array(ref("Record")),
-                        "serverErrorCode": ref("ServerErrorCode"), "reason": string,
+                        "serverErrorCode": ref("ServerErrorCode"), "reason": string, "uuid": string,
                     ]))
             ], required: ["zones"]),
         "RecordChangesRequest": object(["zoneID": ref("ZoneID"), "syncToken": string, "resultsLimit": integer, "desiredKeys": array(string)]),
         "RecordChangesResponse": object(
-            ["zoneID": ref("ZoneID"), "records": array(ref("Record")), "syncToken": string, "moreComing": boolean],
+            ["records": array(ref("Record")), "syncToken": string, "moreComing": boolean, "reverse": boolean],
             required: ["records", "syncToken", "moreComing"]),
         "ShortGUIDsRequest": object(
             ["shortGUIDs": array(object(["value": string, "shouldFetchRootRecord": boolean], required: ["value"]))], required: ["shortGUIDs"]),

@@ -147,7 +147,7 @@ struct DatabaseRoutes {
 
     // MARK: - Records
 
-    @Sendable func lookupRecords(_ request: Request, context: CumulusRequestContext) async throws -> Response {
+    @Sendable func lookupRecords(_ request: Request, context: CumulusRequestContext) async throws -> RecordsResponse {
         let body = try await RequestBody.object(request, limits: limits)
         let lookup = try RecordsLookupRequest(wire: body)
         let caller = try context.requireCaller()
@@ -158,27 +158,18 @@ struct DatabaseRoutes {
             records: response.results.compactMap { if case .found(let record, _) = $0 { record } else { nil } }, request: request,
             logger: context.logger)
         let presentation = sharePresentation(response.shares, caller: caller, request: request)
-        var writer = JSONWriter(reservingCapacity: 1024 * response.results.count)
-        writer.beginObject()
-        writer.key("records")
-        writer.beginArray()
-        for result in response.results {
-            switch result {
-            case .found(let record, let desiredKeys):
-                writer.storedRecord(record, desiredKeys: desiredKeys, options: options, share: presentation(record.header.recordName))
-            case .notFound(let recordName):
-                writer.itemError(code: .notFound, reason: "record \(recordName) does not exist") { writer in
-                    writer.key("recordName")
-                    writer.string(recordName)
+        return RecordsResponse(
+            records: response.results.map { result in
+                switch result {
+                case .found(let record, let desiredKeys):
+                    .record(ResponseRecord(record, desiredKeys: desiredKeys, share: presentation(record.header.recordName)))
+                case .notFound(let recordName):
+                    .failed(recordName: recordName, ItemError(code: .notFound, reason: "record \(recordName) does not exist"), serverRecord: nil)
                 }
-            }
-        }
-        writer.endArray()
-        writer.endObject()
-        return .json(writer)
+            }, options: options)
     }
 
-    @Sendable func modifyRecords(_ request: Request, context: CumulusRequestContext) async throws -> Response {
+    @Sendable func modifyRecords(_ request: Request, context: CumulusRequestContext) async throws -> RecordsResponse {
         let (body, (caller, scope)) = try await RequestBody.modifyRequest(request, limits: limits) {
             (try context.requireCaller(), try context.databaseScope())
         }
@@ -197,20 +188,13 @@ struct DatabaseRoutes {
                 }
             },
             request: request, logger: context.logger)
-        var writer = JSONWriter(reservingCapacity: 1024 * response.results.count)
-        writer.beginObject()
-        writer.key("records")
-        writer.beginArray()
         let presentation = sharePresentation(response.shares, caller: caller, request: request)
-        for (result, desiredKeys) in response.results {
-            writer.recordResult(result, desiredKeys: desiredKeys, options: options, shares: presentation)
-        }
-        writer.endArray()
-        writer.endObject()
-        return .json(writer)
+        return RecordsResponse(
+            records: response.results.map { result, desiredKeys in RecordResult(result, desiredKeys: desiredKeys, shares: presentation) },
+            options: options)
     }
 
-    @Sendable func queryRecords(_ request: Request, context: CumulusRequestContext) async throws -> Response {
+    @Sendable func queryRecords(_ request: Request, context: CumulusRequestContext) async throws -> RecordsResponse {
         let body = try await RequestBody.object(request, limits: limits)
         let caller = try context.requireCaller()
         let response = try await database.query(
@@ -220,20 +204,10 @@ struct DatabaseRoutes {
         let options = try await assetURLs.options(
             numbersAsStrings: response.numbersAsStrings, records: response.records, request: request, logger: context.logger)
         let presentation = sharePresentation(response.shares, caller: caller, request: request)
-        var writer = JSONWriter(reservingCapacity: 1024 * response.records.count)
-        writer.beginObject()
-        writer.key("records")
-        writer.beginArray()
-        for record in response.records {
-            writer.storedRecord(record, desiredKeys: response.desiredKeys, options: options, share: presentation(record.header.recordName))
-        }
-        writer.endArray()
-        if let marker = response.continuationMarker {
-            writer.key("continuationMarker")
-            writer.string(marker)
-        }
-        writer.endObject()
-        return .json(writer)
+        return RecordsResponse(
+            records: response.records.map { record in
+                .record(ResponseRecord(record, desiredKeys: response.desiredKeys, share: presentation(record.header.recordName)))
+            }, continuationMarker: response.continuationMarker, options: options)
     }
 
     // MARK: - Share links
@@ -273,7 +247,7 @@ struct DatabaseRoutes {
         )
     }
 
-    @Sendable func zoneChanges(_ request: Request, context: CumulusRequestContext) async throws -> Response {
+    @Sendable func zoneChanges(_ request: Request, context: CumulusRequestContext) async throws -> ZoneChangesResponse {
         let body = try await RequestBody.object(request, limits: limits)
         let changes = try ZoneChangesRequest(wire: body)
         let caller = try context.requireCaller()
@@ -281,36 +255,18 @@ struct DatabaseRoutes {
         countFeedPages(results)
         let options = try await assetURLs.options(
             numbersAsStrings: changes.numbersAsStrings, records: results.flatMap(Self.changedRecords), request: request, logger: context.logger)
-        var writer = JSONWriter(reservingCapacity: 64 * 1024)
-        writer.beginObject()
-        writer.key("zones")
-        writer.beginArray()
-        for result in results {
-            switch result {
-            case .page(let page, let syncToken, let desiredKeys, let shares):
-                let presentation = sharePresentation(shares, caller: caller, request: request)
-                writer.beginObject()
-                writer.key("zoneID")
-                writer.zoneID(page.zone.zoneID)
-                writer.key("syncToken")
-                writer.string(syncToken)
-                writer.key("moreComing")
-                writer.bool(page.moreComing)
-                writer.key("records")
-                writer.beginArray()
-                for change in page.changes { writer.recordChange(change, desiredKeys: desiredKeys, options: options, shares: presentation) }
-                writer.endArray()
-                writer.endObject()
-            case .failed(let zoneID, let error):
-                writer.itemError(code: error.code.serverErrorCode, reason: error.reason) { writer in
-                    writer.key("zoneID")
-                    writer.zoneID(zoneID)
+        return ZoneChangesResponse(
+            zones: results.map { result in
+                switch result {
+                case .page(let page, let syncToken, let desiredKeys, let shares):
+                    let presentation = sharePresentation(shares, caller: caller, request: request)
+                    return .page(
+                        zoneID: page.zone.zoneID, syncToken: syncToken, moreComing: page.moreComing,
+                        records: page.changes.map { RecordResult($0, desiredKeys: desiredKeys, shares: presentation) })
+                case .failed(let zoneID, let error):
+                    return .failed(zoneID, ItemError(code: error.code.serverErrorCode, reason: error.reason))
                 }
-            }
-        }
-        writer.endArray()
-        writer.endObject()
-        return .json(writer)
+            }, options: options)
     }
 
     /// Pages and the records they carry, for ``ServerMetrics``.
@@ -321,7 +277,7 @@ struct DatabaseRoutes {
     }
 
     /// `records/changes`: the older single-zone form, answering at the top level.
-    @Sendable func legacyRecordChanges(_ request: Request, context: CumulusRequestContext) async throws -> Response {
+    @Sendable func legacyRecordChanges(_ request: Request, context: CumulusRequestContext) async throws -> RecordChangesResponse {
         let body = try await RequestBody.object(request, limits: limits)
         let changes = try ZoneChangesRequest(legacyWire: body)
         let caller = try context.requireCaller()
@@ -333,20 +289,9 @@ struct DatabaseRoutes {
         let options = try await assetURLs.options(
             numbersAsStrings: changes.numbersAsStrings, records: Self.changedRecords(in: page), request: request, logger: context.logger)
         let presentation = sharePresentation(shares, caller: caller, request: request)
-        var writer = JSONWriter(reservingCapacity: 64 * 1024)
-        writer.beginObject()
-        writer.key("records")
-        writer.beginArray()
-        for change in page.changes { writer.recordChange(change, desiredKeys: desiredKeys, options: options, shares: presentation) }
-        writer.endArray()
-        writer.key("syncToken")
-        writer.string(syncToken)
-        writer.key("moreComing")
-        writer.bool(page.moreComing)
-        writer.key("reverse")
-        writer.bool(false)
-        writer.endObject()
-        return .json(writer)
+        return RecordChangesResponse(
+            records: page.changes.map { RecordResult($0, desiredKeys: desiredKeys, shares: presentation) }, syncToken: syncToken,
+            moreComing: page.moreComing, options: options)
     }
 
     // MARK: - Users

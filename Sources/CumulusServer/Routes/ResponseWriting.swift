@@ -62,108 +62,60 @@ extension JSONWriter {
         ItemError(code: code, reason: reason).write(to: &self)
         endObject()
     }
+}
 
-    mutating func storedRecord(_ record: StoredRecord, desiredKeys: Set<String>?, options: FieldWriteOptions, share: SharePresentation? = nil) {
-        self.record(header: record.header, fields: .canonical(record.fieldsJSON), desiredKeys: desiredKeys, options: options) { writer in
-            if let share { writer.shareKeys(share) }
-        }
-    }
-
-    /// The keys of a share record: its link, public permission and participants, as the viewer may see them.
-    mutating func shareKeys(_ presentation: SharePresentation) {
+extension ShareMembers {
+    /// A share's members as `presentation` shows them to its viewer.
+    init(_ presentation: SharePresentation) {
         let share = presentation.share
-        if share.shareRecord?.header.shortGUID == nil {
-            key("shortGUID")
-            string(share.shortGUID)
+        func participant(_ state: ShareParticipantState) -> ShareParticipant {
+            ShareParticipant(
+                userRecordName: state.userRecordName, emailAddress: presentation.showsEmail(of: state) ? state.email : nil,
+                permission: state.permission, type: state.type, acceptanceStatus: state.status)
         }
-        key("publicPermission")
-        string(share.publicPermission.rawValue)
-        key("participants")
-        beginArray()
-        for participant in presentation.visibleParticipants { self.participant(participant, showEmail: presentation.showsEmail(of: participant)) }
-        endArray()
-        if let owner = share.participants.first(where: { $0.type == .owner }) {
-            key("owner")
-            participant(owner, showEmail: presentation.showsEmail(of: owner))
-        }
-        if let viewer = presentation.viewer, let current = share.participant(viewer), current.status != .removed {
-            key("currentUserParticipant")
-            participant(current, showEmail: true)
-        }
-        // Not in the 2016 documents: the share's stable link (CKShare.url; CKTool's stableUrl).
-        key("url")
-        string(presentation.url)
-        key("stableUrl")
-        string(presentation.url)
+        let current = presentation.viewer.flatMap { share.participant($0) }.flatMap { $0.status == .removed ? nil : $0 }
+        self.init(
+            shortGUID: share.shareRecord?.header.shortGUID == nil ? share.shortGUID : nil, publicPermission: share.publicPermission,
+            participants: presentation.visibleParticipants.map(participant),
+            owner: share.participants.first { $0.type == .owner }.map(participant),
+            // The viewer sees their own email.
+            currentUserParticipant: current.map { state in
+                var own = participant(state)
+                own.emailAddress = state.email
+                return own
+            }, url: presentation.url)
     }
+}
 
-    mutating func participant(_ participant: ShareParticipantState, showEmail: Bool) {
-        beginObject()
-        key("participantId")
-        string(participant.userRecordName)
-        key("userIdentity")
-        beginObject()
-        key("userRecordName")
-        string(participant.userRecordName)
-        key("lookupInfo")
-        beginObject()
-        key("userRecordName")
-        string(participant.userRecordName)
-        if showEmail, let email = participant.email {
-            key("emailAddress")
-            string(email)
-        }
-        endObject()
-        endObject()
-        key("permission")
-        string(participant.permission.rawValue)
-        key("type")
-        string(participant.type.rawValue)
-        key("acceptanceStatus")
-        string(participant.status.rawValue)
-        endObject()
+extension ResponseRecord {
+    /// A stored record as an answer carries it: its stored fields spliced in, a share record with its members.
+    init(_ record: StoredRecord, desiredKeys: Set<String>?, share: SharePresentation? = nil) {
+        self.init(header: record.header, fields: .canonical(record.fieldsJSON), desiredKeys: desiredKeys, share: share.map(ShareMembers.init))
     }
+}
 
-    mutating func recordResult(
-        _ result: RecordModificationResult, desiredKeys: Set<String>?, options: FieldWriteOptions,
-        shares: (String) -> SharePresentation? = { _ in nil }
-    ) {
+extension RecordResult {
+    /// The answer to one operation of `records/modify`.
+    init(_ result: RecordModificationResult, desiredKeys: Set<String>?, shares: (String) -> SharePresentation?) {
         switch result {
         case .saved(let record):
-            storedRecord(record, desiredKeys: desiredKeys, options: options, share: shares(record.header.recordName))
+            self = .record(ResponseRecord(record, desiredKeys: desiredKeys, share: shares(record.header.recordName)))
         case .deleted(let recordName):
-            tombstone(recordName: recordName)
+            self = .deleted(recordName: recordName, recordType: nil)
         case .failed(let failure):
-            beginObject()
-            key("recordName")
-            string(failure.recordName)
-            ItemError(code: failure.code, reason: failure.reason).write(to: &self)
-            if let serverRecord = failure.serverRecord {
-                // Not in Apple's documentation: the server's record on CONFLICT and EXISTS, so the client can merge
-                // without a second round trip (CKError.serverRecordChanged carries it natively).
-                key("serverRecord")
-                storedRecord(serverRecord, desiredKeys: nil, options: options)
-            }
-            endObject()
+            self = .failed(
+                recordName: failure.recordName, ItemError(code: failure.code, reason: failure.reason),
+                serverRecord: failure.serverRecord.map { ResponseRecord($0, desiredKeys: nil) })
         }
     }
 
-    /// A record change in a feed: the record, or its tombstone.
-    mutating func recordChange(
-        _ change: ZoneRecordChange, desiredKeys: Set<String>?, options: FieldWriteOptions, shares: (String) -> SharePresentation? = { _ in nil }
-    ) {
+    /// A record change of a feed: the record, or its tombstone with its type.
+    init(_ change: ZoneRecordChange, desiredKeys: Set<String>?, shares: (String) -> SharePresentation?) {
         switch change {
         case .changed(let record):
-            storedRecord(record, desiredKeys: desiredKeys, options: options, share: shares(record.header.recordName))
+            self = .record(ResponseRecord(record, desiredKeys: desiredKeys, share: shares(record.header.recordName)))
         case .deleted(let recordName, let recordType):
-            beginObject()
-            key("recordName")
-            string(recordName)
-            key("recordType")
-            string(recordType)
-            key("deleted")
-            bool(true)
-            endObject()
+            self = .deleted(recordName: recordName, recordType: recordType)
         }
     }
 }

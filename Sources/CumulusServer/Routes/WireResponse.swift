@@ -3,14 +3,31 @@ import Hummingbird
 
 /// A wire message a handler returns: it writes itself as the response's JSON body (Hummingbird's
 /// `ResponseEncodable`, with the project's own writer).
-protocol WireResponse: WireMessage, ResponseGenerator {}
+protocol WireResponse: WireMessage, ResponseGenerator {
+    /// Bytes to reserve for the body, so that a long answer is written without growing its buffer again and again.
+    var expectedSize: Int { get }
+}
 
 extension WireResponse {
+    var expectedSize: Int { 256 }
+
     func response(from request: Request, context: some RequestContext) throws -> Response {
-        var writer = JSONWriter()
+        var writer = JSONWriter(reservingCapacity: expectedSize)
         write(to: &writer)
         return .json(writer)
     }
+}
+
+extension RecordsResponse: WireResponse {
+    var expectedSize: Int { 1024 * records.count }
+}
+
+extension ZoneChangesResponse: WireResponse {
+    var expectedSize: Int { 64 * 1024 }
+}
+
+extension RecordChangesResponse: WireResponse {
+    var expectedSize: Int { 64 * 1024 }
 }
 
 extension ZonesResponse: WireResponse {}

@@ -46,11 +46,12 @@ extension JSONWriter {
         }
         if let root = info.rootRecord {
             key("rootRecord")
-            storedRecord(root, desiredKeys: info.rootRecordDesiredKeys, options: rootRecordOptions)
+            ResponseRecord(root, desiredKeys: info.rootRecordDesiredKeys).write(to: &self, options: rootRecordOptions)
         }
         if let record = share.shareRecord {
             key("share")
-            storedRecord(record, desiredKeys: nil, options: .init(), share: SharePresentation(share: share, viewer: viewer, url: url))
+            ResponseRecord(record, desiredKeys: nil, share: SharePresentation(share: share, viewer: viewer, url: url))
+                .write(to: &self, options: .init())
         }
         ownerIdentity(userRecordName: share.database.ownerRecordName, name: info.owner?.name)
         let participant = info.participant
