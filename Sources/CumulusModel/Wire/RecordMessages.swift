@@ -149,7 +149,10 @@ public struct ResponseRecord: Sendable {
 }
 
 /// One element of a response's `records`: a record, a deleted record's tombstone, or the error of one operation.
-public enum RecordResult: Sendable {
+///
+/// Indirect: an answer holds hundreds of them, and a record's header is a dozen strings; boxed, an element is copied
+/// by one reference count instead of a dozen.
+public indirect enum RecordResult: Sendable {
     case record(ResponseRecord)
     /// `recordType` is written where the answer knows it (a feed's tombstones).
     case deleted(recordName: String, recordType: String?)
@@ -234,7 +237,7 @@ public enum RecordResult: Sendable {
             }
         }
         guard let recordName else { throw WireFormatError(path: "record.recordName", message: "is required") }
-        if let error = try ItemError(wire: WireObject(.object(errorMembers), path: "record")) {
+        if !errorMembers.isEmpty, let error = try ItemError(wire: WireObject(.object(errorMembers), path: "record")) {
             return .failed(recordName: recordName, error, serverRecord: serverRecord)
         }
         if deleted { return .deleted(recordName: recordName, recordType: recordType) }
@@ -419,7 +422,9 @@ public struct ZoneChangesResponse: WireMessage {
             }
         }
         let zone = zoneID ?? ZoneID()
-        if let error = try ItemError(wire: WireObject(.object(errorMembers), path: "zones")) { return .failed(zone, error) }
+        if !errorMembers.isEmpty, let error = try ItemError(wire: WireObject(.object(errorMembers), path: "zones")) {
+            return .failed(zone, error)
+        }
         guard let syncToken else { throw WireFormatError(path: "zones.syncToken", message: "is required") }
         return .page(zoneID: zone, syncToken: syncToken, moreComing: moreComing, records: records)
     }
