@@ -252,6 +252,11 @@ let package = Package(
         .testTarget(name: "CumulusCoreTests", dependencies: ["CumulusModel", "CumulusStore", "CumulusCore"], swiftSettings: swiftSettings),
         .testTarget(name: "CumulusClientTests", dependencies: ["CumulusModel", "CumulusClient"], swiftSettings: swiftSettings),
         .testTarget(
+            name: "CumulusSyncGRDBTests",
+            dependencies: ["CumulusModel", "CumulusSyncGRDB", "GhostCarExample", .product(name: "GRDB", package: "GRDB.swift")],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "CumulusServerTests",
             dependencies: [
                 "CumulusClient",

@@ -174,24 +174,10 @@ public struct CloudDatabase: Sendable {
     ) async throws(CloudError) -> Asset {
         var lastError = CloudError(code: .networkFailure, reason: "no attempt")
         for _ in 0..<max(attempts, 1) {
-            let json = try await post("assets/upload") { writer in
-                writer.key("zoneID")
-                writer.zoneID(zoneID)
-                writer.key("tokens")
-                writer.beginArray()
-                writer.beginObject()
-                writer.key("recordName")
-                writer.string(recordName)
-                if let recordType {
-                    writer.key("recordType")
-                    writer.string(recordType)
-                }
-                writer.key("fieldName")
-                writer.string(fieldName)
-                writer.endObject()
-                writer.endArray()
-            }
-            guard let text = json["tokens"]?[0]?["url"]?.stringValue, let url = URL(string: text) else {
+            let request = AssetUploadRequest(
+                zoneID: zoneID, tokens: [AssetUploadToken(recordName: recordName, recordType: recordType, fieldName: fieldName)])
+            let tokens = try await send("assets/upload", request, answer: AssetUploadResponse.self).tokens
+            guard let text = tokens.first?.url, let url = URL(string: text) else {
                 throw CloudError(code: .invalidResponse, reason: "assets/upload answered no URL")
             }
             let response: TransportResponse
@@ -216,10 +202,11 @@ public struct CloudDatabase: Sendable {
                 }
                 throw error
             }
-            guard let singleFile = answer["singleFile"], let asset = try? Asset(wire: singleFile, path: "singleFile") else {
-                throw CloudError(code: .invalidResponse, reason: "the upload answered no singleFile")
+            do {
+                return try AssetUploadedResponse(wireBytes: response.body).singleFile.asset
+            } catch {
+                throw CloudError(code: .invalidResponse, reason: "the upload answered no singleFile: \(error)")
             }
-            return asset
         }
         throw lastError
     }
@@ -368,24 +355,17 @@ public struct CloudDatabase: Sendable {
     /// `records/resolve`, or `records/accept` with `accept`.
     public func shareMetadata(_ shortGUID: String, accept: Bool = false) async throws(CloudError) -> ShareMetadata {
         let publicDatabase = container.publicCloudDatabase
-        let json = try await publicDatabase.post(accept ? "records/accept" : "records/resolve") { writer in
-            writer.key("shortGUIDs")
-            writer.beginArray()
-            writer.beginObject()
-            writer.key("value")
-            writer.string(shortGUID)
-            writer.endObject()
-            writer.endArray()
+        let answer = try await publicDatabase.send(
+            accept ? "records/accept" : "records/resolve", ShortGUIDRequest(entries: [.init(value: shortGUID)]), answer: ShareLinksResponse.self)
+        switch answer.results.first {
+        case nil:
+            throw CloudError(code: .invalidResponse, reason: "no result")
+        case .failed(_, let error):
+            throw CloudError(error)
+        case .resolved(let link):
+            return ShareMetadata(
+                shortGUID: shortGUID, zoneID: link.zoneID, rootRecordName: link.rootRecordName, participantStatus: link.participantStatus,
+                participantPermission: link.participantPermission)
         }
-        guard let result = json["results"]?[0] else { throw CloudError(code: .invalidResponse, reason: "no result") }
-        if result["serverErrorCode"] != nil { throw CloudError.read(result, status: 200) }
-        guard let zoneID = result["zoneID"].flatMap({ try? ZoneID(wire: WireObject($0, path: "zoneID")) }) else {
-            throw CloudError(code: .invalidResponse, reason: "no zoneID")
-        }
-        return ShareMetadata(
-            shortGUID: shortGUID, zoneID: zoneID, rootRecordName: result["rootRecordName"]?.stringValue,
-            participantStatus: result["participantStatus"]?.stringValue.flatMap(ParticipantStatus.init(wire:)),
-            participantPermission: result["participantPermission"]?.stringValue.flatMap(SharePermission.init(rawValue:))
-        )
     }
 }

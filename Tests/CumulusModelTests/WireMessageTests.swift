@@ -51,6 +51,12 @@ struct WireMessageTests {
             PushTokenResponse(apnsEnvironment: "development", apnsToken: "t0k", webcourierURL: "https://example.com/courier/1/c/development/t0k"))
         try roundTrip(PushTokenRegisterRequest(apnsToken: "t0k", apnsEnvironment: "production"))
         try roundTrip(Self.modify)
+        let uploaded = UploadedAsset(Asset(fileChecksum: "c", size: 3, referenceChecksum: "c", receipt: "rc"))
+        try roundTrip(AssetUploadRequest(zoneID: Self.lists, tokens: [AssetUploadToken(recordName: nil, fieldName: "photo")]))
+        try roundTrip(AssetUploadResponse(tokens: [.init(recordName: "r", fieldName: "photo", url: "https://example.com/assets/1/u")]))
+        try roundTrip(AssetUploadedResponse(singleFile: uploaded))
+        try roundTrip(AssetRereferenceRequest(zoneID: nil, assets: [.init(recordName: "r", fieldName: "photo")]))
+        try roundTrip(AssetRereferenceResponse(assets: [.init(recordName: "r", fieldName: "photo", value: uploaded)]))
         try roundTrip(RecordsLookupRequest(records: [.init(recordName: "a"), .init(recordName: "b", desiredKeys: ["name"])], zoneID: Self.lists))
         try roundTrip(Self.query)
         try roundTrip(
@@ -119,6 +125,23 @@ struct WireMessageTests {
         #expect(String(decoding: try RecordChangesResponse(wireBytes: Array(legacy.utf8)).wireBytes, as: UTF8.self) == legacy)
     }
 
+    /// A `records/resolve` answer as the server writes it, a resolved link with its root and share records and a link
+    /// that leads nowhere, read and written back byte for byte.
+    @Test func aRecordedShareLinkAnswerIsWrittenBackExactly() throws {
+        let recorded =
+            #"{"results":[{"containerIdentifier":"iCloud.com.example","environment":"development","databaseScope":"SHARED","zoneID":{"zoneName":"Lists","ownerRecordName":"_4a1b","zoneType":"REGULAR_CUSTOM_ZONE"},"shortGUID":"0Abc","rootRecordName":"car-1","rootRecord":{"recordName":"car-1","recordType":"Car","recordChangeTag":"4c","fields":{"name":{"value":"Polo","type":"STRING"}},"created":{"timestamp":1700000000000,"userRecordName":"_4a1b","deviceID":"phone"},"modified":{"timestamp":1700000000000,"userRecordName":"_4a1b","deviceID":"phone"},"deleted":false,"zoneID":{"zoneName":"Lists","ownerRecordName":"_4a1b","zoneType":"REGULAR_CUSTOM_ZONE"},"share":{"recordName":"share-1","action":"NONE"}},"share":{"recordName":"share-1","recordType":"cloudkit.share","recordChangeTag":"3b","fields":{},"created":{"timestamp":1700000000000,"userRecordName":"_4a1b","deviceID":"phone"},"modified":{"timestamp":1700000000000,"userRecordName":"_4a1b","deviceID":"phone"},"deleted":false,"zoneID":{"zoneName":"Lists","ownerRecordName":"_4a1b","zoneType":"REGULAR_CUSTOM_ZONE"},"shortGUID":"0Abc","publicPermission":"READ_ONLY","participants":[{"participantId":"_4a1b","userIdentity":{"userRecordName":"_4a1b","lookupInfo":{"userRecordName":"_4a1b"}},"permission":"READ_WRITE","type":"OWNER","acceptanceStatus":"ACCEPTED"}],"owner":{"participantId":"_4a1b","userIdentity":{"userRecordName":"_4a1b","lookupInfo":{"userRecordName":"_4a1b"}},"permission":"READ_WRITE","type":"OWNER","acceptanceStatus":"ACCEPTED"},"url":"https://example.com/share/0Abc","stableUrl":"https://example.com/share/0Abc"},"ownerIdentity":{"userRecordName":"_4a1b","nameComponents":{"givenName":"alice"}},"participantPermission":"READ_ONLY","participantStatus":"INVITED","participantType":"PUBLIC_USER","webpageURL":"https://example.com/share/0Abc"},{"shortGUID":"nope","reason":"no share has this link","serverErrorCode":"NOT_FOUND","uuid":"u-4"}]}"#
+        let answer = try ShareLinksResponse(wireBytes: Array(recorded.utf8))
+        #expect(String(decoding: answer.wireBytes, as: UTF8.self) == recorded)
+        guard case .resolved(let link) = answer.results.first, case .failed("nope", let error) = answer.results.last else {
+            Issue.record("unexpected results: \(answer.results)")
+            return
+        }
+        #expect(link.rootRecord?.fieldValues == ["name": .string("Polo")] && link.share?.share?.publicPermission == .readOnly)
+        #expect(link.owner == OwnerIdentity(userRecordName: "_4a1b", name: "alice") && link.participantType == .publicUser)
+        #expect(error.code == .notFound)
+        try roundTrip(ShortGUIDRequest(entries: [.init(value: "0Abc", shouldFetchRootRecord: true, rootRecordDesiredKeys: ["name"])]))
+    }
+
     /// What a record answer says is read as what it means: each element's kind, a share's members, the server's
     /// record of a conflict.
     @Test func aRecordAnswerIsReadAsWhatItSays() throws {
@@ -150,6 +173,11 @@ struct WireMessageTests {
             try ZoneChangesResponse(
                 wireBytes: Array(#"{"zones":[{"zoneID":{"zoneName":"Lists"},"syncToken":"T","records":[{"recordType":"Drive"}]}]}"#.utf8))
         }
+    }
+
+    @Test func aRecordedUploadAnswerIsWrittenBackExactly() throws {
+        let recorded = #"{"singleFile":{"fileChecksum":"9f86d0","receipt":"r-1","referenceChecksum":"9f86d0","size":4}}"#
+        #expect(String(decoding: try AssetUploadedResponse(wireBytes: Array(recorded.utf8)).wireBytes, as: UTF8.self) == recorded)
     }
 
     @Test func aRecordedErrorEnvelopeIsWrittenBackExactly() throws {

@@ -64,6 +64,30 @@ struct OpenAPIMessageTests {
         ),
         ("RecordsResponse", [RecordsResponse(records: records)]),
         (
+            "AssetUploadRequest",
+            [AssetUploadRequest(zoneID: lists, tokens: [AssetUploadToken(recordName: "r", recordType: "Car", fieldName: "photo")])]
+        ),
+        ("AssetUploadResponse", [AssetUploadResponse(tokens: [.init(recordName: "r", fieldName: "photo", url: "https://example.com/assets/1/u")])]),
+        ("SingleFile", [AssetUploadedResponse(singleFile: uploaded)]),
+        ("AssetRereferenceRequest", [AssetRereferenceRequest(zoneID: lists, assets: [.init(recordName: "r", fieldName: "photo")])]),
+        ("AssetRereferenceResponse", [AssetRereferenceResponse(assets: [.init(recordName: "r", fieldName: "photo", value: uploaded)])]),
+        (
+            "ShareResultsResponse",
+            [
+                ShareLinksResponse(results: [
+                    .resolved(
+                        ShareLinkMetadata(
+                            containerIdentifier: "iCloud.com.example", environment: "development", databaseScope: "SHARED", zoneID: lists,
+                            shortGUID: "g", rootRecordName: "p", rootRecord: shared, share: shared,
+                            owner: OwnerIdentity(userRecordName: "_a", name: "alice"),
+                            participantPermission: .readOnly, participantStatus: .invited, participantType: .publicUser,
+                            webpageURL: "https://example.com/share/g")),
+                    .failed(shortGUID: "nope", ItemError(code: .notFound, reason: "no share has this link")),
+                ])
+            ]
+        ),
+        ("ShortGUIDsRequest", [ShortGUIDRequest(entries: [.init(value: "g", shouldFetchRootRecord: true, rootRecordDesiredKeys: ["name"])])]),
+        (
             "ModifyRecordsRequest",
             [
                 RecordsModifyRequest(
@@ -141,6 +165,13 @@ struct OpenAPIMessageTests {
 
     /// Every kind of element of a `records` array: a share record (every key a record can carry), a tombstone, a
     /// conflict with the server's record.
+    static let uploaded = UploadedAsset(Asset(fileChecksum: "c", size: 3, referenceChecksum: "c", receipt: "rc"))
+
+    static let shared: ResponseRecord = {
+        guard case .record(let record) = records[0] else { fatalError("the first sample is a record") }
+        return record
+    }()
+
     static let records: [RecordResult] = {
         let stamp = RecordStamp(timestamp: 1, userRecordName: "_a", deviceID: "phone")
         let owner = ShareParticipant(
@@ -216,7 +247,7 @@ struct OpenAPIMessageTests {
                 #expect(walk.met.contains("\(component).\(key)"), "described but never written: \(component).\(key)")
             }
         }
-        for item in ["Zone", "Subscription", "Record", "Participant"] {
+        for item in ["Zone", "Subscription", "Record", "Participant", "ShareLinkResult"] {
             for key in schemas[item]?["properties"]?.objectValue?.keys ?? [:].keys {
                 #expect(walk.met.contains("\(item).\(key)"), "described but never written: \(item).\(key)")
             }

@@ -50,22 +50,13 @@ public struct ZoneChangesRequest: Sendable, Hashable {
             writer.beginObject()
             writer.key("zoneID")
             writer.zoneID(zone.zoneID)
-            if let syncToken = zone.syncToken {
-                writer.key("syncToken")
-                writer.string(syncToken)
-            }
-            if let resultsLimit = zone.resultsLimit {
-                writer.key("resultsLimit")
-                writer.int(resultsLimit)
-            }
-            if let desiredKeys = zone.desiredKeys { writer.array("desiredKeys", desiredKeys) { $0.string($1) } }
-            if let desiredRecordTypes = zone.desiredRecordTypes { writer.array("desiredRecordTypes", desiredRecordTypes) { $0.string($1) } }
+            writer.member("syncToken", zone.syncToken)
+            writer.member("resultsLimit", zone.resultsLimit)
+            writer.member("desiredKeys", strings: zone.desiredKeys)
+            writer.member("desiredRecordTypes", strings: zone.desiredRecordTypes)
             writer.endObject()
         }
-        if numbersAsStrings {
-            writer.key("numbersAsStrings")
-            writer.bool(true)
-        }
+        if numbersAsStrings { writer.member("numbersAsStrings", true) }
         writer.endObject()
     }
 

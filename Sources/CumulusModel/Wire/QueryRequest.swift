@@ -141,22 +141,10 @@ public struct RecordsQueryRequest: Sendable, Hashable {
 
     public func write(to writer: inout JSONWriter) {
         writer.beginObject()
-        if let zoneID {
-            writer.key("zoneID")
-            writer.zoneID(zoneID)
-        }
-        if zoneWide {
-            writer.key("zoneWide")
-            writer.bool(true)
-        }
-        if let resultsLimit {
-            writer.key("resultsLimit")
-            writer.int(resultsLimit)
-        }
-        if let continuationMarker {
-            writer.key("continuationMarker")
-            writer.string(continuationMarker)
-        }
+        writer.member("zoneID", zoneID)
+        if zoneWide { writer.member("zoneWide", true) }
+        writer.member("resultsLimit", resultsLimit)
+        writer.member("continuationMarker", continuationMarker)
         writer.key("query")
         writer.beginObject()
         writer.key("recordType")
@@ -186,11 +174,8 @@ public struct RecordsQueryRequest: Sendable, Hashable {
             writer.endObject()
         }
         writer.endObject()
-        if let desiredKeys { writer.array("desiredKeys", desiredKeys) { $0.string($1) } }
-        if numbersAsStrings {
-            writer.key("numbersAsStrings")
-            writer.bool(true)
-        }
+        writer.member("desiredKeys", strings: desiredKeys)
+        if numbersAsStrings { writer.member("numbersAsStrings", true) }
         writer.endObject()
     }
 

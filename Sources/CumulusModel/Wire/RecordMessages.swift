@@ -32,26 +32,14 @@ public struct ShareParticipant: Sendable, Hashable {
 
     public func write(to writer: inout JSONWriter) {
         writer.beginObject()
-        if let userRecordName {
-            writer.key("participantId")
-            writer.string(userRecordName)
-        }
+        writer.member("participantId", userRecordName)
         writer.key("userIdentity")
         writer.beginObject()
-        if let userRecordName {
-            writer.key("userRecordName")
-            writer.string(userRecordName)
-        }
+        writer.member("userRecordName", userRecordName)
         writer.key("lookupInfo")
         writer.beginObject()
-        if let userRecordName {
-            writer.key("userRecordName")
-            writer.string(userRecordName)
-        }
-        if let emailAddress {
-            writer.key("emailAddress")
-            writer.string(emailAddress)
-        }
+        writer.member("userRecordName", userRecordName)
+        writer.member("emailAddress", emailAddress)
         writer.endObject()
         writer.endObject()
         writer.key("permission")
@@ -92,10 +80,7 @@ public struct ShareMembers: Sendable, Hashable {
 
     /// The members' keys, written inside the record's dictionary after its system fields.
     public func write(to writer: inout JSONWriter) {
-        if let shortGUID {
-            writer.key("shortGUID")
-            writer.string(shortGUID)
-        }
+        writer.member("shortGUID", shortGUID)
         writer.key("publicPermission")
         writer.string(publicPermission.rawValue)
         writer.array("participants", participants) { writer, participant in participant.write(to: &writer) }
@@ -174,10 +159,7 @@ public indirect enum RecordResult: Sendable {
             writer.beginObject()
             writer.key("recordName")
             writer.string(recordName)
-            if let recordType {
-                writer.key("recordType")
-                writer.string(recordType)
-            }
+            writer.member("recordType", recordType)
             writer.key("deleted")
             writer.bool(true)
             writer.endObject()
@@ -357,10 +339,7 @@ public struct RecordsResponse: WireMessage {
     public func write(to writer: inout JSONWriter) {
         writer.beginObject()
         writer.array("records", records) { writer, record in record.write(to: &writer, options: options) }
-        if let continuationMarker {
-            writer.key("continuationMarker")
-            writer.string(continuationMarker)
-        }
+        writer.member("continuationMarker", continuationMarker)
         writer.endObject()
     }
 }

@@ -169,18 +169,9 @@ extension RecordDraft {
     /// the foundation does not interpret (a share's), in name order.
     public func write(to writer: inout JSONWriter) {
         writer.beginObject()
-        if let recordName {
-            writer.key("recordName")
-            writer.string(recordName)
-        }
-        if let recordType {
-            writer.key("recordType")
-            writer.string(recordType)
-        }
-        if let recordChangeTag {
-            writer.key("recordChangeTag")
-            writer.string(recordChangeTag)
-        }
+        writer.member("recordName", recordName)
+        writer.member("recordType", recordType)
+        writer.member("recordChangeTag", recordChangeTag)
         writer.key("fields")
         writer.beginObject()
         for (name, value) in fields.sorted(by: { $0.key < $1.key }) {
@@ -198,10 +189,7 @@ extension RecordDraft {
             writer.key("parent")
             writer.null()
         }
-        if createShortGUID {
-            writer.key("createShortGUID")
-            writer.bool(true)
-        }
+        if createShortGUID { writer.member("createShortGUID", true) }
         for (key, value) in otherKeys.sorted(by: { $0.key < $1.key }) {
             writer.key(key)
             writer.write(value)
@@ -246,28 +234,19 @@ public struct RecordsModifyRequest: Sendable, Hashable {
 
     public func write(to writer: inout JSONWriter) {
         writer.beginObject()
-        if let zoneID {
-            writer.key("zoneID")
-            writer.zoneID(zoneID)
-        }
-        if let atomic {
-            writer.key("atomic")
-            writer.bool(atomic)
-        }
+        writer.member("zoneID", zoneID)
+        writer.member("atomic", atomic)
         writer.array("operations", operations) { writer, operation in
             writer.beginObject()
             writer.key("operationType")
             writer.string(operation.operationType.rawValue)
             writer.key("record")
             operation.record.write(to: &writer)
-            if let desiredKeys = operation.desiredKeys { writer.array("desiredKeys", desiredKeys) { $0.string($1) } }
+            writer.member("desiredKeys", strings: operation.desiredKeys)
             writer.endObject()
         }
-        if let desiredKeys { writer.array("desiredKeys", desiredKeys) { $0.string($1) } }
-        if numbersAsStrings {
-            writer.key("numbersAsStrings")
-            writer.bool(true)
-        }
+        writer.member("desiredKeys", strings: desiredKeys)
+        if numbersAsStrings { writer.member("numbersAsStrings", true) }
         writer.endObject()
     }
 
@@ -400,22 +379,16 @@ public struct RecordsLookupRequest: Sendable, Hashable {
 
     public func write(to writer: inout JSONWriter) {
         writer.beginObject()
-        if let zoneID {
-            writer.key("zoneID")
-            writer.zoneID(zoneID)
-        }
+        writer.member("zoneID", zoneID)
         writer.array("records", records) { writer, entry in
             writer.beginObject()
             writer.key("recordName")
             writer.string(entry.recordName)
-            if let desiredKeys = entry.desiredKeys { writer.array("desiredKeys", desiredKeys) { $0.string($1) } }
+            writer.member("desiredKeys", strings: entry.desiredKeys)
             writer.endObject()
         }
-        if let desiredKeys { writer.array("desiredKeys", desiredKeys) { $0.string($1) } }
-        if numbersAsStrings {
-            writer.key("numbersAsStrings")
-            writer.bool(true)
-        }
+        writer.member("desiredKeys", strings: desiredKeys)
+        if numbersAsStrings { writer.member("numbersAsStrings", true) }
         writer.endObject()
     }
 

@@ -86,6 +86,37 @@ extension WireObject {
 }
 
 extension JSONWriter {
+    /// Writes `"key": value` when there is a value, nothing when it is `nil`: a message's optional members.
+    public mutating func member(_ key: String, _ value: String?) {
+        guard let value else { return }
+        self.key(key)
+        string(value)
+    }
+
+    public mutating func member(_ key: String, _ value: Int?) {
+        guard let value else { return }
+        self.key(key)
+        int(value)
+    }
+
+    public mutating func member(_ key: String, _ value: Bool?) {
+        guard let value else { return }
+        self.key(key)
+        bool(value)
+    }
+
+    public mutating func member(_ key: String, _ value: ZoneID?) {
+        guard let value else { return }
+        self.key(key)
+        zoneID(value)
+    }
+
+    /// Writes a member holding a list of strings when there is one.
+    public mutating func member(_ key: String, strings: [String]?) {
+        guard let strings else { return }
+        array(key, strings) { $0.string($1) }
+    }
+
     /// Writes a member holding an array, one element per item.
     public mutating func array<Items: Sequence>(_ key: String, _ items: Items, _ write: (inout JSONWriter, Items.Element) -> Void) {
         self.key(key)

@@ -33,85 +33,40 @@ struct AssetRoutes {
 
     // MARK: - assets/upload and assets/rereference
 
-    @Sendable func requestUpload(_ request: Request, context: CumulusRequestContext) async throws -> Response {
-        let body = try await RequestBody.object(request, limits: limits)
-        let zoneID = try body.object("zoneID").map { try ZoneID(wire: $0) }
-        guard let tokenValues = try body.array("tokens") else { throw CumulusError(.badRequest, "tokens: is required") }
-        var tokens: [DatabaseService.AssetUploadToken] = []
-        for (index, value) in tokenValues.enumerated() {
-            let token = try WireObject(value, path: "tokens[\(index)]")
-            tokens.append(
-                DatabaseService.AssetUploadToken(
-                    recordName: try token.string("recordName"), recordType: try token.string("recordType"),
-                    fieldName: try token.requiredString("fieldName")))
-        }
+    @Sendable func requestUpload(_ request: Request, context: CumulusRequestContext) async throws -> AssetUploadResponse {
+        let body = try AssetUploadRequest(wire: try await RequestBody.object(request, limits: limits))
         let uploads = try await database.issueAssetReceipts(
-            caller: try context.requireCaller(), scope: try context.databaseScope(), zoneID: zoneID, tokens: tokens,
+            caller: try context.requireCaller(), scope: try context.databaseScope(), zoneID: body.zoneID,
+            tokens: body.tokens.map {
+                DatabaseService.AssetUploadToken(recordName: $0.recordName, recordType: $0.recordType, fieldName: $0.fieldName)
+            },
             maximumPending: links.limits.maximumPendingUploads, logger: context.logger)
-        var writer = JSONWriter()
-        writer.beginObject()
-        writer.key("tokens")
-        writer.beginArray()
+        var tokens: [AssetUploadResponse.Token] = []
         for (recordName, upload) in uploads {
-            writer.beginObject()
-            writer.key("recordName")
-            writer.string(recordName)
-            writer.key("fieldName")
-            writer.string(upload.fieldName ?? "")
-            writer.key("url")
-            writer.string(try await links.uploadURL(upload, request: request, logger: context.logger))
-            writer.endObject()
+            tokens.append(
+                .init(
+                    recordName: recordName, fieldName: upload.fieldName ?? "",
+                    url: try await links.uploadURL(upload, request: request, logger: context.logger)))
         }
-        writer.endArray()
-        writer.endObject()
-        return .json(writer)
+        return AssetUploadResponse(tokens: tokens)
     }
 
-    @Sendable func rereference(_ request: Request, context: CumulusRequestContext) async throws -> Response {
-        let body = try await RequestBody.object(request, limits: limits)
-        let zoneID = try body.object("zoneID").map { try ZoneID(wire: $0) }
-        guard let values = try body.array("assets") else { throw CumulusError(.badRequest, "assets: is required") }
-        var fields: [(recordName: String, fieldName: String)] = []
-        for (index, value) in values.enumerated() {
-            let asset = try WireObject(value, path: "assets[\(index)]")
-            fields.append((try asset.requiredString("recordName"), try asset.requiredString("fieldName")))
-        }
+    @Sendable func rereference(_ request: Request, context: CumulusRequestContext) async throws -> AssetRereferenceResponse {
+        let body = try AssetRereferenceRequest(wire: try await RequestBody.object(request, limits: limits))
+        let fields = body.assets.map { (recordName: $0.recordName, fieldName: $0.fieldName) }
         let made = try await database.rereferenceAssets(
-            caller: try context.requireCaller(), scope: try context.databaseScope(), zoneID: zoneID, fields: fields, logger: context.logger)
-        var writer = JSONWriter()
-        writer.beginObject()
-        writer.key("assets")
-        writer.beginArray()
-        for (field, uploads) in zip(fields, made) {
-            for upload in uploads {
-                writer.beginObject()
-                writer.key("recordName")
-                writer.string(field.recordName)
-                writer.key("fieldName")
-                writer.string(field.fieldName)
-                writer.key("value")
-                Self.writeAsset(upload, into: &writer)
-                writer.endObject()
-            }
-        }
-        writer.endArray()
-        writer.endObject()
-        return .json(writer)
+            caller: try context.requireCaller(), scope: try context.databaseScope(), zoneID: body.zoneID, fields: fields, logger: context.logger)
+        return AssetRereferenceResponse(
+            assets: zip(fields, made).flatMap { field, uploads in
+                uploads.map { .init(recordName: field.recordName, fieldName: field.fieldName, value: Self.uploadedAsset($0)) }
+            })
     }
 
-    /// The asset dictionary of an uploaded receipt: what a record's `ASSETID` field takes.
-    static func writeAsset(_ upload: AssetUpload, into writer: inout JSONWriter) {
-        writer.beginObject()
-        writer.key("fileChecksum")
-        writer.string(upload.checksum ?? "")
-        writer.key("receipt")
-        writer.string(upload.receipt)
+    /// The asset of an uploaded receipt: what a record's `ASSETID` field takes.
+    static func uploadedAsset(_ upload: AssetUpload) -> UploadedAsset {
         // Cumulus does not encrypt assets per record: the reference checksum is the file's own.
-        writer.key("referenceChecksum")
-        writer.string(upload.checksum ?? "")
-        writer.key("size")
-        writer.int(upload.size ?? 0)
-        writer.endObject()
+        UploadedAsset(
+            Asset(fileChecksum: upload.checksum ?? "", size: upload.size ?? 0, referenceChecksum: upload.checksum ?? "", receipt: upload.receipt))
     }
 
     // MARK: - Transfers
@@ -220,12 +175,7 @@ struct AssetRoutes {
         completed.fileID = fileID
         completed.size = size
         completed.checksum = checksum
-        var writer = JSONWriter()
-        writer.beginObject()
-        writer.key("singleFile")
-        Self.writeAsset(completed, into: &writer)
-        writer.endObject()
-        return .json(writer)
+        return try AssetUploadedResponse(singleFile: Self.uploadedAsset(completed)).response(from: request, context: context)
     }
 
     @Sendable func download(_ request: Request, context: CumulusRequestContext) async throws -> Response {

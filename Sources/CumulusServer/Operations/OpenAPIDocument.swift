@@ -275,8 +275,19 @@ enum OpenAPIDocument {
             ["records": array(ref("Record")), "syncToken": string, "moreComing": boolean, "reverse": boolean],
             required: ["records", "syncToken", "moreComing"]),
         "ShortGUIDsRequest": object(
-            ["shortGUIDs": array(object(["value": string, "shouldFetchRootRecord": boolean], required: ["value"]))], required: ["shortGUIDs"]),
-        "ShareResultsResponse": object(["results": array(anyObject)], required: ["results"]),
+            [
+                "shortGUIDs": array(
+                    object(["value": string, "shouldFetchRootRecord": boolean, "rootRecordDesiredKeys": array(string)], required: ["value"]))
+            ], required: ["shortGUIDs"]),
+        "ShareLinkResult": object(
+            [
+                "containerIdentifier": string, "environment": string, "databaseScope": string, "zoneID": ref("ZoneID"), "shortGUID": string,
+                "rootRecordName": string, "rootRecord": ref("Record"), "share": ref("Record"),
+                "ownerIdentity": object(["userRecordName": string, "nameComponents": object(["givenName": string])]),
+                "participantPermission": string, "participantStatus": string, "participantType": string, "webpageURL": string,
+                "serverErrorCode": ref("ServerErrorCode"), "reason": string, "uuid": string,
+            ], description: "What a share's link leads to, or the error of a link that leads nowhere (shortGUID, serverErrorCode)."),
+        "ShareResultsResponse": object(["results": array(ref("ShareLinkResult"))], required: ["results"]),
         "Subscription": object([
             "subscriptionID": string, "subscriptionType": ["type": "string", "enum": ["zone", "query", "database"]], "zoneID": ref("ZoneID"),
             "zoneWide": boolean, "query": anyObject, "firesOn": array(string), "firesOnce": boolean, "notificationInfo": anyObject,

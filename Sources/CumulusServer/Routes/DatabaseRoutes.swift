@@ -212,16 +212,16 @@ struct DatabaseRoutes {
 
     // MARK: - Share links
 
-    @Sendable func resolveShares(_ request: Request, context: CumulusRequestContext) async throws -> Response {
+    @Sendable func resolveShares(_ request: Request, context: CumulusRequestContext) async throws -> ShareLinksResponse {
         try await shareLinks(request, context: context, accept: false)
     }
 
-    @Sendable func acceptShares(_ request: Request, context: CumulusRequestContext) async throws -> Response {
+    @Sendable func acceptShares(_ request: Request, context: CumulusRequestContext) async throws -> ShareLinksResponse {
         try await shareLinks(request, context: context, accept: true)
     }
 
     /// `records/resolve` and `records/accept` answer `results[]` of ShortGUID results or errors.
-    private func shareLinks(_ request: Request, context: CumulusRequestContext, accept: Bool) async throws -> Response {
+    private func shareLinks(_ request: Request, context: CumulusRequestContext, accept: Bool) async throws -> ShareLinksResponse {
         let body = try await RequestBody.object(request, limits: limits)
         let caller = try context.requireCaller()
         let results = try await database.resolveShares(
@@ -232,9 +232,7 @@ struct DatabaseRoutes {
             return info.rootRecord
         }
         let options = try await assetURLs.options(numbersAsStrings: false, records: roots, request: request, logger: context.logger)
-        var writer = JSONWriter()
-        writer.shareLinkResults(results, viewer: caller.authorName, rootRecordOptions: options) { shareURL($0, request: request) }
-        return .json(writer)
+        return ShareLinksResponse(results, viewer: caller.authorName, rootRecordOptions: options) { shareURL($0, request: request) }
     }
 
     // MARK: - Change feeds

@@ -54,16 +54,6 @@ extension Response {
     }
 }
 
-extension JSONWriter {
-    /// A per-item error dictionary, as CloudKit puts inside result arrays with HTTP 200.
-    mutating func itemError(code: ServerErrorCode, reason: String, identify: (inout JSONWriter) -> Void) {
-        beginObject()
-        identify(&self)
-        ItemError(code: code, reason: reason).write(to: &self)
-        endObject()
-    }
-}
-
 extension ShareMembers {
     /// A share's members as `presentation` shows them to its viewer.
     init(_ presentation: SharePresentation) {

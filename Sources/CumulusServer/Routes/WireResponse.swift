@@ -36,3 +36,8 @@ extension SubscriptionsResponse: WireResponse {}
 extension PushTokenResponse: WireResponse {}
 extension CallerResponse: WireResponse {}
 extension UsersResponse: WireResponse {}
+
+extension ShareLinksResponse: WireResponse {}
+extension AssetUploadResponse: WireResponse {}
+extension AssetUploadedResponse: WireResponse {}
+extension AssetRereferenceResponse: WireResponse {}

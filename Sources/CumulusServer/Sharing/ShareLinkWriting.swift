@@ -2,85 +2,37 @@ import CumulusCore
 import CumulusModel
 import CumulusStore
 
-extension JSONWriter {
-    /// `{"results": [...]}` of `records/resolve` and `records/accept`: share metadata or a per-item error per short GUID.
+extension ShareLinksResponse {
+    /// The answer of `records/resolve` and `records/accept` for `results`, as `viewer` may see each share.
     ///
-    /// - Parameter rootRecordOptions: How root records' fields are written (their assets' download URLs).
-    mutating func shareLinkResults(
-        _ results: [ShareLinkResult], viewer: String?, rootRecordOptions: FieldWriteOptions = .init(), url: (String) -> String
-    ) {
-        beginObject()
-        key("results")
-        beginArray()
-        for result in results {
-            switch result {
-            case .failed(let shortGUID, let error):
-                itemError(code: error.code.serverErrorCode, reason: error.reason) { writer in
-                    writer.key("shortGUID")
-                    writer.string(shortGUID)
+    /// - Parameters:
+    ///   - rootRecordOptions: How root records' fields are written (their assets' download URLs).
+    ///   - url: A share's link by its short GUID.
+    init(_ results: [ShareLinkResult], viewer: String?, rootRecordOptions: FieldWriteOptions = .init(), url: (String) -> String) {
+        self.init(
+            results: results.map { result in
+                switch result {
+                case .failed(let shortGUID, let error):
+                    return .failed(shortGUID: shortGUID, ItemError(code: error.code.serverErrorCode, reason: error.reason))
+                case .resolved(let info):
+                    return .resolved(ShareLinkMetadata(info, viewer: viewer, url: url(info.share.shortGUID)))
                 }
-            case .resolved(let info):
-                shareLinkInfo(info, viewer: viewer, rootRecordOptions: rootRecordOptions, url: url(info.share.shortGUID))
-            }
-        }
-        endArray()
-        endObject()
+            }, options: rootRecordOptions)
     }
+}
 
-    private mutating func shareLinkInfo(_ info: ShareLinkInfo, viewer: String?, rootRecordOptions: FieldWriteOptions, url: String) {
+extension ShareLinkMetadata {
+    init(_ info: ShareLinkInfo, viewer: String?, url: String) {
         let share = info.share
-        beginObject()
-        key("containerIdentifier")
-        string(share.database.container)
-        key("environment")
-        string(share.database.environment.rawValue)
-        key("databaseScope")
-        string(info.scope == .private ? "PRIVATE" : "SHARED")
-        key("zoneID")
-        zoneID(share.database.zoneID(share.zoneName))
-        key("shortGUID")
-        string(share.shortGUID)
-        if let rootName = share.rootRecordName {
-            key("rootRecordName")
-            string(rootName)
-        }
-        if let root = info.rootRecord {
-            key("rootRecord")
-            ResponseRecord(root, desiredKeys: info.rootRecordDesiredKeys).write(to: &self, options: rootRecordOptions)
-        }
-        if let record = share.shareRecord {
-            key("share")
-            ResponseRecord(record, desiredKeys: nil, share: SharePresentation(share: share, viewer: viewer, url: url))
-                .write(to: &self, options: .init())
-        }
-        ownerIdentity(userRecordName: share.database.ownerRecordName, name: info.owner?.name)
         let participant = info.participant
-        key("participantPermission")
-        string((participant?.permission ?? share.publicPermission).rawValue)
-        key("participantStatus")
-        string((participant?.status ?? .invited).rawValue)
-        key("participantType")
-        string((participant?.type ?? .publicUser).rawValue)
-        key("webpageURL")
-        string(url)
-        endObject()
-    }
-
-    /// `"ownerIdentity": {userRecordName?, nameComponents?}`.
-    mutating func ownerIdentity(userRecordName: String?, name: String?) {
-        key("ownerIdentity")
-        beginObject()
-        if let userRecordName {
-            key("userRecordName")
-            string(userRecordName)
-        }
-        if let name {
-            key("nameComponents")
-            beginObject()
-            key("givenName")
-            string(name)
-            endObject()
-        }
-        endObject()
+        self.init(
+            containerIdentifier: share.database.container, environment: share.database.environment.rawValue,
+            databaseScope: info.scope == .private ? "PRIVATE" : "SHARED", zoneID: share.database.zoneID(share.zoneName),
+            shortGUID: share.shortGUID, rootRecordName: share.rootRecordName,
+            rootRecord: info.rootRecord.map { ResponseRecord($0, desiredKeys: info.rootRecordDesiredKeys) },
+            share: share.shareRecord.map { ResponseRecord($0, desiredKeys: nil, share: SharePresentation(share: share, viewer: viewer, url: url)) },
+            owner: OwnerIdentity(userRecordName: share.database.ownerRecordName, name: info.owner?.name),
+            participantPermission: participant?.permission ?? share.publicPermission, participantStatus: participant?.status ?? .invited,
+            participantType: participant?.type ?? .publicUser, webpageURL: url)
     }
 }

@@ -34,9 +34,8 @@ struct ShareRoutes {
                 apiToken: apiToken, webAuthToken: query["ckWebAuthToken"].map(String.init), share: preview.share, context)
             let results = try await database.resolveShares(
                 caller: caller, request: ShortGUIDRequest(entries: [.init(value: shortGUID)]), accept: false, logger: context.logger)
-            var writer = JSONWriter()
-            writer.shareLinkResults(results, viewer: caller.authorName) { address.shareURL($0, for: request) }
-            return .json(writer)
+            return try ShareLinksResponse(results, viewer: caller.authorName) { address.shareURL($0, for: request) }
+                .response(from: request, context: context)
         }
         var writer = JSONWriter()
         writer.beginObject()
@@ -49,7 +48,8 @@ struct ShareRoutes {
         writer.string(preview.share.database.environment.rawValue)
         writer.key("shortGUID")
         writer.string(shortGUID)
-        writer.ownerIdentity(userRecordName: nil, name: preview.ownerName)
+        writer.key("ownerIdentity")
+        OwnerIdentity(userRecordName: nil, name: preview.ownerName).write(to: &writer)
         if let title = preview.title {
             writer.key("title")
             writer.string(title)
