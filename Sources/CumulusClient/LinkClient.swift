@@ -203,13 +203,15 @@ public struct LinkClient: Sendable {
             TransportRequest(
                 method: "POST", url: components.url!, headers: ["Content-Type": "application/json", "X-Cumulus-Device": deviceID], body: body)
         )
-        let json = try check(response)
-        guard let links = json["links"]?.arrayValue else { throw .server(status: response.status, reason: "no links in the answer") }
-        return links.compactMap { link in
-            guard let id = link["id"]?.stringValue, let url = link["url"]?.stringValue.flatMap(URL.init(string:)),
-                let expiresAt = link["expiresAt"]?.stringValue.flatMap(ISO8601Milliseconds.milliseconds)
-            else { return nil }
-            return SharedLink(id: id, url: url, expiresAt: Date(timeIntervalSince1970: Double(expiresAt) / 1000))
+        try check(response)
+        let answer: CreatedLinksResponse
+        do {
+            answer = try CreatedLinksResponse(wireBytes: response.body)
+        } catch {
+            throw .server(status: response.status, reason: "an answer without its links: \(error)")
+        }
+        return answer.links.compactMap { link in
+            URL(string: link.url).map { SharedLink(id: link.id, url: $0, expiresAt: Date(timeIntervalSince1970: Double(link.expiresAt) / 1000)) }
         }
     }
 
@@ -217,34 +219,35 @@ public struct LinkClient: Sendable {
 
     /// Downloads a drive by link (`…/s/{id}`) or ID.
     public func downloadDrive(_ link: String) async throws(LinkError) -> DriveSnapshot {
-        let json = try await download(link)
-        guard let drive = json["drive"] else { throw .invalid("the link is not a drive") }
-        return try Self.readDrive(drive)
+        guard case .drive(let drive) = try await download(link).content else { throw .invalid("the link is not a drive") }
+        return DriveSnapshot(drive)
     }
 
     /// Downloads a generic snapshot of records by link or ID.
     public func downloadRecords(_ link: String) async throws(LinkError) -> [SnapshotRecord] {
-        let json = try await download(link)
-        guard let values = json["records"]?.arrayValue else { throw .invalid("the link is not a record snapshot") }
+        guard case .records(let drafts) = try await download(link).content else { throw .invalid("the link is not a record snapshot") }
         var records: [SnapshotRecord] = []
-        for (index, value) in values.enumerated() {
-            do {
-                let draft = try RecordDraft(wire: WireObject(value, path: "records[\(index)]"))
-                guard let name = draft.recordName, let type = draft.recordType else { throw LinkError.invalid("records[\(index)]") }
-                var parent: String?
-                if case .set(let name) = draft.parent { parent = name }
-                records.append(SnapshotRecord(recordName: name, recordType: type, fields: draft.fields.compactMapValues { $0 }, parent: parent))
-            } catch {
-                throw .invalid("records[\(index)]: \(error)")
+        for (index, draft) in drafts.enumerated() {
+            guard let name = draft.recordName, let type = draft.recordType else {
+                throw .invalid("records[\(index)]: a name and a type are required")
             }
+            var parent: String?
+            if case .set(let name) = draft.parent { parent = name }
+            records.append(SnapshotRecord(recordName: name, recordType: type, fields: draft.fields.compactMapValues { $0 }, parent: parent))
         }
         return records
     }
 
-    private func download(_ link: String) async throws(LinkError) -> JSONValue {
+    private func download(_ link: String) async throws(LinkError) -> LinkSnapshotResponse {
         let id = link.split(separator: "/").last.map(String.init) ?? link
         let url = serverURL.appendingPathComponent("s/\(id).json")
-        return try check(try await send(TransportRequest(method: "GET", url: url, headers: ["Accept": "application/json"])))
+        let response = try await send(TransportRequest(method: "GET", url: url, headers: ["Accept": "application/json"]))
+        try check(response)
+        do {
+            return try LinkSnapshotResponse(wireBytes: response.body)
+        } catch {
+            throw .invalid(error.description)
+        }
     }
 
     // MARK: - Helpers
@@ -257,26 +260,18 @@ public struct LinkClient: Sendable {
         }
     }
 
-    /// Maps the service's answers to ``LinkError``.
-    private func check(_ response: TransportResponse) throws(LinkError) -> JSONValue {
-        let json = (try? JSONValue(parsing: Array(response.body))) ?? .null
-        let reason = json["reason"]?.stringValue ?? "HTTP \(response.status)"
+    /// Maps the service's refusals (CloudKit's error envelope) to ``LinkError``.
+    private func check(_ response: TransportResponse) throws(LinkError) {
+        guard !(200..<300).contains(response.status) else { return }
+        let envelope = try? ErrorResponse(wireBytes: response.body)
+        let reason = envelope?.reason ?? "HTTP \(response.status)"
         switch response.status {
-        case 200..<300: return json
         case 401: throw .unauthorized
         case 404: throw .expired
         case 413: throw .tooLarge(reason)
-        case 429: throw .rateLimited(retryAfter: json["retryAfter"].flatMap { if case .number(let text) = $0 { Int(text) } else { nil } })
+        case 429: throw .rateLimited(retryAfter: envelope?.retryAfter)
         case 400: throw .invalid(reason)
         default: throw .server(status: response.status, reason: reason)
-        }
-    }
-
-    static func readDrive(_ json: JSONValue) throws(LinkError) -> DriveSnapshot {
-        do {
-            return DriveSnapshot(try SharedDrive(wire: json, path: "drive"))
-        } catch {
-            throw .invalid(error.description)
         }
     }
 }

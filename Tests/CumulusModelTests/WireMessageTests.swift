@@ -180,6 +180,20 @@ struct WireMessageTests {
         #expect(String(decoding: try AssetUploadedResponse(wireBytes: Array(recorded.utf8)).wireBytes, as: UTF8.self) == recorded)
     }
 
+    @Test func recordedLinkAnswersAreWrittenBackExactly() throws {
+        let created = #"{"links":[{"id":"abc","url":"https://example.com/s/abc","expiresAt":"2027-01-15T08:00:00.000Z"}]}"#
+        #expect(String(decoding: try CreatedLinksResponse(wireBytes: Array(created.utf8)).wireBytes, as: UTF8.self) == created)
+        let snapshot =
+            #"{"id":"abc","kind":"records","expiresAt":"2027-01-15T08:00:00.000Z","records":[{"recordName":"a","recordType":"Item","fields":{"n":{"value":"x","type":"STRING"}},"parent":{"recordName":"p"}}]}"#
+        let read = try LinkSnapshotResponse(wireBytes: Array(snapshot.utf8))
+        guard case .records(let records) = read.content else {
+            Issue.record("not read as records: \(read.content)")
+            return
+        }
+        #expect(records.first?.parent == .set("p") && read.expiresAt == 1_800_000_000_000)
+        #expect(String(decoding: read.wireBytes, as: UTF8.self) == snapshot)
+    }
+
     @Test func aRecordedErrorEnvelopeIsWrittenBackExactly() throws {
         let recorded =
             #"{"uuid":"0b6c5a3e-4b1d-4c8e-9a7f-2d1e0f3c4b5a","serverErrorCode":"THROTTLED","reason":"too many requests","retryAfter":3}"#

@@ -63,6 +63,21 @@ struct OpenAPIMessageTests {
             ]
         ),
         ("RecordsResponse", [RecordsResponse(records: records)]),
+        ("LinksResponse", [CreatedLinksResponse(links: [.init(id: "abc", url: "https://example.com/s/abc", expiresAt: 1_800_000_000_000)])]),
+        (
+            "LinkSnapshot",
+            [
+                LinkSnapshotResponse(
+                    id: "abc", expiresAt: 1_800_000_000_000,
+                    content: .drive(
+                        SharedDrive(
+                            startTime: 1_700_000_000_000, duration: 60, distance: 1000, averageSpeed: 16, maxSpeed: 20, points: [],
+                            customName: "Commute"))),
+                LinkSnapshotResponse(
+                    id: "def", expiresAt: 1_800_000_000_000,
+                    content: .records([RecordDraft(recordName: "a", recordType: "Item", fields: ["n": .string("x")])])),
+            ]
+        ),
         (
             "AssetUploadRequest",
             [AssetUploadRequest(zoneID: lists, tokens: [AssetUploadToken(recordName: "r", recordType: "Car", fieldName: "photo")])]

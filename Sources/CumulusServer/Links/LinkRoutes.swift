@@ -65,23 +65,8 @@ struct LinkRoutes {
             throw error
         }
         metrics.linksCreated(created.count)
-        var writer = JSONWriter()
-        writer.beginObject()
-        writer.key("links")
-        writer.beginArray()
-        for link in created {
-            writer.beginObject()
-            writer.key("id")
-            writer.string(link.id)
-            writer.key("url")
-            writer.string("\(address.base(for: request))/s/\(link.id)")
-            writer.key("expiresAt")
-            writer.string(LinkService.iso8601(link.expiresAt))
-            writer.endObject()
-        }
-        writer.endArray()
-        writer.endObject()
-        return .json(writer, status: .ok)
+        let links = created.map { CreatedLinksResponse.Link(id: $0.id, url: "\(address.base(for: request))/s/\($0.id)", expiresAt: $0.expiresAt) }
+        return try CreatedLinksResponse(links: links).response(from: request, context: context)
     }
 
     // MARK: - Downloads
@@ -95,18 +80,9 @@ struct LinkRoutes {
             return .html(LinkPage.expired(), status: .notFound)
         }
         if wantsJSON {
-            var writer = JSONWriter(reservingCapacity: snapshot.payload.count + 256)
-            writer.beginObject()
-            writer.key("id")
-            writer.string(snapshot.id)
-            writer.key("kind")
-            writer.string(snapshot.kind)
-            writer.key("expiresAt")
-            writer.string(LinkService.iso8601(snapshot.expiresAt))
-            writer.key(snapshot.kind == "drive" ? "drive" : "records")
-            writer.raw(snapshot.payload)
-            writer.endObject()
-            return .json(writer)
+            return try LinkSnapshotResponse(
+                id: snapshot.id, expiresAt: snapshot.expiresAt, content: .stored(kind: snapshot.kind, json: snapshot.payload)
+            ).response(from: request, context: context)
         }
         if snapshot.kind == "drive" {
             return .html(LinkPage.drive(try LinkService.readStoredDrive(snapshot.payload), url: url, appStoreID: appStoreID), status: .ok)

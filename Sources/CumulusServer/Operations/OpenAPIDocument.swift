@@ -360,6 +360,12 @@ enum OpenAPIDocument {
         "SingleFile": object(["singleFile": ref("Asset")], required: ["singleFile"]),
         "LinksResponse": object(
             ["links": array(object(["id": string, "url": string, "expiresAt": string], required: ["id", "url", "expiresAt"]))], required: ["links"]),
+        "LinkSnapshot": object(
+            [
+                "id": string, "kind": ["type": "string", "enum": ["drive", "records"]], "expiresAt": string, "drive": anyObject,
+                "records": array(anyObject),
+            ],
+            required: ["id", "kind", "expiresAt"], description: "A share-a-copy snapshot as the app downloads it: a drive, or records."),
     ]
 
     // MARK: - Operations
@@ -676,7 +682,10 @@ enum OpenAPIDocument {
             summary: "A share-a-copy link: a web page, or the snapshot as JSON (Accept: application/json, or a .json suffix).", tag: .links,
             parameters: [pathParameter("id", "The link's ID.")],
             responses: [
-                "200": ["description": "The page or the snapshot", "content": pageOrJSON],
+                "200": [
+                    "description": "The page or the snapshot",
+                    "content": ["text/html": ["schema": string], "application/json": ["schema": ref("LinkSnapshot")]],
+                ],
                 "404": ["description": "An expired or unknown link: a page that says so", "content": pageOrJSON],
             ], security: noSecurity)
         paths.add(

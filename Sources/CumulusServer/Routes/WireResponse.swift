@@ -41,3 +41,6 @@ extension ShareLinksResponse: WireResponse {}
 extension AssetUploadResponse: WireResponse {}
 extension AssetUploadedResponse: WireResponse {}
 extension AssetRereferenceResponse: WireResponse {}
+extension CreatedLinksResponse: WireResponse {}
+
+extension LinkSnapshotResponse: WireResponse {}

@@ -1,0 +1,118 @@
+/// The answer of a share-a-copy upload: one link per snapshot, in order.
+public struct CreatedLinksResponse: WireMessage, Hashable {
+    /// A snapshot's link: its ID, its page, and when it expires (ISO 8601, UTC, milliseconds).
+    public struct Link: Sendable, Hashable {
+        public var id: String
+        public var url: String
+        /// Milliseconds since the epoch.
+        public var expiresAt: Int64
+
+        public init(id: String, url: String, expiresAt: Int64) {
+            self.id = id
+            self.url = url
+            self.expiresAt = expiresAt
+        }
+    }
+
+    public var links: [Link]
+
+    public init(links: [Link]) {
+        self.links = links
+    }
+
+    public init(wire object: WireObject) throws(WireFormatError) {
+        guard object["links"] != nil else { throw WireFormatError(path: object.path("links"), message: "is required") }
+        links = try object.objects("links") { link throws(WireFormatError) in
+            let text = try link.requiredString("expiresAt")
+            guard let expiresAt = ISO8601Milliseconds.milliseconds(text) else {
+                throw WireFormatError(path: link.path("expiresAt"), message: "expected an ISO 8601 time, found \(text)")
+            }
+            return Link(id: try link.requiredString("id"), url: try link.requiredString("url"), expiresAt: expiresAt)
+        }
+    }
+
+    public func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.array("links", links) { writer, link in
+            writer.beginObject()
+            writer.member("id", link.id)
+            writer.member("url", link.url)
+            writer.member("expiresAt", ISO8601Milliseconds.string(link.expiresAt))
+            writer.endObject()
+        }
+        writer.endObject()
+    }
+}
+
+/// A snapshot behind a share-a-copy link, as the app downloads it: `{id, kind, expiresAt, drive | records}`.
+public struct LinkSnapshotResponse: WireMessage {
+    /// What the snapshot holds.
+    public enum Content: Sendable {
+        /// The snapshot as stored (a drive's or the records' JSON, cleaned when it was uploaded): written unchanged.
+        case stored(kind: String, json: [UInt8])
+        case drive(SharedDrive)
+        case records([RecordDraft])
+    }
+
+    public var id: String
+    /// Milliseconds since the epoch.
+    public var expiresAt: Int64
+    public var content: Content
+
+    public init(id: String, expiresAt: Int64, content: Content) {
+        self.id = id
+        self.expiresAt = expiresAt
+        self.content = content
+    }
+
+    public init(wire object: WireObject) throws(WireFormatError) {
+        id = try object.requiredString("id")
+        let text = try object.requiredString("expiresAt")
+        guard let expiresAt = ISO8601Milliseconds.milliseconds(text) else {
+            throw WireFormatError(path: object.path("expiresAt"), message: "expected an ISO 8601 time, found \(text)")
+        }
+        self.expiresAt = expiresAt
+        switch try object.requiredString("kind") {
+        case "drive":
+            guard let drive = object["drive"] else { throw WireFormatError(path: object.path("drive"), message: "is required") }
+            content = .drive(try SharedDrive(wire: drive, path: object.path("drive")))
+        default:
+            guard object["records"] != nil else { throw WireFormatError(path: object.path("records"), message: "is required") }
+            content = .records(try object.objects("records") { record throws(WireFormatError) in try RecordDraft(wire: record) })
+        }
+    }
+
+    /// The snapshot's kind: `drive` or `records`.
+    public var kind: String {
+        switch content {
+        case .stored(let kind, _): kind
+        case .drive: "drive"
+        case .records: "records"
+        }
+    }
+
+    /// Bytes to reserve for the answer.
+    public var expectedSize: Int {
+        if case .stored(_, let json) = content { return json.count + 256 }
+        return 4096
+    }
+
+    public func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.member("id", id)
+        writer.member("kind", kind)
+        writer.member("expiresAt", ISO8601Milliseconds.string(expiresAt))
+        writer.key(kind == "drive" ? "drive" : "records")
+        switch content {
+        case .stored(_, let json):
+            writer.raw(json)
+        case .drive(let drive):
+            drive.write(to: &writer)
+        case .records(let records):
+            writer.beginArray()
+            for record in records { record.write(to: &writer) }
+            writer.endArray()
+        }
+        writer.endObject()
+    }
+}
