@@ -168,28 +168,17 @@ public struct LinkClient: Sendable {
 
     /// Uploads drives (at most 6); one link each, in order.
     public func upload(_ drives: [DriveSnapshot]) async throws(LinkError) -> [SharedLink] {
-        var writer = JSONWriter()
-        writer.beginObject()
-        writer.key("drives")
-        writer.beginArray()
-        for drive in drives { drive.wire.write(to: &writer) }
-        writer.endArray()
-        writer.endObject()
-        return try await upload(path: "drives", body: Data(writer.bytes))
+        try await upload(path: "drives", body: Data(DriveLinksRequest(drives: drives.map(\.wire)).wireBytes))
     }
 
     /// Uploads a generic snapshot of records; one link.
     public func upload(records: [SnapshotRecord]) async throws(LinkError) -> SharedLink {
-        var writer = JSONWriter()
-        writer.beginObject()
-        writer.key("records")
-        writer.beginArray()
-        for record in records {
-            writer.snapshotRecord(recordName: record.recordName, recordType: record.recordType, fields: record.fields, parent: record.parent)
+        let drafts = records.map { record in
+            RecordDraft(
+                recordName: record.recordName, recordType: record.recordType, fields: record.fields.mapValues { .some($0) },
+                parent: record.parent.map(FieldPatch.set) ?? .unchanged)
         }
-        writer.endArray()
-        writer.endObject()
-        guard let link = try await upload(path: "records", body: Data(writer.bytes)).first else {
+        guard let link = try await upload(path: "records", body: Data(RecordsLinkRequest(records: drafts).wireBytes)).first else {
             throw .server(status: 200, reason: "no link in the answer")
         }
         return link

@@ -56,6 +56,13 @@ struct WireMessageTests {
         try roundTrip(AssetUploadResponse(tokens: [.init(recordName: "r", fieldName: "photo", url: "https://example.com/assets/1/u")]))
         try roundTrip(AssetUploadedResponse(singleFile: uploaded))
         try roundTrip(AssetRereferenceRequest(zoneID: nil, assets: [.init(recordName: "r", fieldName: "photo")]))
+        try roundTrip(
+            DriveLinksRequest(drives: [
+                SharedDrive(
+                    startTime: 1_700_000_000_000, duration: 60, distance: 1000, averageSpeed: 16, maxSpeed: 20, points: [DrivePoint(lat: 1, lon: 2)],
+                    customName: nil)
+            ]))
+        try roundTrip(RecordsLinkRequest(records: [RecordDraft(recordName: "a", recordType: "Item", fields: ["n": .string("x")], parent: .set("p"))]))
         try roundTrip(AssetRereferenceResponse(assets: [.init(recordName: "r", fieldName: "photo", value: uploaded)]))
         try roundTrip(RecordsLookupRequest(records: [.init(recordName: "a"), .init(recordName: "b", desiredKeys: ["name"])], zoneID: Self.lists))
         try roundTrip(Self.query)

@@ -63,6 +63,17 @@ struct OpenAPIMessageTests {
             ]
         ),
         ("RecordsResponse", [RecordsResponse(records: records)]),
+        (
+            "DriveUpload",
+            [
+                DriveLinksRequest(drives: [
+                    SharedDrive(
+                        startTime: 1_700_000_000_000, duration: 60, distance: 1000, averageSpeed: 16, maxSpeed: 20,
+                        points: [DrivePoint(lat: 51.5, lon: -0.1)], customName: "Commute")
+                ])
+            ]
+        ),
+        ("RecordsUpload", [RecordsLinkRequest(records: [RecordDraft(recordName: "a", recordType: "Item", fields: ["n": .string("x")])])]),
         ("LinksResponse", [CreatedLinksResponse(links: [.init(id: "abc", url: "https://example.com/s/abc", expiresAt: 1_800_000_000_000)])]),
         (
             "LinkSnapshot",

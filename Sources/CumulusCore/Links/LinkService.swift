@@ -50,46 +50,31 @@ public struct LinkService: Sendable {
 
     // MARK: - Uploads
 
-    /// Validates and stores drives, one link each, in order.
+    /// Cleans and stores drives (read within ``LinkLimits``: ``DriveLinksRequest/init(wire:maximumDrives:maximumPoints:)``),
+    /// one link each, in order.
     public func uploadDrives(
-        container: String, environment: ContainerEnvironment, uploader: LinkUploader, body: WireObject, logger: Logger
+        container: String, environment: ContainerEnvironment, uploader: LinkUploader, request: DriveLinksRequest, logger: Logger
     ) async throws -> [CreatedLink] {
-        guard let values = try body.array("drives") else { throw CumulusError(.badRequest, "drives: is required") }
-        guard !values.isEmpty else { throw CumulusError(.badRequest, "drives: must not be empty") }
-        guard values.count <= limits.maximumDrivesPerRequest else {
-            throw CumulusError(.badRequest, "drives: \(values.count) drives; at most \(limits.maximumDrivesPerRequest) per request")
-        }
-        var payloads: [[UInt8]] = []
-        for (index, value) in values.enumerated() {
-            var drive: SharedDrive
-            do {
-                drive = try SharedDrive(wire: value, path: "drives[\(index)]", maximumPoints: limits.maximumPointsPerDrive)
-            } catch {
-                throw CumulusError(.badRequest, error.description)
-            }
+        let payloads = request.drives.map { drive in
+            var drive = drive
             // Names are shown on a web page: cleaned before they are stored.
             drive.customName = drive.customName.flatMap { Self.cleanName($0, maximumLength: limits.maximumNameLength) }
             var writer = JSONWriter()
             drive.write(to: &writer)
-            payloads.append(writer.bytes)
+            return writer.bytes
         }
         return try await store(payloads, kind: "drive", container: container, environment: environment, uploader: uploader, logger: logger)
     }
 
-    /// Validates and stores a generic snapshot of records, in the record JSON of the record API; one link.
+    /// Checks and stores a generic snapshot of records, in the record JSON of the record API; one link.
     public func uploadRecords(
-        container: String, environment: ContainerEnvironment, uploader: LinkUploader, body: WireObject, logger: Logger
+        container: String, environment: ContainerEnvironment, uploader: LinkUploader, request: RecordsLinkRequest, logger: Logger
     ) async throws -> [CreatedLink] {
-        guard let values = try body.array("records") else { throw CumulusError(.badRequest, "records: is required") }
-        guard !values.isEmpty, values.count <= limits.maximumRecordsPerSnapshot else {
-            throw CumulusError(.badRequest, "records: 1 to \(limits.maximumRecordsPerSnapshot) records per snapshot")
-        }
         var writer = JSONWriter()
         writer.beginArray()
         var names = Set<String>()
-        for (index, value) in values.enumerated() {
+        for (index, draft) in request.records.enumerated() {
             let path = "records[\(index)]"
-            let draft = try RecordDraft(wire: WireObject(value, path: path))
             guard let name = draft.recordName else { throw CumulusError(.badRequest, "\(path).recordName: is required") }
             guard let type = draft.recordType else { throw CumulusError(.badRequest, "\(path).recordType: is required") }
             let nameLimits = Limits()

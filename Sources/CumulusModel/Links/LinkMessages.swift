@@ -116,3 +116,66 @@ public struct LinkSnapshotResponse: WireMessage {
         writer.endObject()
     }
 }
+
+/// The body of a drives upload (`links/1/…/drives`): `{drives: [...]}`, one link per drive.
+public struct DriveLinksRequest: WireMessage, Hashable {
+    public var drives: [SharedDrive]
+
+    public init(drives: [SharedDrive]) {
+        self.drives = drives
+    }
+
+    public init(wire object: WireObject) throws(WireFormatError) {
+        try self.init(wire: object, maximumDrives: .max, maximumPoints: .max)
+    }
+
+    /// Reads the body within the service's limits, counted before the drives are read.
+    public init(wire object: WireObject, maximumDrives: Int, maximumPoints: Int) throws(WireFormatError) {
+        guard let values = try object.array("drives") else { throw WireFormatError(path: object.path("drives"), message: "is required") }
+        guard !values.isEmpty else { throw WireFormatError(path: object.path("drives"), message: "must not be empty") }
+        guard values.count <= maximumDrives else {
+            throw WireFormatError(path: object.path("drives"), message: "\(values.count) drives; at most \(maximumDrives) per request")
+        }
+        drives = []
+        for (index, value) in values.enumerated() {
+            drives.append(try SharedDrive(wire: value, path: "\(object.path("drives"))[\(index)]", maximumPoints: maximumPoints))
+        }
+    }
+
+    public func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.array("drives", drives) { writer, drive in drive.write(to: &writer) }
+        writer.endObject()
+    }
+}
+
+/// The body of a records snapshot upload (`links/1/…/records`): `{records: [...]}`, one link for them all.
+public struct RecordsLinkRequest: WireMessage, Hashable {
+    public var records: [RecordDraft]
+
+    public init(records: [RecordDraft]) {
+        self.records = records
+    }
+
+    public init(wire object: WireObject) throws(WireFormatError) {
+        try self.init(wire: object, maximumRecords: .max)
+    }
+
+    /// Reads the body within the service's limit, counted before the records are read.
+    public init(wire object: WireObject, maximumRecords: Int) throws(WireFormatError) {
+        guard let values = try object.array("records") else { throw WireFormatError(path: object.path("records"), message: "is required") }
+        guard !values.isEmpty, values.count <= maximumRecords else {
+            throw WireFormatError(path: object.path("records"), message: "1 to \(maximumRecords) records per snapshot")
+        }
+        records = []
+        for (index, value) in values.enumerated() {
+            records.append(try RecordDraft(wire: WireObject(value, path: "\(object.path("records"))[\(index)]")))
+        }
+    }
+
+    public func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.array("records", records) { writer, record in record.write(to: &writer) }
+        writer.endObject()
+    }
+}

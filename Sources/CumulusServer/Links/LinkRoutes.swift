@@ -27,13 +27,18 @@ struct LinkRoutes {
 
     @Sendable func uploadDrives(_ request: Request, context: CumulusRequestContext) async throws -> Response {
         try await upload(request, context: context) { container, environment, uploader, body in
-            try await links.uploadDrives(container: container, environment: environment, uploader: uploader, body: body, logger: context.logger)
+            let drives = try DriveLinksRequest(
+                wire: body, maximumDrives: links.limits.maximumDrivesPerRequest, maximumPoints: links.limits.maximumPointsPerDrive)
+            return try await links.uploadDrives(
+                container: container, environment: environment, uploader: uploader, request: drives, logger: context.logger)
         }
     }
 
     @Sendable func uploadRecords(_ request: Request, context: CumulusRequestContext) async throws -> Response {
         try await upload(request, context: context) { container, environment, uploader, body in
-            try await links.uploadRecords(container: container, environment: environment, uploader: uploader, body: body, logger: context.logger)
+            let records = try RecordsLinkRequest(wire: body, maximumRecords: links.limits.maximumRecordsPerSnapshot)
+            return try await links.uploadRecords(
+                container: container, environment: environment, uploader: uploader, request: records, logger: context.logger)
         }
     }
 
