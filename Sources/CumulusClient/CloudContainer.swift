@@ -128,14 +128,7 @@ public struct CloudContainer: Sendable {
             throw CloudError(code: .networkFailure, reason: "\(error)")
         }
         guard (200..<300).contains(response.status) else {
-            guard let envelope = try? ErrorResponse(wireBytes: response.body) else {
-                // Not CloudKit's envelope, or a code this client does not know: reported, never retried.
-                let reason = (try? JSONValue(parsing: response.body))?["reason"]?.stringValue
-                throw CloudError(code: .invalidResponse, reason: reason ?? "HTTP \(response.status) without CloudKit's error envelope")
-            }
-            var error = CloudError(code: .server(envelope.serverErrorCode), reason: envelope.reason, retryAfter: envelope.retryAfter)
-            if error.retryAfter == nil, let header = response.headers["retry-after"] { error.retryAfter = Int(header) }
-            throw error
+            throw CloudError.answer(response.body, status: response.status, retryAfterHeader: response.headers["retry-after"])
         }
         return Array(response.body)
     }

@@ -189,12 +189,13 @@ public struct CloudDatabase: Sendable {
                 lastError = CloudError(code: .networkFailure, reason: "\(error)")
                 continue
             }
-            guard let answer = try? JSONValue(parsing: response.body) else {
+            // A body that is not JSON (a proxy's page, a cut answer): try again with a new receipt.
+            guard (try? JSONValue(parsing: response.body)) != nil else {
                 lastError = CloudError(code: .invalidResponse, reason: "HTTP \(response.status) without a JSON body")
                 continue
             }
             guard (200..<300).contains(response.status) else {
-                let error = CloudError.read(answer, status: response.status)
+                let error = CloudError.answer(response.body, status: response.status)
                 // The first try's bytes arrived though its answer was lost: a new receipt takes them again.
                 if error.code == .server(.conflict) || error.isTransient {
                     lastError = error
@@ -224,12 +225,7 @@ public struct CloudDatabase: Sendable {
         } catch {
             throw CloudError(code: .networkFailure, reason: "\(error)")
         }
-        guard (200..<300).contains(response.status) else {
-            guard let json = try? JSONValue(parsing: response.body) else {
-                throw CloudError(code: .invalidResponse, reason: "HTTP \(response.status) without a JSON body")
-            }
-            throw CloudError.read(json, status: response.status)
-        }
+        guard (200..<300).contains(response.status) else { throw CloudError.answer(response.body, status: response.status) }
     }
 
     /// An upload as an `AsyncSequence`: its progress as it goes, then the asset to save (``AssetTransfer/uploaded(_:)``).

@@ -63,15 +63,15 @@ public struct CloudError: Error, Sendable, Hashable, CustomStringConvertible {
         self.init(code: .server(error.code), reason: error.reason, serverRecord: serverRecord.map(CloudRecord.init))
     }
 
-    /// Reads an error dictionary (top level or per item).
-    static func read(_ json: JSONValue, status: Int) -> CloudError {
-        let code = json["serverErrorCode"]?.stringValue.flatMap(ServerErrorCode.init(rawValue:))
-        let retryAfter = json["retryAfter"].flatMap { value -> Int? in if case .number(let text) = value { Int(text) } else { nil } }
-        var serverRecord: CloudRecord?
-        if let record = json["serverRecord"] { serverRecord = try? CloudRecord(wire: record) }
+    /// The error an answer other than a success carries: CloudKit's envelope (``ErrorResponse``), with `retryAfter`
+    /// from the body or else the `Retry-After` header. A body that is not the envelope, or holds a code this client
+    /// does not know, is an invalid response, reported and never retried.
+    static func answer(_ body: some Collection<UInt8>, status: Int, retryAfterHeader: String? = nil) -> CloudError {
+        guard let envelope = try? ErrorResponse(wireBytes: body) else {
+            let reason = (try? JSONValue(parsing: body))?["reason"]?.stringValue
+            return CloudError(code: .invalidResponse, reason: reason ?? "HTTP \(status) without CloudKit's error envelope")
+        }
         return CloudError(
-            code: code.map(Code.server) ?? .invalidResponse, reason: json["reason"]?.stringValue ?? "HTTP \(status)", retryAfter: retryAfter,
-            serverRecord: serverRecord
-        )
+            code: .server(envelope.serverErrorCode), reason: envelope.reason, retryAfter: envelope.retryAfter ?? retryAfterHeader.flatMap { Int($0) })
     }
 }

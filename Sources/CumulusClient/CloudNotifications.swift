@@ -64,10 +64,7 @@ extension CloudContainer {
         } catch {
             throw CloudError(code: .networkFailure, reason: "\(error)")
         }
-        guard (200..<300).contains(response.status) else {
-            let json = (try? JSONValue(parsing: Array(response.body))) ?? .null
-            throw CloudError.read(json, status: response.status)
-        }
+        guard (200..<300).contains(response.status) else { throw CloudError.answer(response.body, status: response.status) }
         guard !response.body.isEmpty else { return nil }
         guard let json = try? JSONValue(parsing: Array(response.body)), let notification = CloudNotification(payload: json) else {
             throw CloudError(code: .invalidResponse, reason: "the courier answered something that is not a notification")
