@@ -64,10 +64,6 @@ public struct CloudDatabase: Sendable {
         "database/1/\(container.containerIdentifier)/\(container.environment.rawValue)/\(scope.rawValue)/\(operation)"
     }
 
-    func post(_ operation: String, _ build: (inout JSONWriter) -> Void) async throws(CloudError) -> JSONValue {
-        try await container.post(path: path(operation), body: Self.requestBody(build))
-    }
-
     func postForBytes(_ operation: String, _ build: (inout JSONWriter) -> Void) async throws(CloudError) -> [UInt8] {
         try await container.postForBytes(path: path(operation), body: Self.requestBody(build))
     }

@@ -45,9 +45,10 @@ struct ServeClusterTests {
     static func post(_ server: ServeProcessTests.Server, _ database: String, _ operation: String, _ query: String, _ body: String) async throws
         -> (Int, JSONValue)
     {
-        // A generous deadline: only a request that never answers should fail, on a machine the whole suite loads.
+        // A generous deadline: only a request that never answers should fail, on a machine the whole suite loads (30 s
+        // was once too short for a fresh instance's first write in the suite's first minute).
         try await ServeProcessTests.post(
-            "\(server.url)/database/1/\(container)/development/\(database)/\(operation)?\(query)", body, timeout: .seconds(30))
+            "\(server.url)/database/1/\(container)/development/\(database)/\(operation)?\(query)", body, timeout: .seconds(120))
     }
 
     static func create(_ name: String, type: String = "Item", fields: String = "{}", parent: String? = nil) -> String {
@@ -245,7 +246,7 @@ struct ServeClusterTests {
             let started = ContinuousClock.now
             let (status, json) = try await ServeProcessTests.post(
                 "\(server.url)/database/1/\(Self.container)/development/private/records/modify?\(alice)",
-                #"{"operations":[\#(Self.create("during-" + String(attempt)))]}"#, timeout: .seconds(30))
+                #"{"operations":[\#(Self.create("during-" + String(attempt)))]}"#, timeout: .seconds(60))
             #expect(status == 503, "\(json)")
             #expect(json["serverErrorCode"]?.stringValue == "TRY_AGAIN_LATER")
             #expect(json["retryAfter"] != nil)
