@@ -301,9 +301,19 @@ extension WireMessage {
     }
 }
 
+/// A message read by scanning its bytes, no JSON tree: records' answers, which can be long. Read from an object, the
+/// object is written out and scanned, so there is one reader.
+public protocol ScannedWireMessage: WireMessage {}
+
+extension ScannedWireMessage {
+    public init(wire object: WireObject) throws(WireFormatError) {
+        try self.init(wireBytes: JSONValue.object(object.members).jsonBytes)
+    }
+}
+
 /// The answer of `records/lookup`, `records/modify` and `records/query`: one result per record, in the request's order
 /// (a query's in its sort order, with a marker when more match).
-public struct RecordsResponse: WireMessage {
+public struct RecordsResponse: ScannedWireMessage {
     public var records: [RecordResult]
     /// Where the next page of a query starts.
     public var continuationMarker: String?
@@ -314,10 +324,6 @@ public struct RecordsResponse: WireMessage {
         self.records = records
         self.continuationMarker = continuationMarker
         self.options = options
-    }
-
-    public init(wire object: WireObject) throws(WireFormatError) {
-        self = try Self(wireBytes: JSONValue.object(object.members).jsonBytes)
     }
 
     /// Reads the answer straight from its bytes, without a JSON tree.
@@ -345,7 +351,7 @@ public struct RecordsResponse: WireMessage {
 }
 
 /// The answer of `changes/zone`: for each zone asked for, a page of its changes since the token, or its error.
-public struct ZoneChangesResponse: WireMessage {
+public struct ZoneChangesResponse: ScannedWireMessage {
     /// One zone's answer.
     public enum Zone: Sendable {
         /// Changed records and tombstones in commit order, the token after them, and whether more follow.
@@ -360,10 +366,6 @@ public struct ZoneChangesResponse: WireMessage {
     public init(zones: [Zone], options: FieldWriteOptions = .init()) {
         self.zones = zones
         self.options = options
-    }
-
-    public init(wire object: WireObject) throws(WireFormatError) {
-        self = try Self(wireBytes: JSONValue.object(object.members).jsonBytes)
     }
 
     /// Reads the answer straight from its bytes: an initial sync reads hundreds of pages of hundreds of records.
@@ -433,7 +435,7 @@ public struct ZoneChangesResponse: WireMessage {
 }
 
 /// The answer of `records/changes`, the older single-zone feed: one page at the top level.
-public struct RecordChangesResponse: WireMessage {
+public struct RecordChangesResponse: ScannedWireMessage {
     public var records: [RecordResult]
     public var syncToken: String
     public var moreComing: Bool
@@ -447,8 +449,8 @@ public struct RecordChangesResponse: WireMessage {
         self.options = options
     }
 
-    public init(wire object: WireObject) throws(WireFormatError) {
-        self = try Self.scanned(JSONValue.object(object.members).jsonBytes) { scanner in
+    public init(wireBytes bytes: some Collection<UInt8>) throws(WireFormatError) {
+        self = try Self.scanned(bytes) { scanner in
             var records: [RecordResult] = []
             var syncToken: String?
             var moreComing = false
