@@ -142,6 +142,8 @@ struct ConsoleTests {
             let path = "/console/development/zones/private/\(world.alice.userRecordName)/Lists/list"
             let page = try await browser.get(path, cookie: cookie)
             #expect(page.body.contains("Weekend") && page.body.contains("INT64"))
+            // Its authors by name, beside their user record names.
+            #expect(page.body.contains("by alice (\(world.alice.userRecordName))"), "\(page.body)")
             let csrf = try csrf(in: page.body)
             let database = DatabaseRef(
                 container: TestWorld.container, environment: .development, scope: .private, ownerRecordName: world.alice.userRecordName)

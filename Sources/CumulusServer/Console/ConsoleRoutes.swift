@@ -411,16 +411,18 @@ struct ConsoleRoutes {
         var body = ""
         if let message { body += #"<p class="message" id="message">\#(ConsolePage.escape(message))</p>"# }
         if let error { body += #"<p class="error" id="error">\#(ConsolePage.escape(error))</p>"# }
+        // Who made the record and who changed it last, by name: at most two lookups a page.
+        var names: [String: String] = [:]
+        for author in Set([header.created.userRecordName, header.modified.userRecordName]) {
+            names[author] = try? await console.user(author, container: session.container, logger: context.logger).name
+        }
+        func stamp(_ stamp: RecordStamp) -> String {
+            let who = names[stamp.userRecordName].map { "\($0) (\(stamp.userRecordName))" } ?? stamp.userRecordName
+            return "\(ConsolePage.date(stamp.timestamp)) by \(who), device \(stamp.deviceID)"
+        }
         var system: [[ConsolePage.Cell]] = [
             [.text("Type"), .code(header.recordType)], [.text("Change tag"), .code(header.recordChangeTag)],
-            [
-                .text("Created"),
-                .text("\(ConsolePage.date(header.created.timestamp)) by \(header.created.userRecordName) (\(header.created.deviceID))"),
-            ],
-            [
-                .text("Modified"),
-                .text("\(ConsolePage.date(header.modified.timestamp)) by \(header.modified.userRecordName) (\(header.modified.deviceID))"),
-            ],
+            [.text("Created"), .text(stamp(header.created))], [.text("Modified"), .text(stamp(header.modified))],
         ]
         if let parent = header.parent {
             system.append([.text("Parent"), .link(parent, href: "\(zonePath(environment, database, zoneName))/\(ConsolePage.segment(parent))")])
