@@ -246,12 +246,16 @@ struct WireMessageTests {
         }
     }
 
-    @Test func aMissingMemberIsNamed() {
+    @Test func aMissingMemberIsNamed() throws {
         #expect(throws: WireFormatError.self) { try DatabaseChangesResponse(wireBytes: Array(#"{"zones":[],"moreComing":false}"#.utf8)) }
         do {
             _ = try DatabaseChangesResponse(wireBytes: Array(#"{"zones":[],"moreComing":false}"#.utf8))
         } catch {
             #expect(error.path == "syncToken")
         }
+        // A list a message needs is named when it is missing, and may be empty.
+        #expect(throws: WireFormatError(path: "tokens", message: "is required")) { try AssetUploadRequest(wireBytes: Array("{}".utf8)) }
+        #expect(throws: WireFormatError(path: "links", message: "is required")) { try CreatedLinksResponse(wireBytes: Array("{}".utf8)) }
+        #expect(try AssetRereferenceRequest(wireBytes: Array(#"{"assets":[]}"#.utf8)).assets.isEmpty)
     }
 }

@@ -21,8 +21,7 @@ public struct CreatedLinksResponse: WireMessage, Hashable {
     }
 
     public init(wire object: WireObject) throws(WireFormatError) {
-        guard object["links"] != nil else { throw WireFormatError(path: object.path("links"), message: "is required") }
-        links = try object.objects("links") { link throws(WireFormatError) in
+        links = try object.requiredObjects("links") { link throws(WireFormatError) in
             let text = try link.requiredString("expiresAt")
             guard let expiresAt = ISO8601Milliseconds.milliseconds(text) else {
                 throw WireFormatError(path: link.path("expiresAt"), message: "expected an ISO 8601 time, found \(text)")
@@ -77,8 +76,7 @@ public struct LinkSnapshotResponse: WireMessage {
             guard let drive = object["drive"] else { throw WireFormatError(path: object.path("drive"), message: "is required") }
             content = .drive(try SharedDrive(wire: drive, path: object.path("drive")))
         default:
-            guard object["records"] != nil else { throw WireFormatError(path: object.path("records"), message: "is required") }
-            content = .records(try object.objects("records") { record throws(WireFormatError) in try RecordDraft(wire: record) })
+            content = .records(try object.requiredObjects("records") { record throws(WireFormatError) in try RecordDraft(wire: record) })
         }
     }
 

@@ -23,8 +23,7 @@ public struct AssetUploadRequest: WireMessage, Hashable {
 
     public init(wire object: WireObject) throws(WireFormatError) {
         zoneID = try object.object("zoneID").map { (zone) throws(WireFormatError) in try ZoneID(wire: zone) }
-        guard object["tokens"] != nil else { throw WireFormatError(path: object.path("tokens"), message: "is required") }
-        tokens = try object.objects("tokens") { token throws(WireFormatError) in
+        tokens = try object.requiredObjects("tokens") { token throws(WireFormatError) in
             AssetUploadToken(
                 recordName: try token.string("recordName"), recordType: try token.string("recordType"),
                 fieldName: try token.requiredString("fieldName"))
@@ -154,8 +153,7 @@ public struct AssetRereferenceRequest: WireMessage, Hashable {
 
     public init(wire object: WireObject) throws(WireFormatError) {
         zoneID = try object.object("zoneID").map { (zone) throws(WireFormatError) in try ZoneID(wire: zone) }
-        guard object["assets"] != nil else { throw WireFormatError(path: object.path("assets"), message: "is required") }
-        assets = try object.objects("assets") { asset throws(WireFormatError) in
+        assets = try object.requiredObjects("assets") { asset throws(WireFormatError) in
             Field(recordName: try asset.requiredString("recordName"), fieldName: try asset.requiredString("fieldName"))
         }
     }

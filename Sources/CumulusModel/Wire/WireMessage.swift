@@ -83,6 +83,14 @@ extension WireObject {
         }
         return elements
     }
+
+    /// Reads each element of an array member that must be there (it may be empty) as an object.
+    public func requiredObjects<Element>(
+        _ key: String, _ read: (WireObject) throws(WireFormatError) -> Element
+    ) throws(WireFormatError) -> [Element] {
+        guard self[key] != nil else { throw WireFormatError(path: path(key), message: "is required") }
+        return try objects(key, read)
+    }
 }
 
 extension JSONWriter {
