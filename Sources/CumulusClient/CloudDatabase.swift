@@ -34,6 +34,18 @@ public struct ZoneChanges: Sendable {
     public var deletions: [Deletion]
     public var syncToken: String
     public var moreComing: Bool
+    /// On the page that ends the feed, the digest of the zone as this caller sees it at ``syncToken``: a device that
+    /// applied every page holds exactly the records it sums (see ``ZoneDigest``).
+    public var digest: ZoneDigest?
+
+    public init(zoneID: ZoneID, records: [CloudRecord], deletions: [Deletion], syncToken: String, moreComing: Bool, digest: ZoneDigest? = nil) {
+        self.zoneID = zoneID
+        self.records = records
+        self.deletions = deletions
+        self.syncToken = syncToken
+        self.moreComing = moreComing
+        self.digest = digest
+    }
 }
 
 /// What a share link leads to.
@@ -318,8 +330,9 @@ public struct CloudDatabase: Sendable {
         switch zone {
         case .failed(_, let error):
             throw CloudError(error)
-        case .page(_, let syncToken, let moreComing, let records):
+        case .page(_, let syncToken, let moreComing, let records, let digest):
             var changes = ZoneChanges(zoneID: zoneID, records: [], deletions: [], syncToken: syncToken, moreComing: moreComing)
+            changes.digest = digest
             changes.records.reserveCapacity(records.count)
             for result in records {
                 switch result {

@@ -354,8 +354,10 @@ public struct RecordsResponse: ScannedWireMessage {
 public struct ZoneChangesResponse: ScannedWireMessage {
     /// One zone's answer.
     public enum Zone: Sendable {
-        /// Changed records and tombstones in commit order, the token after them, and whether more follow.
-        case page(zoneID: ZoneID, syncToken: String, moreComing: Bool, records: [RecordResult])
+        /// Changed records and tombstones in commit order, the token after them, and whether more follow; on the page
+        /// that ends the feed, Cumulus adds the digest of the zone as the caller sees it at the token (`zoneDigest`, a
+        /// key Apple's clients ignore).
+        case page(zoneID: ZoneID, syncToken: String, moreComing: Bool, records: [RecordResult], zoneDigest: ZoneDigest? = nil)
         case failed(ZoneID, ItemError)
     }
 
@@ -390,6 +392,7 @@ public struct ZoneChangesResponse: ScannedWireMessage {
         var syncToken: String?
         var moreComing = false
         var records: [RecordResult] = []
+        var digest: ZoneDigest?
         var errorMembers: [String: JSONValue] = [:]
         try scanner.beginObject()
         while let key = try scanner.nextKey() {
@@ -398,6 +401,8 @@ public struct ZoneChangesResponse: ScannedWireMessage {
             case "records": records = try RecordResult.readArray(scanning: &scanner)
             case "syncToken": syncToken = try scanner.readNull() ? nil : try scanner.readString()
             case "moreComing": moreComing = try scanner.readValue() == .bool(true)
+            case "zoneDigest":
+                digest = try scanner.readNull() ? nil : try ZoneDigest(wire: WireObject(try scanner.readValue(), path: "zones.zoneDigest"))
             case "serverErrorCode", "reason", "uuid": errorMembers[key] = try scanner.readValue()
             default: try scanner.skipValue()
             }
@@ -407,7 +412,7 @@ public struct ZoneChangesResponse: ScannedWireMessage {
             return .failed(zone, error)
         }
         guard let syncToken else { throw WireFormatError(path: "zones.syncToken", message: "is required") }
-        return .page(zoneID: zone, syncToken: syncToken, moreComing: moreComing, records: records)
+        return .page(zoneID: zone, syncToken: syncToken, moreComing: moreComing, records: records, zoneDigest: digest)
     }
 
     public func write(to writer: inout JSONWriter) {
@@ -415,7 +420,7 @@ public struct ZoneChangesResponse: ScannedWireMessage {
         writer.array("zones", zones) { writer, zone in
             writer.beginObject()
             switch zone {
-            case .page(let zoneID, let syncToken, let moreComing, let records):
+            case .page(let zoneID, let syncToken, let moreComing, let records, let digest):
                 writer.key("zoneID")
                 writer.zoneID(zoneID)
                 writer.key("syncToken")
@@ -423,6 +428,10 @@ public struct ZoneChangesResponse: ScannedWireMessage {
                 writer.key("moreComing")
                 writer.bool(moreComing)
                 writer.array("records", records) { writer, record in record.write(to: &writer, options: options) }
+                if let digest {
+                    writer.key("zoneDigest")
+                    writer.zoneDigest(digest)
+                }
             case .failed(let zoneID, let error):
                 writer.key("zoneID")
                 writer.zoneID(zoneID)

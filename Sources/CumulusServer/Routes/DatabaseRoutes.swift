@@ -260,7 +260,7 @@ struct DatabaseRoutes {
                     let presentation = sharePresentation(shares, caller: caller, request: request)
                     return .page(
                         zoneID: page.zone.zoneID, syncToken: syncToken, moreComing: page.moreComing,
-                        records: page.changes.map { RecordResult($0, desiredKeys: desiredKeys, shares: presentation) })
+                        records: page.changes.map { RecordResult($0, desiredKeys: desiredKeys, shares: presentation) }, zoneDigest: page.digest)
                 case .failed(let zoneID, let error):
                     return .failed(zoneID, ItemError(code: error.code.serverErrorCode, reason: error.reason))
                 }

@@ -36,12 +36,17 @@ public struct ZoneChangePage: Sendable, Hashable {
     /// The position to resume from.
     public var sequence: Int64
     public var moreComing: Bool
+    /// On the page that ends the feed, the digest of the zone as the reader sees it at ``sequence`` (for a participant
+    /// of hierarchy shares, of what is shared with them); `nil` on other pages, when the page is filtered by record
+    /// type, or while the zone's digest is not computed yet.
+    public var digest: ZoneDigest?
 
-    public init(zone: ZoneState, changes: [ZoneRecordChange], sequence: Int64, moreComing: Bool) {
+    public init(zone: ZoneState, changes: [ZoneRecordChange], sequence: Int64, moreComing: Bool, digest: ZoneDigest? = nil) {
         self.zone = zone
         self.changes = changes
         self.sequence = sequence
         self.moreComing = moreComing
+        self.digest = digest
     }
 }
 

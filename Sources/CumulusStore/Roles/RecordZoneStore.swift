@@ -31,6 +31,16 @@ public protocol RecordZoneStore: Sendable {
     /// belongs to (it was deleted and created again).
     func zoneChanges(_ request: ZoneChangeRequest, logger: Logger) async throws -> ZoneChangePage
 
+    /// Scans the live records of a zone whose names fall in `range`, in name order (as a participant sees them, with
+    /// `access`), in one read. Throws ``StoreError/Code/zoneNotFound`` if the zone does not exist.
+    func scanRecords<Scan: RecordSequenceScan>(
+        _ scan: Scan, in range: RecordNameRange, zoneName: String, database: DatabaseRef, access: ParticipantAccess?, logger: Logger
+    ) async throws -> Scan
+
+    /// Computes zones' digests from their records and stores those that differ from the stored ones (`unknownOnly`:
+    /// only those never computed), each zone under its writers' lock. Answers the zones it set right.
+    func refreshZoneDigests(unknownOnly: Bool, logger: Logger) async throws -> [ZoneDigestRepair]
+
     /// One page of records matching a query. Throws ``StoreError/Code/zoneNotFound`` if the zone does not exist.
     func queryRecords(_ query: RecordQuery, logger: Logger) async throws -> RecordQueryPage
 }

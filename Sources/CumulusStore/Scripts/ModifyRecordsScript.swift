@@ -117,15 +117,21 @@ public struct ModifyRecordsScript {
             return sequence
         }
         let saved = zip(plan.writes, sequences).map { $0.storedRecord(zoneID: zoneID, changeSequence: $1) }
-        let save: TransactionScript<Void> =
-            plan.writes.isEmpty ? .finished : .perform(.saveRecords(zone: zone.id, writes: plan.writes, sequences: sequences))
-        return try save.then {
-            delete(plan.deletions, zone: zone, after: sequence)
-        }.then { sequence in
-            trackHierarchyMoves(plan.writes, existing: existing, zone: zone, after: sequence)
-        }.then { sequence in
-            // The zone takes its new sequence and moves to the head of its database's feed and of every viewer's.
-            TransactionScript.perform(.finishZoneWrite(zone: zone.id, databaseID: zone.databaseID, sequence: sequence))
+        // The zone's digest: what the saves and deletions replaced goes, what they wrote comes.
+        let written = Dictionary(zip(plan.writes.map(\.recordName), sequences), uniquingKeysWith: { _, last in last })
+        let save: TransactionScript<ZoneDigest> =
+            plan.writes.isEmpty
+            ? .done(.empty)
+            : .perform(.saveRecords(zone: zone.id, writes: plan.writes, sequences: sequences)) { answer in
+                .done(ZoneDigest.change(replacing: try answer.liveSequences, with: written))
+            }
+        return try save.then { digest in
+            delete(plan.deletions, zone: zone, after: sequence).map { ($0.sequence, digest.adding($0.digest)) }
+        }.then { sequence, digest in
+            trackHierarchyMoves(plan.writes, existing: existing, zone: zone, after: sequence).map { ($0, digest) }
+        }.then { sequence, digest in
+            // The zone takes its new sequence and digest, and moves to the head of its database's feed and of every viewer's.
+            TransactionScript.perform(.finishZoneWrite(zone: zone.id, databaseID: zone.databaseID, sequence: sequence, digest: digest))
         }.then {
             try applyShareChanges(shareChanges, zone: zone)
         }.then { () -> TransactionScript<[StoredRecord]> in
@@ -151,9 +157,10 @@ public struct ModifyRecordsScript {
 
     /// Deletes the plan's records and, following `DELETE_SELF` references breadth-first (a read per level), every
     /// live record that points at a deleted one; explicit deletions first, in request order, then cascades, each name
-    /// one sequence. Deleting a share's root, or its share record, ends the share, as in CloudKit.
-    private func delete(_ deletions: [String], zone: ZoneRow, after sequence: Int64) -> TransactionScript<Int64> {
-        guard !deletions.isEmpty else { return .done(sequence) }
+    /// one sequence. Deleting a share's root, or its share record, ends the share, as in CloudKit. Answers the last
+    /// sequence taken, and how the deletions change the zone's digest.
+    private func delete(_ deletions: [String], zone: ZoneRow, after sequence: Int64) -> TransactionScript<(sequence: Int64, digest: ZoneDigest)> {
+        guard !deletions.isEmpty else { return .done((sequence, .empty)) }
         var deleted = Set(deletions)
         func cascade(_ frontier: [String]) -> TransactionScript<Set<String>> {
             guard !frontier.isEmpty else { return .done(deleted) }
@@ -167,8 +174,10 @@ public struct ModifyRecordsScript {
             let ordered = (deletions + deleted.subtracting(deletions).sorted()).filter { seen.insert($0).inserted }
             let sequences = ordered.indices.map { sequence + Int64($0) + 1 }
             let modified = RecordStamp(timestamp: batch.timestamp, userRecordName: batch.author, deviceID: batch.deviceID)
-            return TransactionScript.perform(.deleteRecords(zone: zone.id, names: ordered, sequences: sequences, modified: modified))
-                .then { endShares(deleted: ordered, zone: zone, after: sequence + Int64(ordered.count)) }
+            return TransactionScript.perform(.deleteRecords(zone: zone.id, names: ordered, sequences: sequences, modified: modified)) { answer in
+                let digest = ZoneDigest.change(replacing: try answer.liveSequences, with: [:])
+                return endShares(deleted: ordered, zone: zone, after: sequence + Int64(ordered.count)).map { ($0, digest) }
+            }
         }
     }
 
@@ -186,19 +195,24 @@ public struct ModifyRecordsScript {
                 guard let shareID = ids[ending.shareRecordName] else { return .finished }
                 return .perform(.readParticipants(shareID: shareID)) { answer in
                     let users = Set(try answer.participants.filter { $0.type != .owner }.map(\.userRecordName))
-                    var actions: [StoreAction] = [.deleteShare(shareID: shareID)]
+                    var steps: [TransactionScript<Void>] = [.perform(.deleteShare(shareID: shareID))]
                     if let root = ending.rootToClear {
                         sequence += 1
-                        actions.append(.clearShareReference(zone: zone.id, rootRecordName: root, sequence: sequence))
+                        steps.append(
+                            .changeRecords(
+                                .clearShareReference(zone: zone.id, rootRecordName: root, sequence: sequence), zone: zone.id, to: [root: sequence]))
                     }
                     if ending.deletesShareRecord {
                         sequence += 1
                         let modified = RecordStamp(timestamp: batch.timestamp, userRecordName: batch.author, deviceID: batch.deviceID)
-                        actions.append(.deleteRecords(zone: zone.id, names: [ending.shareRecordName], sequences: [sequence], modified: modified))
+                        steps.append(
+                            .deleteRecords(
+                                .deleteRecords(zone: zone.id, names: [ending.shareRecordName], sequences: [sequence], modified: modified),
+                                zone: zone.id))
                     }
                     // The batch holds the zone's sequence until it ends; views take positions from the stored one.
-                    actions.append(.setZoneSequence(zone: zone.id, sequence))
-                    return try TransactionScript.perform(actions)
+                    steps.append(.perform(.setZoneSequence(zone: zone.id, sequence)))
+                    return try TransactionScript.forEach(steps) { $0 }
                         .then { try ShareScripts.refreshViews(zone: zone.id, users: users) }
                         .then {
                             .perform(.readZoneSequence(zone: zone.id)) { answer in
@@ -236,9 +250,12 @@ public struct ModifyRecordsScript {
                         let subtree = try answer.list
                         let sequences = subtree.indices.map { sequence + Int64($0) + 1 }
                         sequence += Int64(subtree.count)
-                        var actions: [StoreAction] = [.renumberRecords(zone: zone.id, names: subtree, sequences: sequences)]
-                        if let oldRoot { actions.append(.recordExits(zone: zone.id, root: oldRoot, names: subtree, sequences: sequences)) }
-                        return subtree.isEmpty ? .finished : .perform(actions)
+                        guard !subtree.isEmpty else { return .finished }
+                        let renumber = TransactionScript.changeRecords(
+                            .renumberRecords(zone: zone.id, names: subtree, sequences: sequences), zone: zone.id,
+                            to: Dictionary(zip(subtree, sequences), uniquingKeysWith: { _, last in last }))
+                        guard let oldRoot else { return renumber }
+                        return renumber.then { .perform(.recordExits(zone: zone.id, root: oldRoot, names: subtree, sequences: sequences)) }
                     }
                 }.map { sequence }
             }
@@ -280,11 +297,17 @@ public struct ModifyRecordsScript {
         return .perform(.readShortGUID(zone: zone.id, recordName: change.rootRecordName)) { answer in
             let shortGUID = try answer.text ?? ShortGUID.make()
             // The root points at its share, and takes a new change tag so every feed shows it.
-            let point: StoreAction =
-                change.rootRecordName.map {
-                    .pointRootAtShare(zone: zone.id, rootRecordName: $0, shareRecordName: change.recordName, shortGUID: shortGUID)
-                } ?? .setZoneShortGUID(zone: zone.id, shortGUID: shortGUID)
-            return .perform(point) { _ in
+            let point: TransactionScript<Void> =
+                change.rootRecordName.map { root in
+                    .perform(.takeZoneSequence(zone: zone.id)) { answer in
+                        let sequence = try answer.sequence
+                        return .changeRecords(
+                            .pointRootAtShare(
+                                zone: zone.id, rootRecordName: root, shareRecordName: change.recordName, shortGUID: shortGUID, sequence: sequence),
+                            zone: zone.id, to: [root: sequence])
+                    }
+                } ?? .perform(.setZoneShortGUID(zone: zone.id, shortGUID: shortGUID))
+            return point.then {
                 .perform(
                     .insertShare(
                         zone: zone.id, shareRecordName: change.recordName, rootRecordName: change.rootRecordName, shortGUID: shortGUID,

@@ -45,10 +45,10 @@ public enum ShareScripts {
     /// moves to the head of its database's feed.
     public static func touchShareRecord(_ shareRecordName: String, zone: ZoneRow) -> TransactionScript<Void> {
         .perform(.takeZoneSequence(zone: zone.id)) { answer in
-            .perform([
-                .renumberRecords(zone: zone.id, names: [shareRecordName], sequences: [try answer.sequence]),
-                .touchZone(zone: zone.id, databaseID: zone.databaseID, sequence: nil),
-            ])
+            let sequence = try answer.sequence
+            return TransactionScript.changeRecords(
+                .renumberRecords(zone: zone.id, names: [shareRecordName], sequences: [sequence]), zone: zone.id, to: [shareRecordName: sequence]
+            ).then { .perform(.touchZone(zone: zone.id, databaseID: zone.databaseID, sequence: nil)) }
         }
     }
 

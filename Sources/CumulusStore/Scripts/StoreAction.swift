@@ -54,14 +54,17 @@ public enum StoreAction {
     case createDatabase(DatabaseRef, timestamp: Int64)
     /// Creates a zone if no live one has the name. Answers ``StoreAnswer/createdZone(_:created:)``.
     case createZone(databaseID: Int64, zoneName: String, timestamp: Int64)
-    /// Marks a zone deleted (its row stays, a tombstone for the database feed) and deletes its records and shares.
+    /// Marks a zone deleted (its row stays, a tombstone for the database feed) and deletes its records and shares; its
+    /// digest becomes empty.
     case deleteZone(zone: Int64)
     /// The zone takes `sequence` as its change sequence, if given, and moves to the head of its database's feed.
     case touchZone(zone: Int64, databaseID: Int64, sequence: Int64?)
     /// After a batch: the zone takes `sequence` and moves to the head of its database's feed and of every viewer's
     /// shared database feed (``touchZone(zone:databaseID:sequence:)`` then ``advanceViews(zone:ending:)``, in one
-    /// statement where the store can).
-    case finishZoneWrite(zone: Int64, databaseID: Int64, sequence: Int64)
+    /// statement where the store can), and its digest changes by `digest` (as ``adjustZoneDigest(zone:by:)``).
+    case finishZoneWrite(zone: Int64, databaseID: Int64, sequence: Int64, digest: ZoneDigest)
+    /// Adds `digest` to the zone's stored digest: lane by lane modulo 2³², and its record count (which may go down).
+    case adjustZoneDigest(zone: Int64, by: ZoneDigest)
     /// Moves the zone to the head of every viewer's shared database feed (or, `ending`, reports it deleted there).
     case advanceViews(zone: Int64, ending: Bool)
     /// Stores the zone's change sequence.
@@ -83,13 +86,17 @@ public enum StoreAction {
     /// The records `roots` and everything below them, tombstones included. Answers ``StoreAnswer/list(_:)``.
     case readSubtree(zone: Int64, roots: [String])
     /// Writes records, each with its change sequence (a name written twice keeps its last write), and replaces their
-    /// `DELETE_SELF` references.
+    /// `DELETE_SELF` references. Answers ``StoreAnswer/liveSequences(_:)``: the rows it replaced that were live.
+    ///
+    /// Every action that changes which records are live, or their change sequences, answers the sequences the live
+    /// rows had before it, so the script keeps the zone's digest (``ZoneDigest``) in the same transaction.
     case saveRecords(zone: Int64, writes: [PlannedWrite], sequences: [Int64])
     /// Live records with a `DELETE_SELF` reference to one of `targets`. Answers ``StoreAnswer/list(_:)``.
     case readReferrers(zone: Int64, targets: [String])
-    /// Turns live records into tombstones, each with its change sequence, and drops their references.
+    /// Turns live records into tombstones, each with its change sequence, and drops their references. Answers
+    /// ``StoreAnswer/liveSequences(_:)``.
     case deleteRecords(zone: Int64, names: [String], sequences: [Int64], modified: RecordStamp)
-    /// Gives records new change sequences.
+    /// Gives records new change sequences. Answers ``StoreAnswer/liveSequences(_:)``.
     case renumberRecords(zone: Int64, names: [String], sequences: [Int64])
     /// Records that `names` left the hierarchy under `root` at these sequences, for its participants' feeds.
     case recordExits(zone: Int64, root: String, names: [String], sequences: [Int64])
@@ -109,8 +116,9 @@ public enum StoreAction {
     case readParticipants(shareID: Int64)
     /// The short GUID of a record (or, without one, of the zone). Answers ``StoreAnswer/text(_:)``.
     case readShortGUID(zone: Int64, recordName: String?)
-    /// Points a hierarchy's root at its new share, with the share's short GUID and a new change sequence from the zone.
-    case pointRootAtShare(zone: Int64, rootRecordName: String, shareRecordName: String, shortGUID: String)
+    /// Points a hierarchy's root at its new share, with the share's short GUID and a new change sequence. Answers
+    /// ``StoreAnswer/liveSequences(_:)``.
+    case pointRootAtShare(zone: Int64, rootRecordName: String, shareRecordName: String, shortGUID: String, sequence: Int64)
     /// Gives the zone the short GUID of its zone-wide share.
     case setZoneShortGUID(zone: Int64, shortGUID: String)
     /// Creates a share row. Answers ``StoreAnswer/sequence(_:)`` with its ID.
@@ -123,7 +131,7 @@ public enum StoreAction {
     /// Adds a public user who accepted a share open to anyone with the link.
     case addPublicParticipant(shareID: Int64, userRecordName: String, permission: SharePermission)
     case deleteShare(shareID: Int64)
-    /// Clears a root's reference to its ended share, with a new change sequence.
+    /// Clears a root's reference to its ended share, with a new change sequence. Answers ``StoreAnswer/liveSequences(_:)``.
     case clearShareReference(zone: Int64, rootRecordName: String, sequence: Int64)
 
     // MARK: Shared database views
@@ -169,6 +177,8 @@ public enum StoreAnswer {
     case participants([ShareParticipantState])
     case viewAccess(SharedViewAccess?)
     case view(StoredView?)
+    /// Records' change sequences, by name: those an action found live before it changed them.
+    case liveSequences([String: Int64])
 }
 
 extension StoreAnswer {
@@ -216,5 +226,8 @@ extension StoreAnswer {
     }
     public var view: StoredView? {
         get throws { if case .view(let value) = self { return value } else { throw mismatch("a view") } }
+    }
+    public var liveSequences: [String: Int64] {
+        get throws { if case .liveSequences(let value) = self { return value } else { throw mismatch("live sequences") } }
     }
 }

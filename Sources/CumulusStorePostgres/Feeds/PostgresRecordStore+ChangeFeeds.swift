@@ -52,7 +52,8 @@ extension PostgresRecordStore {
                 // The default zone of a database never written: empty, and its token stays good once it is written.
                 if request.zoneName == ZoneID.defaultZoneName, request.incarnation == nil || request.incarnation == 0 {
                     return ZoneChangePage(
-                        zone: ZoneState(zoneID: zoneID, changeSequence: 0, incarnation: 0), changes: [], sequence: 0, moreComing: false)
+                        zone: ZoneState(zoneID: zoneID, changeSequence: 0, incarnation: 0), changes: [], sequence: 0, moreComing: false,
+                        digest: request.recordTypes == nil ? .empty : nil)
                 }
                 throw StoreError(.zoneNotFound, "zone \(request.zoneName) does not exist")
             }
@@ -87,9 +88,19 @@ extension PostgresRecordStore {
                 changes.append(change)
             }
             let state = ZoneState(zoneID: zoneID, changeSequence: zone.changeSequence, incarnation: zone.id)
+            // The page that ends the feed carries the digest of what the reader holds once they applied it, read in
+            // this snapshot.
+            var digest: ZoneDigest?
+            if !moreComing, request.recordTypes == nil {
+                if let access = request.access, !access.zoneWide {
+                    digest = try await Self.scan(DigestScan(), connection, zone: zone.id, range: .all, access: access, logger: logger).digest
+                } else {
+                    digest = try await Self.storedDigest(connection, zone: zone.id, logger: logger)
+                }
+            }
             return ZoneChangePage(
-                zone: state, changes: changes, sequence: moreComing ? lastSequence : max(zone.changeSequence, request.after), moreComing: moreComing
-            )
+                zone: state, changes: changes, sequence: moreComing ? lastSequence : max(zone.changeSequence, request.after), moreComing: moreComing,
+                digest: digest)
         }
     }
 

@@ -358,5 +358,15 @@ extension PostgresMigrations {
                 "CREATE TABLE asset_files (file_id TEXT COLLATE \"C\" PRIMARY KEY, size BIGINT NOT NULL)",
             ]
         ),
+        Migration(
+            version: 10, name: "zone digests",
+            statements: [
+                // Eight lanes of the zone's digest (each modulo 2^32) and its live record count; NULL: not computed yet
+                // (`migrate` computes them after this version).
+                "ALTER TABLE zones " + (0..<8).map { "ADD COLUMN digest_\($0) BIGINT NOT NULL DEFAULT 0" }.joined(separator: ", ")
+                    + ", ADD COLUMN record_count BIGINT DEFAULT 0",
+                "UPDATE zones SET record_count = NULL WHERE NOT deleted",
+            ]
+        ),
     ]
 }

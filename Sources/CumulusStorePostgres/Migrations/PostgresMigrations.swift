@@ -30,6 +30,9 @@ public enum PostgresMigrations {
             try await connection.query("SELECT pg_advisory_lock(\(migrationLock))", logger: logger)
             do {
                 try await applyMissing(on: connection, logger: logger)
+                // Zones from before digests (version 10) get theirs, under the lock, so one instance computes them.
+                let computed = try await PostgresRecordStore.refreshZoneDigests(connection, unknownOnly: true, logger: logger)
+                if !computed.isEmpty { logger.info("computed zone digests", metadata: ["cumulus.zones": "\(computed.count)"]) }
             } catch {
                 _ = try? await connection.query("SELECT pg_advisory_unlock(\(migrationLock))", logger: logger)
                 throw error

@@ -42,7 +42,11 @@ extension PostgresRecordStore {
             }
             return .createdZone(ZoneRow(id: existing.id, databaseID: databaseID, changeSequence: existing.changeSequence), created: false)
         case .deleteZone(let zone):
-            try await connection.query("UPDATE zones SET deleted = true WHERE id = \(zone)", logger: logger)
+            try await connection.query(
+                PostgresQuery(
+                    unsafeSQL:
+                        "UPDATE zones SET deleted = true, \((0..<8).map { "digest_\($0) = 0" }.joined(separator: ", ")), record_count = 0 WHERE id = $1",
+                    binds: try binds(zone)), logger: logger)
             for table in ["shares", "record_references", "records"] {
                 try await connection.query(
                     PostgresQuery(unsafeSQL: "DELETE FROM \(table) WHERE zone_id = $1", binds: try binds(zone)), logger: logger)
@@ -54,25 +58,33 @@ extension PostgresRecordStore {
                 UPDATE zones SET database_change_seq = d.change_seq, change_seq = COALESCE(\(sequence), zones.change_seq)
                 FROM d WHERE zones.id = \(zone)
                 """, logger: logger)
-        case .finishZoneWrite(let zone, let databaseID, let sequence):
+        case .finishZoneWrite(let zone, let databaseID, let sequence, let digest):
             // One statement; rows in the order every writer takes them: the zone (already held), its database, then
-            // shared databases by user.
+            // shared databases by user. The zone's digest changes in the same `UPDATE`.
+            var bindings = try binds(databaseID, sequence, zone)
+            for lane in digest.lanes { bindings.append(Int64(lane), context: .default) }
+            bindings.append(digest.recordCount, context: .default)
             try await connection.query(
-                """
-                WITH d AS (UPDATE databases SET change_seq = change_seq + 1 WHERE id = \(databaseID) RETURNING change_seq),
-                z AS (
-                    UPDATE zones SET change_seq = \(sequence), database_change_seq = (SELECT change_seq FROM d) WHERE id = \(zone) RETURNING id
-                ),
-                viewers AS (
-                    SELECT user_record_name FROM shared_zone_views WHERE zone_id = (SELECT id FROM z) AND NOT deleted ORDER BY user_record_name
-                ),
-                bumped AS (
-                    UPDATE shared_databases s SET change_seq = s.change_seq + 1 FROM viewers v
-                    WHERE s.user_record_name = v.user_record_name RETURNING s.user_record_name, s.change_seq
-                )
-                UPDATE shared_zone_views v SET view_seq = b.change_seq FROM bumped b
-                WHERE v.user_record_name = b.user_record_name AND v.zone_id = \(zone)
-                """, logger: logger)
+                PostgresQuery(
+                    unsafeSQL: """
+                        WITH d AS (UPDATE databases SET change_seq = change_seq + 1 WHERE id = $1 RETURNING change_seq),
+                        z AS (
+                            UPDATE zones SET change_seq = $2, database_change_seq = (SELECT change_seq FROM d), \(digestAdjustment(from: 4))
+                            WHERE id = $3 RETURNING id
+                        ),
+                        viewers AS (
+                            SELECT user_record_name FROM shared_zone_views WHERE zone_id = (SELECT id FROM z) AND NOT deleted
+                            ORDER BY user_record_name
+                        ),
+                        bumped AS (
+                            UPDATE shared_databases s SET change_seq = s.change_seq + 1 FROM viewers v
+                            WHERE s.user_record_name = v.user_record_name RETURNING s.user_record_name, s.change_seq
+                        )
+                        UPDATE shared_zone_views v SET view_seq = b.change_seq FROM bumped b
+                        WHERE v.user_record_name = b.user_record_name AND v.zone_id = $3
+                        """, binds: bindings), logger: logger)
+        case .adjustZoneDigest(let zone, let change):
+            try await adjustZoneDigest(connection, zone: zone, by: change, logger: logger)
         case .advanceViews(let zone, let ending):
             // Viewers' rows are locked in name order, as everywhere, so concurrent writers never wait in a circle.
             try await connection.query(
@@ -118,7 +130,7 @@ extension PostgresRecordStore {
         case .readSubtree(let zone, let roots):
             return .list(try await subtree(of: roots, zoneRowID: zone, connection, logger: logger))
         case .saveRecords(let zone, let writes, let sequences):
-            try await saveRecords(writes, sequences: sequences, zone: zone, connection, logger: logger)
+            return .liveSequences(try await saveRecords(writes, sequences: sequences, zone: zone, connection, logger: logger))
         case .readReferrers(let zone, let targets):
             let rows = try await connection.query(
                 """
@@ -130,20 +142,33 @@ extension PostgresRecordStore {
             for try await source in rows.decode(String.self) { sources.append(source) }
             return .list(sources)
         case .deleteRecords(let zone, let names, let sequences, let modified):
-            try await connection.query(
-                """
-                UPDATE records r SET deleted = true, fields = NULL, change_seq = u.seq, share_name = NULL,
-                    modified_at = \(modified.timestamp), modified_by = \(modified.userRecordName), modified_device = \(modified.deviceID)
-                FROM UNNEST(\(names), \(sequences)) AS u(name, seq)
-                WHERE r.zone_id = \(zone) AND r.record_name = u.name AND NOT r.deleted
-                """, logger: logger)
+            // The live rows' sequences before the update, from the statement's snapshot, in the same round trip.
+            let replaced = try await liveSequences(
+                connection.query(
+                    """
+                    WITH old AS (SELECT record_name, change_seq FROM records WHERE zone_id = \(zone) AND record_name = ANY(\(names)) AND NOT deleted),
+                    done AS (
+                        UPDATE records r SET deleted = true, fields = NULL, change_seq = u.seq, share_name = NULL,
+                            modified_at = \(modified.timestamp), modified_by = \(modified.userRecordName), modified_device = \(modified.deviceID)
+                        FROM UNNEST(\(names), \(sequences)) AS u(name, seq)
+                        WHERE r.zone_id = \(zone) AND r.record_name = u.name AND NOT r.deleted
+                    )
+                    SELECT record_name, change_seq FROM old
+                    """, logger: logger))
             try await connection.query("DELETE FROM record_references WHERE zone_id = \(zone) AND source_name = ANY(\(names))", logger: logger)
+            return .liveSequences(replaced)
         case .renumberRecords(let zone, let names, let sequences):
-            try await connection.query(
-                """
-                UPDATE records r SET change_seq = u.seq FROM UNNEST(\(names), \(sequences)) AS u(name, seq)
-                WHERE r.zone_id = \(zone) AND r.record_name = u.name
-                """, logger: logger)
+            return .liveSequences(
+                try await liveSequences(
+                    connection.query(
+                        """
+                        WITH old AS (SELECT record_name, change_seq FROM records WHERE zone_id = \(zone) AND record_name = ANY(\(names)) AND NOT deleted),
+                        done AS (
+                            UPDATE records r SET change_seq = u.seq FROM UNNEST(\(names), \(sequences)) AS u(name, seq)
+                            WHERE r.zone_id = \(zone) AND r.record_name = u.name
+                        )
+                        SELECT record_name, change_seq FROM old
+                        """, logger: logger)))
         case .recordExits(let zone, let root, let names, let sequences):
             try await connection.query(
                 """
@@ -214,13 +239,18 @@ extension PostgresRecordStore {
             var shortGUID: String?
             for try await guid in rows.decode(String?.self) { shortGUID = guid }
             return .text(shortGUID)
-        case .pointRootAtShare(let zone, let root, let share, let shortGUID):
-            try await connection.query(
-                """
-                WITH z AS (UPDATE zones SET change_seq = change_seq + 1 WHERE id = \(zone) RETURNING change_seq)
-                UPDATE records SET share_name = \(share), short_guid = \(shortGUID), change_seq = z.change_seq FROM z
-                WHERE zone_id = \(zone) AND record_name = \(root)
-                """, logger: logger)
+        case .pointRootAtShare(let zone, let root, let share, let shortGUID, let sequence):
+            return .liveSequences(
+                try await liveSequences(
+                    connection.query(
+                        """
+                        WITH old AS (SELECT record_name, change_seq FROM records WHERE zone_id = \(zone) AND record_name = \(root) AND NOT deleted),
+                        done AS (
+                            UPDATE records SET share_name = \(share), short_guid = \(shortGUID), change_seq = \(sequence)
+                            WHERE zone_id = \(zone) AND record_name = \(root)
+                        )
+                        SELECT record_name, change_seq FROM old
+                        """, logger: logger)))
         case .setZoneShortGUID(let zone, let shortGUID):
             try await connection.query("UPDATE zones SET short_guid = \(shortGUID) WHERE id = \(zone)", logger: logger)
         case .insertShare(let zone, let name, let root, let shortGUID, let publicPermission):
@@ -259,9 +289,17 @@ extension PostgresRecordStore {
         case .deleteShare(let shareID):
             try await connection.query("DELETE FROM shares WHERE id = \(shareID)", logger: logger)
         case .clearShareReference(let zone, let root, let sequence):
-            try await connection.query(
-                "UPDATE records SET share_name = NULL, change_seq = \(sequence) WHERE zone_id = \(zone) AND record_name = \(root) AND NOT deleted",
-                logger: logger)
+            return .liveSequences(
+                try await liveSequences(
+                    connection.query(
+                        """
+                        WITH old AS (SELECT record_name, change_seq FROM records WHERE zone_id = \(zone) AND record_name = \(root) AND NOT deleted),
+                        done AS (
+                            UPDATE records SET share_name = NULL, change_seq = \(sequence)
+                            WHERE zone_id = \(zone) AND record_name = \(root) AND NOT deleted
+                        )
+                        SELECT record_name, change_seq FROM old
+                        """, logger: logger)))
 
         case .readViewAccess(let zone, let user):
             return .viewAccess(try await viewAccess(connection, zoneRowID: zone, user: user, logger: logger))
@@ -309,6 +347,13 @@ extension PostgresRecordStore {
         return .none
     }
 
+    /// The `(name, sequence)` rows a statement returns, by name.
+    private static func liveSequences(_ rows: PostgresRowSequence) async throws -> [String: Int64] {
+        var sequences: [String: Int64] = [:]
+        for try await (name, sequence) in rows.decode((String, Int64).self) { sequences[name] = sequence }
+        return sequences
+    }
+
     /// The one `Int64` a statement returns.
     private static func single(_ rows: PostgresRowSequence) async throws -> Int64 {
         for try await value in rows.decode(Int64.self) { return value }
@@ -319,28 +364,36 @@ extension PostgresRecordStore {
     /// keeps its last write, as one upsert may not touch a row twice), then their `DELETE_SELF` references.
     private static func saveRecords(
         _ writes: [PlannedWrite], sequences: [Int64], zone: Int64, _ connection: PostgresConnection, logger: Logger
-    ) async throws {
+    ) async throws -> [String: Int64] {
         var lastWrite: [String: Int] = [:]
         for (index, write) in writes.enumerated() { lastWrite[write.recordName] = index }
         let rows = writes.indices.filter { lastWrite[writes[$0].recordName] == $0 }
         let last = rows.map { writes[$0] }
-        try await connection.query(
-            """
-            INSERT INTO records (zone_id, record_name, record_type, change_seq, deleted, fields, parent_name, share_name, short_guid,
-                created_at, created_by, created_device, modified_at, modified_by, modified_device)
-            SELECT \(zone), u.name, u.type, u.seq, false, u.fields, u.parent, u.share, u.guid, u.ca, u.cb, u.cd, u.ma, u.mb, u.md
-            FROM UNNEST(\(last.map(\.recordName)), \(last.map(\.recordType)), \(rows.map { sequences[$0] }),
-                \(last.map { String(decoding: $0.fieldsJSON, as: UTF8.self) }), \(NullableTextArray(last.map(\.parent))),
-                \(NullableTextArray(last.map { $0.share?.recordName })), \(NullableTextArray(last.map(\.shortGUID))),
-                \(last.map(\.created.timestamp)), \(last.map(\.created.userRecordName)), \(last.map(\.created.deviceID)),
-                \(last.map(\.modified.timestamp)), \(last.map(\.modified.userRecordName)), \(last.map(\.modified.deviceID)))
-                AS u(name, type, seq, fields, parent, share, guid, ca, cb, cd, ma, mb, md)
-            ON CONFLICT (zone_id, record_name) DO UPDATE SET
-                record_type = excluded.record_type, change_seq = excluded.change_seq, deleted = false, fields = excluded.fields,
-                parent_name = excluded.parent_name, share_name = excluded.share_name, short_guid = excluded.short_guid,
-                created_at = excluded.created_at, created_by = excluded.created_by, created_device = excluded.created_device,
-                modified_at = excluded.modified_at, modified_by = excluded.modified_by, modified_device = excluded.modified_device
-            """, logger: logger)
+        // The rows it replaces that were live, read in the statement's snapshot, before the upsert: one round trip.
+        let replaced = try await liveSequences(
+            connection.query(
+                """
+                WITH old AS (
+                    SELECT record_name, change_seq FROM records WHERE zone_id = \(zone) AND record_name = ANY(\(last.map(\.recordName))) AND NOT deleted
+                ),
+                done AS (
+                    INSERT INTO records (zone_id, record_name, record_type, change_seq, deleted, fields, parent_name, share_name, short_guid,
+                        created_at, created_by, created_device, modified_at, modified_by, modified_device)
+                    SELECT \(zone), u.name, u.type, u.seq, false, u.fields, u.parent, u.share, u.guid, u.ca, u.cb, u.cd, u.ma, u.mb, u.md
+                    FROM UNNEST(\(last.map(\.recordName)), \(last.map(\.recordType)), \(rows.map { sequences[$0] }),
+                        \(last.map { String(decoding: $0.fieldsJSON, as: UTF8.self) }), \(NullableTextArray(last.map(\.parent))),
+                        \(NullableTextArray(last.map { $0.share?.recordName })), \(NullableTextArray(last.map(\.shortGUID))),
+                        \(last.map(\.created.timestamp)), \(last.map(\.created.userRecordName)), \(last.map(\.created.deviceID)),
+                        \(last.map(\.modified.timestamp)), \(last.map(\.modified.userRecordName)), \(last.map(\.modified.deviceID)))
+                        AS u(name, type, seq, fields, parent, share, guid, ca, cb, cd, ma, mb, md)
+                    ON CONFLICT (zone_id, record_name) DO UPDATE SET
+                        record_type = excluded.record_type, change_seq = excluded.change_seq, deleted = false, fields = excluded.fields,
+                        parent_name = excluded.parent_name, share_name = excluded.share_name, short_guid = excluded.short_guid,
+                        created_at = excluded.created_at, created_by = excluded.created_by, created_device = excluded.created_device,
+                        modified_at = excluded.modified_at, modified_by = excluded.modified_by, modified_device = excluded.modified_device
+                )
+                SELECT record_name, change_seq FROM old
+                """, logger: logger))
         let sources = last.map(\.recordName)
         try await connection.query("DELETE FROM record_references WHERE zone_id = \(zone) AND source_name = ANY(\(sources))", logger: logger)
         let references = last.flatMap { write in write.deleteSelfTargets.map { (target: $0, source: write.recordName) } }
@@ -352,5 +405,6 @@ extension PostgresRecordStore {
                 ON CONFLICT DO NOTHING
                 """, logger: logger)
         }
+        return replaced
     }
 }

@@ -45,7 +45,8 @@ extension SQLiteRecordStore {
             guard let databaseID = try Self.databaseID(db, request.database) else {
                 if request.zoneName == ZoneID.defaultZoneName, request.incarnation == nil || request.incarnation == 0 {
                     return ZoneChangePage(
-                        zone: ZoneState(zoneID: zoneID, changeSequence: 0, incarnation: 0), changes: [], sequence: 0, moreComing: false)
+                        zone: ZoneState(zoneID: zoneID, changeSequence: 0, incarnation: 0), changes: [], sequence: 0, moreComing: false,
+                        digest: request.recordTypes == nil ? .empty : nil)
                 }
                 throw StoreError(.zoneNotFound, "zone \(request.zoneName) does not exist")
             }
@@ -83,9 +84,19 @@ extension SQLiteRecordStore {
                 changes.append(change)
             }
             let state = ZoneState(zoneID: zoneID, changeSequence: zone.changeSequence, incarnation: zone.id)
+            // The page that ends the feed carries the digest of what the reader holds once they applied it, read in
+            // this snapshot.
+            var digest: ZoneDigest?
+            if !moreComing, request.recordTypes == nil {
+                if let access = request.access, !access.zoneWide {
+                    digest = try Self.scan(DigestScan(), db, zone: zone.id, range: .all, access: access).digest
+                } else {
+                    digest = try Self.storedDigest(db, zone: zone.id)
+                }
+            }
             return ZoneChangePage(
-                zone: state, changes: changes, sequence: moreComing ? lastSequence : max(zone.changeSequence, request.after), moreComing: moreComing
-            )
+                zone: state, changes: changes, sequence: moreComing ? lastSequence : max(zone.changeSequence, request.after), moreComing: moreComing,
+                digest: digest)
         }
     }
 

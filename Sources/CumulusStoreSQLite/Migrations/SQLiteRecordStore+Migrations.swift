@@ -351,6 +351,14 @@ extension SQLiteRecordStore {
                     """
             )
         }
+        migrator.registerMigration("v13: zone digests") { db in
+            // Eight lanes of the zone's digest (each modulo 2^32) and its live record count; NULL: not computed yet.
+            try db.execute(
+                sql: (0..<8).map { "ALTER TABLE zones ADD COLUMN digest_\($0) INTEGER NOT NULL DEFAULT 0;" }.joined(separator: "\n")
+                    + "\nALTER TABLE zones ADD COLUMN record_count INTEGER DEFAULT 0;")
+            try db.execute(sql: "UPDATE zones SET record_count = NULL WHERE deleted = 0")
+            _ = try SQLiteRecordStore.refreshZoneDigests(db, unknownOnly: true)
+        }
         return migrator
     }
 }

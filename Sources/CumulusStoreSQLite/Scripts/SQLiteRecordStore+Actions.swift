@@ -45,12 +45,16 @@ extension SQLiteRecordStore {
             for table in ["shares", "record_references", "records"] {
                 try db.cachedStatement(sql: "DELETE FROM \(table) WHERE zone_id = ?").execute(arguments: [zone])
             }
-            try db.cachedStatement(sql: "UPDATE zones SET deleted = 1 WHERE id = ?").execute(arguments: [zone])
+            let lanes = (0..<8).map { "digest_\($0) = 0" }.joined(separator: ", ")
+            try db.cachedStatement(sql: "UPDATE zones SET deleted = 1, \(lanes), record_count = 0 WHERE id = ?").execute(arguments: [zone])
         case .touchZone(let zone, let databaseID, let sequence):
             try touchZone(db, zoneID: zone, databaseID: databaseID, changeSequence: sequence)
-        case .finishZoneWrite(let zone, let databaseID, let sequence):
+        case .finishZoneWrite(let zone, let databaseID, let sequence, let digest):
             try touchZone(db, zoneID: zone, databaseID: databaseID, changeSequence: sequence)
+            try adjustZoneDigest(db, zone: zone, by: digest)
             try advanceViews(db, zoneRowID: zone, ending: false)
+        case .adjustZoneDigest(let zone, let change):
+            try adjustZoneDigest(db, zone: zone, by: change)
         case .advanceViews(let zone, let ending):
             try advanceViews(db, zoneRowID: zone, ending: ending)
         case .setZoneSequence(let zone, let sequence):
@@ -81,7 +85,9 @@ extension SQLiteRecordStore {
             let (tree, treeArguments) = treeCTE(zoneRowID: zone, roots: Set(roots))
             return .list(try String.fetchAll(db.cachedStatement(sql: "\(tree) SELECT name FROM tree"), arguments: StatementArguments(treeArguments)))
         case .saveRecords(let zone, let writes, let sequences):
+            let replaced = try liveSequences(db, zone: zone, names: writes.map(\.recordName))
             try saveRecords(writes, sequences: sequences, zone: zone, db)
+            return .liveSequences(replaced)
         case .readReferrers(let zone, let targets):
             return .list(
                 try String.fetchAll(
@@ -93,6 +99,7 @@ extension SQLiteRecordStore {
                             """),
                     arguments: [zone, targets.jsonArray]))
         case .deleteRecords(let zone, let names, let sequences, let modified):
+            let replaced = try liveSequences(db, zone: zone, names: names)
             let tombstone = try db.cachedStatement(
                 sql: """
                     UPDATE records SET deleted = 1, fields = NULL, change_seq = ?, share_name = NULL,
@@ -104,9 +111,12 @@ extension SQLiteRecordStore {
             }
             try db.cachedStatement(sql: "DELETE FROM record_references WHERE zone_id = ? AND source_name IN (SELECT value FROM json_each(?))")
                 .execute(arguments: [zone, names.jsonArray])
+            return .liveSequences(replaced)
         case .renumberRecords(let zone, let names, let sequences):
+            let replaced = try liveSequences(db, zone: zone, names: names)
             let renumber = try db.cachedStatement(sql: "UPDATE records SET change_seq = ? WHERE zone_id = ? AND record_name = ?")
             for (name, sequence) in zip(names, sequences) { try renumber.execute(arguments: [sequence, zone, name]) }
+            return .liveSequences(replaced)
         case .recordExits(let zone, let root, let names, let sequences):
             let exit = try db.cachedStatement(
                 sql: """
@@ -149,11 +159,11 @@ extension SQLiteRecordStore {
                         arguments: [zone, recordName]))
             }
             return .text(try String.fetchOne(db.cachedStatement(sql: "SELECT short_guid FROM zones WHERE id = ?"), arguments: [zone]))
-        case .pointRootAtShare(let zone, let root, let share, let shortGUID):
-            let sequence = try Int64.fetchOne(
-                db.cachedStatement(sql: "UPDATE zones SET change_seq = change_seq + 1 WHERE id = ? RETURNING change_seq"), arguments: [zone])!
+        case .pointRootAtShare(let zone, let root, let share, let shortGUID, let sequence):
+            let replaced = try liveSequences(db, zone: zone, names: [root])
             try db.cachedStatement(sql: "UPDATE records SET share_name = ?, short_guid = ?, change_seq = ? WHERE zone_id = ? AND record_name = ?")
                 .execute(arguments: [share, shortGUID, sequence, zone, root])
+            return .liveSequences(replaced)
         case .setZoneShortGUID(let zone, let shortGUID):
             try db.cachedStatement(sql: "UPDATE zones SET short_guid = ? WHERE id = ?").execute(arguments: [shortGUID, zone])
         case .insertShare(let zone, let name, let root, let shortGUID, let publicPermission):
@@ -188,8 +198,10 @@ extension SQLiteRecordStore {
         case .deleteShare(let shareID):
             try db.cachedStatement(sql: "DELETE FROM shares WHERE id = ?").execute(arguments: [shareID])
         case .clearShareReference(let zone, let root, let sequence):
+            let replaced = try liveSequences(db, zone: zone, names: [root])
             try db.cachedStatement(sql: "UPDATE records SET share_name = NULL, change_seq = ? WHERE zone_id = ? AND record_name = ? AND deleted = 0")
                 .execute(arguments: [sequence, zone, root])
+            return .liveSequences(replaced)
 
         case .readViewAccess(let zone, let user):
             return .viewAccess(try viewAccess(db, zoneRowID: zone, user: user))

@@ -1,0 +1,170 @@
+import CumulusModel
+import CumulusStore
+import Logging
+import Testing
+
+/// Zone digests, against every store: whatever a zone goes through (saves, updates, deletions and the deletions they
+/// cascade to, moves between shared hierarchies, shares started, accepted and ended), the digest each store keeps in
+/// the transaction of each write equals the digest computed from its records, and the page that ends a feed hands the
+/// digest of exactly the records that feed delivered.
+@Suite("RecordStore conformance: zone digests", .timeLimit(.minutes(10)))
+struct ZoneDigestConformanceTests {
+    let logger = Logger(label: "test")
+    let alice = DatabaseRef(container: "c", environment: .development, scope: .private, ownerRecordName: "_alice")
+
+    /// A small deterministic generator, so a failing run names its seed and can be replayed.
+    struct Generator: RandomNumberGenerator {
+        var state: UInt64
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var value = state
+            value = (value ^ (value >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            value = (value ^ (value >> 27)) &* 0x94D0_49BB_1331_11EB
+            return value ^ (value >> 31)
+        }
+    }
+
+    /// The records a feed from the start delivers, folded as a device applies them.
+    private func replayFeed(_ store: any RecordStore, access: ParticipantAccess? = nil, database: DatabaseRef) async throws
+        -> (held: [String: String], digest: ZoneDigest?)
+    {
+        var held: [String: String] = [:]
+        var after: Int64 = 0
+        var incarnation: Int64?
+        while true {
+            let page = try await store.zoneChanges(
+                ZoneChangeRequest(database: database, zoneName: "Z", incarnation: incarnation, after: after, limit: 7, access: access), logger: logger
+            )
+            for change in page.changes {
+                switch change {
+                case .changed(let record): held[record.header.recordName] = record.header.recordChangeTag
+                case .deleted(let name, _): held[name] = nil
+                }
+            }
+            after = page.sequence
+            incarnation = page.zone.incarnation
+            if page.moreComing {
+                #expect(page.digest == nil, "only the page that ends the feed carries a digest")
+                continue
+            }
+            return (held, page.digest)
+        }
+    }
+
+    @Test(arguments: StoreFactory.all)
+    func theKeptDigestIsTheDigestOfTheRecordsThroughEveryKindOfWrite(_ factory: StoreFactory) async throws {
+        let seed = UInt64.random(in: 0..<UInt64.max)
+        var random = Generator(state: seed)
+        let store = try await factory.make()
+        try await store.createContainer("c", createdAt: 0, logger: logger)
+        _ = try await store.modifyZones(
+            [ZoneOperation(operationType: .create, zoneID: ZoneID(zoneName: "Z"))], in: alice, timestamp: 0, logger: logger)
+        let names = (0..<24).map { "r\($0)" }
+        let roots = ["r0", "r1", "r2"]
+        var shared: Set<String> = []
+        var acceptances = 0
+        for step in 0..<120 {
+            let name = names.randomElement(using: &random)!
+            var operations: [RecordModification] = []
+            var shareChanges: [ShareChange] = []
+            switch Int.random(in: 0..<10, using: &random) {
+            case 0..<4:
+                // A save, with a parent (a move, when it changes) and sometimes a DELETE_SELF reference.
+                let parent = names.randomElement(using: &random)!
+                var fields: [String: FieldValue?] = ["n": .int64(Int64(step))]
+                if Bool.random(using: &random) {
+                    fields["owner"] = .reference(Reference(recordName: names.randomElement(using: &random)!, action: .deleteSelf))
+                }
+                operations = [
+                    RecordModification(
+                        operationType: .forceUpdate, recordName: name, recordType: "T", fields: fields, parent: parent == name ? .clear : .set(parent)
+                    )
+                ]
+                // A second write of the same record in one batch keeps the last.
+                if Int.random(in: 0..<5, using: &random) == 0 {
+                    operations.append(RecordModification(operationType: .forceUpdate, recordName: name, recordType: "T", fields: ["n": .int64(-1)]))
+                }
+            case 4..<6:
+                operations = [RecordModification(operationType: .forceDelete, recordName: name)]
+            case 6..<8:
+                // A share of a root, started (the root takes a new change tag) with a participant.
+                let root = roots.randomElement(using: &random)!
+                guard !shared.contains(root) else { continue }
+                operations = [
+                    RecordModification(operationType: .forceUpdate, recordName: root, recordType: "T"),
+                    RecordModification(operationType: .forceUpdate, recordName: "share-\(root)", recordType: "cloudkit.share"),
+                ]
+                shareChanges = [
+                    ShareChange(
+                        recordName: "share-\(root)",
+                        kind: .save(
+                            rootRecordName: root, publicPermission: nil,
+                            participants: [ResolvedParticipant(userRecordName: "_bob", email: nil, permission: .readWrite, removed: false)]))
+                ]
+            default:
+                // A share ended by deleting its record (the root's reference is cleared, with a new change tag).
+                guard let root = shared.randomElement(using: &random) else { continue }
+                operations = [RecordModification(operationType: .forceDelete, recordName: "share-\(root)")]
+                shareChanges = [ShareChange(recordName: "share-\(root)", kind: .delete)]
+            }
+            let results = try await store.modifyRecords(
+                RecordBatch(
+                    database: alice, zoneName: "Z", atomic: false, operations: operations, author: "_alice", deviceID: "d", timestamp: Int64(step),
+                    shareChanges: shareChanges), logger: logger)
+            for case .saved(let record) in results where record.header.recordType == "cloudkit.share" {
+                shared.insert(String(record.header.recordName.dropFirst("share-".count)))
+            }
+            for case .deleted(let name) in results where name.hasPrefix("share-") { shared.remove(String(name.dropFirst("share-".count))) }
+            // A participant accepting a share gives its record a new change tag.
+            if case .save = shareChanges.first?.kind,
+                let share = try await store.shares(named: [shareChanges[0].recordName], zoneName: "Z", in: alice, logger: logger).first
+            {
+                _ = try await store.acceptShare(shortGUID: share.shortGUID, userRecordName: "_bob", logger: logger)
+                acceptances += 1
+            }
+            if step % 10 == 9 {
+                let repairs = try await store.refreshZoneDigests(unknownOnly: false, logger: logger)
+                #expect(repairs.isEmpty, "\(factory.name), seed \(seed), step \(step): the kept digest drifted from the records: \(repairs)")
+                if !repairs.isEmpty { return }
+            }
+        }
+        #expect(acceptances > 0, "seed \(seed): no share was started, so none of their writes was checked")
+        let (held, digest) = try await replayFeed(store, database: alice)
+        let fromFeed = ZoneDigest(records: held.map { (recordName: $0.key, changeTag: $0.value) })
+        #expect(digest == fromFeed, "\(factory.name), seed \(seed): the feed's digest is not the digest of what it delivered")
+        #expect(digest?.recordCount == Int64(held.count))
+        let scanned = try await store.scanRecords(DigestScan(), in: .all, zoneName: "Z", database: alice, access: nil, logger: logger).digest
+        #expect(scanned == fromFeed)
+    }
+
+    /// A participant of a hierarchy share is handed the digest of what is shared with them, not of the zone.
+    @Test(arguments: StoreFactory.all)
+    func aParticipantIsHandedTheDigestOfWhatIsSharedWithThem(_ factory: StoreFactory) async throws {
+        let store = try await factory.make()
+        try await store.createContainer("c", createdAt: 0, logger: logger)
+        _ = try await store.modifyZones(
+            [ZoneOperation(operationType: .create, zoneID: ZoneID(zoneName: "Z"))], in: alice, timestamp: 0, logger: logger)
+        let bob = ResolvedParticipant(userRecordName: "_bob", email: nil, permission: .readOnly, removed: false)
+        _ = try await store.modifyRecords(
+            RecordBatch(
+                database: alice, zoneName: "Z", atomic: true,
+                operations: [
+                    RecordModification(operationType: .create, recordName: "trip", recordType: "Trip"),
+                    RecordModification(operationType: .create, recordName: "fuel", recordType: "Cost", parent: .set("trip")),
+                    RecordModification(operationType: .create, recordName: "private", recordType: "Note"),
+                    RecordModification(operationType: .create, recordName: "share-trip", recordType: "cloudkit.share"),
+                ], author: "_alice", deviceID: "d", timestamp: 1,
+                shareChanges: [
+                    ShareChange(recordName: "share-trip", kind: .save(rootRecordName: "trip", publicPermission: nil, participants: [bob]))
+                ]), logger: logger)
+        let share = try #require(try await store.shares(named: ["share-trip"], zoneName: "Z", in: alice, logger: logger).first)
+        _ = try await store.acceptShare(shortGUID: share.shortGUID, userRecordName: "_bob", logger: logger)
+        let access = ParticipantAccess(
+            userRecordName: "_bob", zoneWide: false, roots: ["trip"], zoneWideWritable: false, writableRoots: [], shareRecordNames: ["share-trip"])
+        let (held, digest) = try await replayFeed(store, access: access, database: alice)
+        #expect(held.keys.sorted() == ["fuel", "share-trip", "trip"])
+        #expect(digest == ZoneDigest(records: held.map { (recordName: $0.key, changeTag: $0.value) }), "\(factory.name)")
+        let owner = try await replayFeed(store, database: alice)
+        #expect(owner.digest?.recordCount == 4)
+    }
+}
