@@ -52,7 +52,7 @@ struct Benchmarks {
             default:
                 let usage =
                     "usage: CumulusBenchmarks [--records N] [--concurrency C] [--feed-records N] [--subscribers N] [--idle-streams N] "
-                    + "[--only sync|feed|modify|push|abuse|requests|assets] [--store postgres://…]\n"
+                    + "[--only sync|verify|feed|modify|push|abuse|requests|assets] [--store postgres://…]\n"
                 let message = (argument == "--help" ? "" : "unknown argument \(argument)\n") + usage
                 FileHandle.standardError.write(Data(message.utf8))
                 exit(argument == "--help" ? 0 : 2)
@@ -80,6 +80,10 @@ struct Benchmarks {
         }
         if only == "sync" {
             try await initialSyncAndLatency(records: feedRecords)
+            return
+        }
+        if only == "verify" {
+            try await verification(records: feedRecords)
             return
         }
         if only == "push" {

@@ -273,6 +273,13 @@ public struct CloudDatabase: Sendable {
     }
 
     /// Fetches records by name; missing ones are absent.
+    /// `records/reconcile` (a Cumulus extension): compares ranges of a zone's record names with the digests of what this
+    /// device holds in them; the server answers each range as matching, cut into parts to compare again, or with its
+    /// records. ``SyncEngine/verify(_:)`` drives it.
+    public func reconcile(_ ranges: [RangeDigest], in zoneID: ZoneID) async throws(CloudError) -> [RangeReconciliation] {
+        try await send("records/reconcile", RecordsReconcileRequest(zoneID: zoneID, ranges: ranges), answer: RecordsReconcileResponse.self).ranges
+    }
+
     public func records(named names: [String], in zoneID: ZoneID) async throws(CloudError) -> [String: CloudRecord] {
         let answer = try await send(
             "records/lookup", RecordsLookupRequest(records: names.map { .init(recordName: $0) }, zoneID: zoneID), answer: RecordsResponse.self)

@@ -96,6 +96,8 @@ public actor SyncEngine {
     private var accountChecked = false
     public private(set) var status = SyncStatus(phase: .idle, pendingCount: 0)
     private let statusContinuation: AsyncStream<SyncStatus>.Continuation
+    /// The digest each zone's last complete fetch ended with, and its token: what ``verify(_:)`` compares.
+    private var fetchedDigests: [ZoneID: (syncToken: String, digest: ZoneDigest)] = [:]
     /// Status changes, for a UI.
     public nonisolated let statusUpdates: AsyncStream<SyncStatus>
 
@@ -112,8 +114,9 @@ public actor SyncEngine {
 
     private func setPhase(_ phase: SyncStatus.Phase) async {
         if let pending = try? await store.pendingRecordZoneChanges() {
-            status = SyncStatus(
-                phase: phase, pendingCount: pending.count, failedCount: pending.count { $0.failure != nil }, isPushLive: status.isPushLive)
+            status.phase = phase
+            status.pendingCount = pending.count
+            status.failedCount = pending.count { $0.failure != nil }
         } else {
             status.phase = phase
         }
@@ -228,6 +231,7 @@ public actor SyncEngine {
                     setPushLive(true)
                     fetch.yield(())
                 case .notification:
+                    status.lastNotificationAt = Date()
                     fetch.yield(())
                 case .lost:
                     setPushLive(false)
@@ -330,6 +334,34 @@ public actor SyncEngine {
             // A scoped fetch leaves the database position alone, so the other zones are fetched next time.
             if scope == .all { try await store.setDatabaseToken(token) }
             try await delegate.handleEvent(.didFetchChanges, syncEngine: self)
+            status.lastFetchedAt = Date()
+            await setPhase(.idle)
+        } catch {
+            noteFailure(error)
+            await setPhase(.error("\(error)"))
+            throw error
+        }
+    }
+
+    /// The digest a zone's last complete fetch ended with, and its token.
+    func fetchedDigest(of zoneID: ZoneID) -> (String, ZoneDigest)? {
+        fetchedDigests[zoneID].map { ($0.syncToken, $0.digest) }
+    }
+
+    func noteVerified(inSync: Bool) {
+        status.lastVerifiedAt = Date()
+        status.lastVerifiedInSync = inSync
+        statusContinuation.yield(status)
+    }
+
+    /// Fetches one zone from its token (which ends with the zone's digest), or (`startOver`) from the start,
+    /// reporting at the end the records the server no longer has.
+    func fetchOneZone(_ zoneID: ZoneID, startOver: Bool) async throws {
+        await setPhase(.fetching)
+        do {
+            try await checkAccountIfNeeded()
+            try await fetchZone(zoneID, startOver: startOver)
+            status.lastFetchedAt = Date()
             await setPhase(.idle)
         } catch {
             noteFailure(error)
@@ -341,13 +373,14 @@ public actor SyncEngine {
     /// Pages are pipelined: the next page is requested as soon as a page arrives, while the delegate applies that
     /// one, so the server's and the network's work overlaps the device's. A token is saved only after its page is
     /// applied, so a crash at any point resumes from the last applied page.
-    private func fetchZone(_ zoneID: ZoneID) async throws {
+    private func fetchZone(_ zoneID: ZoneID, startOver: Bool = false) async throws {
         let database = self.database
         func request(_ since: String?) -> Task<ZoneChanges, any Error> {
             Task { try await self.withRetries { try await database.zoneChanges(zoneID, since: since) } }
         }
-        let token = try await store.zoneToken(for: zoneID)
-        var reconciling = false
+        let token = startOver ? nil : try await store.zoneToken(for: zoneID)
+        // Starting over reports, at the end, the records the server no longer has.
+        var reconciling = startOver
         var present = Set<String>()
         var next: Task<ZoneChanges, any Error>? = request(token)
         defer { next?.cancel() }
@@ -382,6 +415,7 @@ public actor SyncEngine {
                 .fetchedRecordZoneChanges(zoneID: zoneID, modified: records, deleted: changes.deletions.map(\.recordID)), syncEngine: self
             )
             try await store.setZoneToken(changes.syncToken, for: zoneID)
+            if !changes.moreComing, let digest = changes.digest { fetchedDigests[zoneID] = (changes.syncToken, digest) }
         }
         if reconciling {
             try await delegate.handleEvent(.reconciledZone(zoneID: zoneID, present: present), syncEngine: self)
@@ -449,6 +483,7 @@ public actor SyncEngine {
                 attemptsWithoutProgress = progressed ? 0 : attemptsWithoutProgress + 1
             }
             try await delegate.handleEvent(.didSendChanges, syncEngine: self)
+            status.lastSentAt = Date()
             await setPhase(.idle)
         } catch {
             noteFailure(error)
@@ -565,7 +600,7 @@ public actor SyncEngine {
     }
 
     /// Retries transient failures (throttling, unavailable, network) with backoff honouring `retryAfter`.
-    private nonisolated func withRetries<T: Sendable>(_ operation: @Sendable () async throws -> T) async throws -> T {
+    nonisolated func withRetries<T: Sendable>(_ operation: @Sendable () async throws -> T) async throws -> T {
         var attempt = 1
         while true {
             do {

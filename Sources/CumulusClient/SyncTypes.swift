@@ -1,4 +1,5 @@
 public import CumulusModel
+public import Foundation
 
 /// A record change waiting to be sent.
 public enum PendingRecordZoneChange: Sendable, Hashable {
@@ -128,6 +129,15 @@ public struct SyncStatus: Sendable, Hashable {
     /// Whether ``SyncEngine/run(sendDelay:fallbackInterval:)`` hears of changes through the server's courier; while it
     /// does not (no network, a server restarting), changes arrive at its fallback fetches.
     public var isPushLive: Bool
+    /// When a fetch last completed.
+    public var lastFetchedAt: Date?
+    /// When a send last completed.
+    public var lastSentAt: Date?
+    /// When ``SyncEngine/verify(_:)`` last completed, and whether every zone was in sync then.
+    public var lastVerifiedAt: Date?
+    public var lastVerifiedInSync: Bool?
+    /// When the courier last told of a change.
+    public var lastNotificationAt: Date?
 
     public init(phase: Phase, pendingCount: Int, failedCount: Int = 0, isPushLive: Bool = false) {
         self.phase = phase

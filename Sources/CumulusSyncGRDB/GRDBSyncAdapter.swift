@@ -66,6 +66,11 @@ public final class GRDBSyncAdapter: SyncEngineDelegate {
         return shared ? table.recordID(id.recordName, owner: id.zoneID.ownerRecordName) : table.recordID(id.recordName)
     }
 
+    /// A zone as the tables and metadata name it.
+    func normalizedZone(_ zoneID: ZoneID, shared: Bool) -> ZoneID {
+        normalized(RecordID(recordName: "", zoneID: zoneID), shared: shared).zoneID
+    }
+
     private func normalized(_ record: CloudRecord, shared: Bool) -> CloudRecord {
         var copy = record
         copy.recordID = normalized(record.recordID, shared: shared)
@@ -133,10 +138,12 @@ public final class GRDBSyncAdapter: SyncEngineDelegate {
             stored.reserveCapacity(records.count)
             for record in records {
                 guard let table = self.table(for: record.recordType, in: record.recordID.zoneID) else {
-                    // Share records are the engine's to read, not rows.
+                    // Share records are the engine's to read, not rows. Their version is kept, so a verification
+                    // counts them as held.
                     if record.recordType != ShareRecord.recordType {
                         reports.append(.unplaced(recordID: record.recordID, recordType: record.recordType))
                     }
+                    stored.append(record)
                     continue
                 }
                 if pendingSaves.contains(record.recordID),
@@ -196,7 +203,7 @@ public final class GRDBSyncAdapter: SyncEngineDelegate {
     /// says, with their pending changes.
     private func dropZone(_ zoneID: ZoneID, shared: Bool) async throws {
         let store = self.store
-        let zone = normalized(RecordID(recordName: "", zoneID: zoneID), shared: shared).zoneID
+        let zone = normalizedZone(zoneID, shared: shared)
         try await writer.write { db in
             for table in self.tables where table.holds(zone) { try table.deleteRows(of: zone, in: db) }
             try store.forgetZone(zone, in: db)
@@ -224,6 +231,11 @@ public final class GRDBSyncAdapter: SyncEngineDelegate {
                     try table.delete(id, in: db)
                     try store.forget(id, in: db)
                 }
+            }
+            // Versions kept without a row (share records, unmapped types) go too.
+            let pending = try store.pendingNames(of: zone, in: db)
+            for name in try store.metadata(of: zone, in: db).keys where !present.contains(name) && !pending.contains(name) {
+                try store.forget(RecordID(recordName: name, zoneID: zone), in: db)
             }
         }
     }

@@ -364,3 +364,35 @@ struct ConsoleCommand: AsyncParsableCommand {
         printResult("\(base)/console/signin?token=\(token)")
     }
 }
+
+struct Zones: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Check zones.", subcommands: [CheckDigests.self])
+
+    struct CheckDigests: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "check-digests",
+            abstract: """
+                Recompute every zone's digest from its records, set right any that differed and list them (container, \
+                environment, scope, owner, zone, stored, computed); exits 1 if one did.
+                """)
+        @OptionGroup var listing: ListingOptions
+        @OptionGroup var options: DataOptions
+
+        func run() async throws {
+            let repairs = try await options.withStore { try await DatabaseService(store: $0).checkZoneDigests(logger: Logger(label: "cumulus")) }
+            listing.print(
+                repairs.map { repair in
+                    [
+                        ("container", .text(repair.database.container)), ("environment", .text(repair.database.environment.rawValue)),
+                        ("scope", .text(repair.database.scope.rawValue)), ("owner", .text(repair.database.ownerRecordName)),
+                        ("zone", .text(repair.zoneName)), ("stored", .text(repair.stored?.description)),
+                        ("computed", .text(repair.computed.description)),
+                    ]
+                })
+            if !repairs.isEmpty {
+                FileHandle.standardError.write(Data("\(repairs.count) zone digests differed from their records and were set right\n".utf8))
+                throw ExitCode(1)
+            }
+        }
+    }
+}

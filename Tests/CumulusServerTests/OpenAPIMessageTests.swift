@@ -9,6 +9,7 @@ import Testing
 struct OpenAPIMessageTests {
     static let lists = ZoneID(zoneName: "Lists", ownerRecordName: "_4a1b")
     static let error = ItemError(code: .zoneNotFound, reason: "zone Gone does not exist")
+    static let digest = ZoneDigest(recordName: "n", changeTag: "2f")
 
     /// Each described message with samples covering its cases.
     static let messages: [(component: String, samples: [any WireMessage])] = [
@@ -174,11 +175,33 @@ struct OpenAPIMessageTests {
             "ZoneChangesResponse",
             [
                 ZoneChangesResponse(zones: [
-                    .page(zoneID: lists, syncToken: "T", moreComing: true, records: records), .failed(ZoneID(zoneName: "Gone"), error),
+                    .page(zoneID: lists, syncToken: "T", moreComing: true, records: records),
+                    .page(zoneID: lists, syncToken: "U", moreComing: false, records: [], zoneDigest: digest),
+                    .failed(ZoneID(zoneName: "Gone"), error),
                 ])
             ]
         ),
-        ("RecordChangesResponse", [RecordChangesResponse(records: records, syncToken: "T", moreComing: false)]),
+        ("RecordChangesResponse", [RecordChangesResponse(records: records, syncToken: "T", moreComing: false, zoneDigest: digest)]),
+        (
+            "ReconcileRequest",
+            [
+                RecordsReconcileRequest(
+                    zoneID: lists, ranges: [RangeDigest(range: RecordNameRange(lowerBound: "a", upperBound: "m"), digest: digest)])
+            ]
+        ),
+        (
+            "ReconcileResponse",
+            [
+                RecordsReconcileResponse(
+                    zoneID: lists,
+                    ranges: [
+                        .match(RecordNameRange(upperBound: "a")),
+                        .split(
+                            RecordNameRange(lowerBound: "a", upperBound: "m"), [RangeDigest(range: RecordNameRange(lowerBound: "a"), digest: digest)]),
+                        .list(RecordNameRange(lowerBound: "m"), [RecordVersion(recordName: "n", recordChangeTag: "2f")]),
+                    ])
+            ]
+        ),
         (
             "ModifySubscriptionsRequest",
             [

@@ -3,6 +3,7 @@ import Crypto
 import CumulusModel
 import CumulusServer
 import Foundation
+import GRDB
 import NIOCore
 import NIOHTTP1
 import Testing
@@ -278,6 +279,37 @@ struct ServeProcessTests {
         #expect(try await Self.run(["indexes", "list"], data: data).stdout.isEmpty)
         let again = try await Self.run(["indexes", "drop", "title"], data: data)
         #expect(again.status != 0 && again.stderr.contains("has no index"))
+    }
+
+    /// `cumulus zones check-digests` finds a zone whose kept digest no longer matches its records (damaged here by
+    /// hand), sets it right and exits 1; run again, it finds nothing and exits 0.
+    @Test func checkDigestsSetsRightAZoneWhoseDigestDriftedAndSaysSo() async throws {
+        let data = try temporaryDirectory()
+        let container = "iCloud.com.example.digests"
+        let (apiToken, webToken) = try await Self.containerWithAlice(container, data: data)
+        let server = try await Server.start(data: data)
+        let database = "\(server.url)/database/1/\(container)/development/private"
+        let query = "ckAPIToken=\(apiToken)&ckWebAuthToken=\(webToken)"
+        _ = try await Self.post(
+            "\(database)/zones/modify?\(query)", #"{"operations":[{"operationType":"create","zone":{"zoneID":{"zoneName":"Notes"}}}]}"#)
+        _ = try await Self.post(
+            "\(database)/records/modify?\(query)",
+            #"{"zoneID":{"zoneName":"Notes"},"operations":[{"operationType":"create","record":{"recordName":"n","recordType":"Note","fields":{"title":{"value":"hi"}}}}]}"#
+        )
+        #expect(server.stop() == 0)
+        #expect(try await Self.run(["zones", "check-digests"], data: data).status == 0, "a digest kept by every write matches")
+
+        let file = data.appendingPathComponent("cumulus.sqlite").path
+        let queue = try DatabaseQueue(path: file)
+        try await queue.write { db in try db.execute(sql: "UPDATE zones SET digest_3 = digest_3 + 1 WHERE zone_name = 'Notes'") }
+        try queue.close()
+        let found = try await Self.run(["zones", "check-digests", "--json"], data: data)
+        #expect(found.status == 1, "\(found.stderr)")
+        let rows = try #require(try JSONValue(parsing: found.stdout).arrayValue)
+        #expect(rows.count == 1 && rows.first?["zone"]?.stringValue == "Notes" && rows.first?["container"]?.stringValue == container)
+        #expect(found.stderr.contains("1 zone digests differed"))
+        let again = try await Self.run(["zones", "check-digests"], data: data)
+        #expect(again.status == 0 && again.stdout.isEmpty)
     }
 
     @Test func aBackupMadeWhileServingRestoresThatMomentAndDevicesStartOver() async throws {

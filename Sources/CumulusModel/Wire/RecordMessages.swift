@@ -448,13 +448,18 @@ public struct RecordChangesResponse: ScannedWireMessage {
     public var records: [RecordResult]
     public var syncToken: String
     public var moreComing: Bool
+    /// On the page that ends the feed, the zone's digest as the caller sees it (`zoneDigest`, a Cumulus key).
+    public var zoneDigest: ZoneDigest?
     /// How the records' fields are written; not read.
     public var options: FieldWriteOptions
 
-    public init(records: [RecordResult], syncToken: String, moreComing: Bool, options: FieldWriteOptions = .init()) {
+    public init(
+        records: [RecordResult], syncToken: String, moreComing: Bool, zoneDigest: ZoneDigest? = nil, options: FieldWriteOptions = .init()
+    ) {
         self.records = records
         self.syncToken = syncToken
         self.moreComing = moreComing
+        self.zoneDigest = zoneDigest
         self.options = options
     }
 
@@ -463,17 +468,20 @@ public struct RecordChangesResponse: ScannedWireMessage {
             var records: [RecordResult] = []
             var syncToken: String?
             var moreComing = false
+            var digest: ZoneDigest?
             try scanner.beginObject()
             while let key = try scanner.nextKey() {
                 switch key {
                 case "records": records = try RecordResult.readArray(scanning: &scanner)
                 case "syncToken": syncToken = try scanner.readNull() ? nil : try scanner.readString()
                 case "moreComing": moreComing = try scanner.readValue() == .bool(true)
+                case "zoneDigest":
+                    digest = try scanner.readNull() ? nil : try ZoneDigest(wire: WireObject(try scanner.readValue(), path: "zoneDigest"))
                 default: try scanner.skipValue()
                 }
             }
             guard let syncToken else { throw WireFormatError(path: "syncToken", message: "is required") }
-            return RecordChangesResponse(records: records, syncToken: syncToken, moreComing: moreComing)
+            return RecordChangesResponse(records: records, syncToken: syncToken, moreComing: moreComing, zoneDigest: digest)
         }
     }
 
@@ -486,6 +494,10 @@ public struct RecordChangesResponse: ScannedWireMessage {
         writer.bool(moreComing)
         writer.key("reverse")
         writer.bool(false)
+        if let zoneDigest {
+            writer.key("zoneDigest")
+            writer.zoneDigest(zoneDigest)
+        }
         writer.endObject()
     }
 }

@@ -267,12 +267,30 @@ enum OpenAPIDocument {
                 "zones": array(
                     object([
                         "zoneID": ref("ZoneID"), "syncToken": string, "moreComing": boolean, "records": array(ref("Record")),
-                        "serverErrorCode": ref("ServerErrorCode"), "reason": string, "uuid": string,
+                        "zoneDigest": ref("ZoneDigest"), "serverErrorCode": ref("ServerErrorCode"), "reason": string, "uuid": string,
                     ]))
             ], required: ["zones"]),
+        "ZoneDigest": object(
+            ["fingerprint": string, "recordCount": integer], required: ["fingerprint", "recordCount"],
+            description: "Cumulus: the digest of a zone's records, on the page that ends a feed (docs/API.md)."),
+        "RangeDigest": object(
+            ["lowerBound": string, "upperBound": string, "fingerprint": string, "recordCount": integer], required: ["fingerprint", "recordCount"]),
+        "ReconcileRequest": object(["zoneID": ref("ZoneID"), "ranges": array(ref("RangeDigest"))], required: ["zoneID", "ranges"]),
+        "ReconcileResponse": object(
+            [
+                "zoneID": ref("ZoneID"),
+                "ranges": array(
+                    object(
+                        [
+                            "lowerBound": string, "upperBound": string, "status": ["type": "string", "enum": ["MATCH", "SPLIT", "LIST"]],
+                            "subranges": array(ref("RangeDigest")),
+                            "records": array(
+                                object(["recordName": string, "recordChangeTag": string], required: ["recordName", "recordChangeTag"])),
+                        ], required: ["status"])),
+            ], required: ["zoneID", "ranges"]),
         "RecordChangesRequest": object(["zoneID": ref("ZoneID"), "syncToken": string, "resultsLimit": integer, "desiredKeys": array(string)]),
         "RecordChangesResponse": object(
-            ["records": array(ref("Record")), "syncToken": string, "moreComing": boolean, "reverse": boolean],
+            ["records": array(ref("Record")), "syncToken": string, "moreComing": boolean, "reverse": boolean, "zoneDigest": ref("ZoneDigest")],
             required: ["records", "syncToken", "moreComing"]),
         "ShortGUIDsRequest": object(
             [
@@ -418,6 +436,10 @@ enum OpenAPIDocument {
             (
                 "records/changes", "recordChanges", "One zone's change feed, in the older single-zone form.", "RecordChangesRequest",
                 "RecordChangesResponse"
+            ),
+            (
+                "records/reconcile", "reconcileRecords", "Cumulus: which ranges of a zone's record names differ from a device's digests.",
+                "ReconcileRequest", "ReconcileResponse"
             ),
             ("users/discover", "discoverUsers", "Discoverable users by email or userRecordName.", "UsersLookupRequest", "UsersResponse"),
             ("users/lookup/email", "lookupUsersByEmail", "Discoverable users by email.", "UsersLookupRequest", "UsersResponse"),

@@ -63,6 +63,7 @@ struct DatabaseRoutes {
         group.post("zones/changes", use: databaseChanges)
         group.post("changes/zone", use: zoneChanges)
         group.post("records/changes", use: legacyRecordChanges)
+        group.post("records/reconcile", use: reconcileRecords)
         group.on("users/discover", method: .get, use: discoverAll)
         group.post("users/discover", use: discoverUsers)
         group.post("users/lookup/email", use: discoverUsers)
@@ -274,6 +275,15 @@ struct DatabaseRoutes {
         }
     }
 
+    /// `records/reconcile`: which ranges of a zone's record names differ from what a device holds (a Cumulus
+    /// extension, `docs/API.md`).
+    @Sendable func reconcileRecords(_ request: Request, context: CumulusRequestContext) async throws -> RecordsReconcileResponse {
+        let body = try await RequestBody.object(request, limits: limits)
+        let reconcile = try RecordsReconcileRequest(wire: body)
+        return try await database.reconcileRecords(
+            caller: try context.requireCaller(), scope: try context.databaseScope(), request: reconcile, logger: context.logger)
+    }
+
     /// `records/changes`: the older single-zone form, answering at the top level.
     @Sendable func legacyRecordChanges(_ request: Request, context: CumulusRequestContext) async throws -> RecordChangesResponse {
         let body = try await RequestBody.object(request, limits: limits)
@@ -289,7 +299,7 @@ struct DatabaseRoutes {
         let presentation = sharePresentation(shares, caller: caller, request: request)
         return RecordChangesResponse(
             records: page.changes.map { RecordResult($0, desiredKeys: desiredKeys, shares: presentation) }, syncToken: syncToken,
-            moreComing: page.moreComing, options: options)
+            moreComing: page.moreComing, zoneDigest: page.digest, options: options)
     }
 
     // MARK: - Users

@@ -31,6 +31,9 @@ extension RecordChangesResponse: WireResponse {
 }
 
 extension ZonesResponse: WireResponse {}
+extension RecordsReconcileResponse: WireResponse {
+    var expectedSize: Int { 4 * 1024 }
+}
 extension DatabaseChangesResponse: WireResponse {}
 extension SubscriptionsResponse: WireResponse {}
 extension PushTokenResponse: WireResponse {}
