@@ -53,7 +53,8 @@ extension Benchmarks {
                 RecordModification(
                     operationType: .create, recordName: String(format: "drive-%06d", index), recordType: "Drive",
                     fields: [
-                        "startTime": .timestamp(1_700_000_000_000 + Int64(index)), "distance": .double(Double(index)), "coordinatesData": .bytes(route),
+                        "startTime": .timestamp(1_700_000_000_000 + Int64(index)), "distance": .double(Double(index)),
+                        "coordinatesData": .bytes(route),
                         "customName": .string("Drive \(index)"), "modifiedAt": .int64(1),
                     ])
             }
@@ -96,7 +97,9 @@ extension Benchmarks {
                 for index in [5, 30_005, 70_005] where index < records {
                     try db.execute(sql: "UPDATE drives SET customName = 'tampered' WHERE id = ?", arguments: [String(format: "drive-%06d", index)])
                 }
-                for index in 0..<3 { try db.execute(sql: "INSERT INTO drives (id, distance, modifiedAt) VALUES (?, 1, 1)", arguments: ["stray-\(index)"]) }
+                for index in 0..<3 {
+                    try db.execute(sql: "INSERT INTO drives (id, distance, modifiedAt) VALUES (?, 1, 1)", arguments: ["stray-\(index)"])
+                }
             }
             start = ContinuousClock.now
             let found = try requireBench(try await engine.verify(.zoneIDs([GhostCar.zone])).first)

@@ -17,10 +17,16 @@ public struct CloudContainer: Sendable {
     /// The user's web auth token; `nil` for anonymous use of the public database.
     public var webAuthToken: String?
     public var transport: any Transport
+    /// This device, as the server records it (`X-Cumulus-Device`): the author device of its writes, and a row on the
+    /// user's devices in the console, with when it was last seen and how far behind it is. A stable identifier of the
+    /// app's installation; `nil` sends none (the server records `web`).
+    public var deviceID: String?
+    /// A name for people (`X-Cumulus-Device-Name`), such as "Alice's iPhone", shown beside the device in the console.
+    public var deviceName: String?
 
     public init(
         serverURL: URL, containerIdentifier: String, environment: ContainerEnvironment = .development, apiToken: String, webAuthToken: String? = nil,
-        transport: any Transport = URLSessionTransport()
+        transport: any Transport = URLSessionTransport(), deviceID: String? = nil, deviceName: String? = nil
     ) {
         self.serverURL = serverURL
         self.containerIdentifier = containerIdentifier
@@ -28,6 +34,8 @@ public struct CloudContainer: Sendable {
         self.apiToken = apiToken
         self.webAuthToken = webAuthToken
         self.transport = transport
+        self.deviceID = deviceID
+        self.deviceName = deviceName
     }
 
     public var privateCloudDatabase: CloudDatabase { CloudDatabase(container: self, scope: .private) }
@@ -121,6 +129,9 @@ public struct CloudContainer: Sendable {
 
     /// Sends a request and returns the successful answer's body, or throws the error envelope as ``CloudError``.
     private func send(_ request: TransportRequest) async throws(CloudError) -> [UInt8] {
+        var request = request
+        if let deviceID { request.headers["X-Cumulus-Device"] = deviceID }
+        if let deviceName { request.headers["X-Cumulus-Device-Name"] = deviceName }
         let response: TransportResponse
         do {
             response = try await transport.send(request)

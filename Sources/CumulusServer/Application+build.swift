@@ -94,7 +94,9 @@ public func buildRouter(
     let accounts = AccountService(
         store: store, signInLimits: configuration.signInLimits, webAuthTokenLifetime: configuration.webAuthTokenLifetime,
         credentialCacheLifetime: configuration.credentialCacheLifetime, clock: clock)
-    let database = DatabaseService(store: store, limits: limits, clock: clock, changes: changes, secrets: secrets)
+    let database = DatabaseService(
+        store: store, limits: limits, clock: clock, changes: changes, secrets: secrets,
+        devices: DeviceTracker(store: store, observeBehind: { metrics.deviceFetched(behind: $0) }))
     let push = push ?? pushService(configuration: configuration, store: store, clock: clock, changes: changes, secrets: secrets)
 
     let address = PublicAddress(configured: configuration.publicBaseURL)

@@ -3,6 +3,7 @@ import CumulusCore
 import CumulusModel
 import CumulusStore
 import Foundation
+import HTTPTypes
 import HummingbirdTesting
 import Logging
 import NIOCore
@@ -230,6 +231,42 @@ struct ConsoleTests {
             let fields = try await indexedFields()
             #expect(!fields.contains("name") && fields.contains("text"))
             #expect(try await browser.post("/console/development/indexes", cookie: cookie, form: ["csrf": csrf, "field": "name"]).status == 404)
+        }
+    }
+
+    /// The devices a user syncs from, in a real browser: when each was last seen, and how many changes of the private
+    /// database it has not fetched; a device's name is shown as text whatever it holds.
+    @Test(arguments: TestStore.all)
+    func aUsersDevicesShowWhenTheyWereSeenAndHowFarBehindTheyAre(_ store: TestStore) async throws {
+        let world = try await seeded(store)
+        try await world.application().test(.live) { client in
+            try await CloudKitTestClient.patient(client, apiToken: world.apiToken, on: world.eventLoop.group) { api in
+                func headers(_ device: String, _ name: String) -> HTTPFields {
+                    [HTTPField.Name("X-Cumulus-Device")!: device, HTTPField.Name("X-Cumulus-Device-Name")!: name]
+                }
+                // The phone reads the whole feed; then the tablet writes twice, so the phone is two changes behind.
+                let fetched = try await api.send(
+                    "changes/database", as: .user(world.alice), body: "{}", headers: headers("phone-1", "Alice's phone \(Self.hostile)"))
+                #expect(fetched.status == 200)
+                for name in ["a", "b"] {
+                    _ = try await api.send(
+                        "records/modify", as: .user(world.alice),
+                        body: #"{"zoneID":{"zoneName":"Lists"},"operations":[\#(operation("create", name))]}"#, headers: headers("tablet-1", "Tablet")
+                    )
+                }
+                let base = "http://127.0.0.1:\(client.port!)"
+                let token = try await world.accounts.createConsoleSignIn(container: TestWorld.container, logger: logger)
+                let path = "/console/development/users/\(world.alice.userRecordName)"
+                let page = try await LinkPageBrowserTests.runChromium(["--dump-dom", "\(base)/console/signin?token=\(token)&next=\(path)"])
+                #expect(page.contains(#"id="devices""#), "\(page)")
+                #expect(page.contains("<code>phone-1</code>") && page.contains("<code>tablet-1</code>"))
+                #expect(page.contains("Alice's phone &lt;img src=x"), "the name shown as text")
+                #expect(!page.contains("<img src=\"x\""), "an element made from a device's name")
+                let phoneRow = try #require(page.components(separatedBy: "<tr>").first { $0.contains("phone-1") })
+                #expect(phoneRow.hasSuffix("<td>2</td></tr>") || phoneRow.contains("<td>2</td>"), "two changes behind: \(phoneRow)")
+                let tabletRow = try #require(page.components(separatedBy: "<tr>").first { $0.contains("tablet-1") })
+                #expect(tabletRow.contains("not fetched yet") && tabletRow.contains("never"), "\(tabletRow)")
+            }
         }
     }
 

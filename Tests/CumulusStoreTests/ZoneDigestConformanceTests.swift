@@ -168,3 +168,51 @@ struct ZoneDigestConformanceTests {
         #expect(owner.digest?.recordCount == 4)
     }
 }
+
+/// Devices, against every store: a sighting creates or updates a device, its position only moves forward, its name is
+/// kept when a request gives none, how far behind it is follows the private database, and the user's deletion takes
+/// them.
+@Suite("RecordStore conformance: devices", .timeLimit(.minutes(10)))
+struct DeviceConformanceTests {
+    let logger = Logger(label: "test")
+
+    @Test(arguments: StoreFactory.all)
+    func devicesAreSeenMoveForwardAndGoWithTheirUser(_ factory: StoreFactory) async throws {
+        let store = try await factory.make()
+        try await store.createContainer("c", createdAt: 0, logger: logger)
+        try await store.createUser(UserAccount(userRecordName: "_a", container: "c", name: "alice", createdAt: 0), logger: logger)
+        let alice = DatabaseRef(container: "c", environment: .development, scope: .private, ownerRecordName: "_a")
+        func write(_ name: String) async throws {
+            _ = try await store.modifyRecords(
+                RecordBatch(
+                    database: alice, zoneName: ZoneID.defaultZoneName, atomic: false,
+                    operations: [RecordModification(operationType: .forceUpdate, recordName: name, recordType: "T")], author: "_a", deviceID: "d",
+                    timestamp: 1), logger: logger)
+        }
+        func sighting(_ device: String, name: String?, at time: Int64, position: Int64?) -> DeviceSighting {
+            DeviceSighting(
+                container: "c", environment: .development, userRecordName: "_a", deviceID: device, name: name, seenAt: time, position: position)
+        }
+        try await write("r1")
+        let head = try await store.databaseChanges(in: alice, after: 0, limit: 10, logger: logger).sequence
+        try await store.recordDevice(sighting("phone", name: "Phone", at: 10, position: head), logger: logger)
+        try await store.recordDevice(sighting("tablet", name: nil, at: 20, position: nil), logger: logger)
+        // An older position and no name leave the position and the name as they were.
+        try await store.recordDevice(sighting("phone", name: nil, at: 30, position: head - 1), logger: logger)
+        try await write("r2")
+        try await write("r3")
+        let devices = try await store.devices(container: "c", userRecordName: "_a", logger: logger)
+        #expect(devices.map(\.deviceID) == ["phone", "tablet"], "the most recently seen first")
+        let phone = try #require(devices.first)
+        #expect(phone.name == "Phone" && phone.lastSeenAt == 30 && phone.lastFetchedAt == 30 && phone.position == head)
+        #expect(phone.changesBehind == 2, "\(factory.name): two writes since its position")
+        #expect(devices.last?.changesBehind == nil && devices.last?.lastFetchedAt == nil)
+        // Another container sees none of them; a sighting of a user who does not exist is dropped.
+        #expect(try await store.devices(container: "other", userRecordName: "_a", logger: logger).isEmpty)
+        try await store.recordDevice(
+            DeviceSighting(container: "c", environment: .development, userRecordName: "_gone", deviceID: "x", name: nil, seenAt: 1, position: nil),
+            logger: logger)
+        try await store.deleteUser(userRecordName: "_a", logger: logger)
+        #expect(try await store.devices(container: "c", userRecordName: "_a", logger: logger).isEmpty)
+    }
+}

@@ -67,6 +67,11 @@ public struct ConsoleService: Sendable {
         }
     }
 
+    /// A user's devices: when each was last seen and how far behind its private database it is.
+    public func devices(of userRecordName: String, container: String, logger: Logger) async throws -> [DeviceState] {
+        try await mapStoreErrors { try await store.devices(container: container, userRecordName: userRecordName, logger: logger) }
+    }
+
     /// A database's zones.
     public func zones(in database: DatabaseRef, logger: Logger) async throws -> [ZoneState] {
         try await mapStoreErrors { try await store.zones(in: database, logger: logger) }

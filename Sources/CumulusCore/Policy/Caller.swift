@@ -18,14 +18,22 @@ public struct Caller: Sendable {
     public var credential: Credential
     /// The device the client says it is (`X-Cumulus-Device`), recorded in `created.deviceID` and `modified.deviceID`.
     public var deviceID: String
+    /// The name the device gives itself (`X-Cumulus-Device-Name`), shown in the console.
+    public var deviceName: String?
 
-    public init(container: String, environment: ContainerEnvironment, user: UserAccount?, credential: Credential, deviceID: String) {
+    public init(
+        container: String, environment: ContainerEnvironment, user: UserAccount?, credential: Credential, deviceID: String, deviceName: String? = nil
+    ) {
         self.container = container
         self.environment = environment
         self.user = user
         self.credential = credential
         self.deviceID = deviceID
+        self.deviceName = deviceName
     }
+
+    /// The device, when the client named one (`web` is what the server records for a client that did not).
+    var identifiedDevice: String? { deviceID == "web" || deviceID.isEmpty ? nil : deviceID }
 
     /// The name recorded as the author of writes: the user, or the server-to-server key acting as the developer.
     public var authorName: String? {

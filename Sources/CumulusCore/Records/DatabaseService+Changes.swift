@@ -59,6 +59,10 @@ extension DatabaseService {
             return try await sharedDatabaseChanges(caller: caller, database: database, request: request, limit: limit, logger: logger)
         }
         let page = try await mapStoreErrors { try await store.databaseChanges(in: database, after: after, limit: limit, logger: logger) }
+        // The device has fetched to the page's position once it reads the last page.
+        await devices.note(
+            caller, now: clock.milliseconds(), position: page.moreComing ? nil : page.sequence, behind: page.moreComing ? nil : page.sequence - after,
+            logger: logger)
         let zones: [ZoneResult] = page.zones.map { change in
             switch change {
             case .changed(let zone):

@@ -44,10 +44,12 @@ public struct DatabaseService: Sendable {
     /// Told of every committed change, so waiting push polls re-check at once.
     let changes: ChangeSignal?
     let schemas = SchemaCache()
+    /// Where devices' sightings go.
+    let devices: DeviceTracker
 
     public init(
         store: any RecordStore, policy: AuthorizationPolicy = .init(), limits: Limits = .init(), clock: WallClock = .system,
-        changes: ChangeSignal? = nil, secrets: TokenSecrets? = nil
+        changes: ChangeSignal? = nil, secrets: TokenSecrets? = nil, devices: DeviceTracker? = nil
     ) {
         self.store = store
         self.policy = policy
@@ -55,6 +57,7 @@ public struct DatabaseService: Sendable {
         self.clock = clock
         self.secrets = secrets ?? TokenSecrets(store: store)
         self.changes = changes
+        self.devices = devices ?? DeviceTracker(store: store)
     }
 
     // MARK: - Zones
@@ -147,6 +150,7 @@ public struct DatabaseService: Sendable {
         guard let author = caller.authorName else {
             throw CumulusError(.authenticationRequired, "request needs authorization")
         }
+        await devices.note(caller, now: clock.milliseconds(), logger: logger)
 
         var modifications: [RecordModification] = []
         modifications.reserveCapacity(request.operations.count)

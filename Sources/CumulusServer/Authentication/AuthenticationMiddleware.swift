@@ -12,6 +12,8 @@ extension HTTPField.Name {
     static let cloudKitSignature = Self("X-Apple-CloudKit-Request-SignatureV1")!
     /// The client's device identifier, recorded in `created.deviceID` and `modified.deviceID`.
     static let cumulusDevice = Self("X-Cumulus-Device")!
+    /// The name the device gives itself, for the console.
+    static let cumulusDeviceName = Self("X-Cumulus-Device-Name")!
 }
 
 /// Establishes the ``Caller`` of a `/database/1/{container}/{environment}/…` request, as CloudKit Web Services does:
@@ -37,6 +39,10 @@ struct AuthenticationMiddleware: RouterMiddleware {
             throw CumulusError(.badRequest, "path: environment must be development or production")
         }
         let deviceID = request.headers[.cumulusDevice].map { String($0.prefix(64)) } ?? "web"
+        // A name for people: printable characters only, as the console shows it.
+        let deviceName = request.headers[.cumulusDeviceName].map {
+            String($0.unicodeScalars.filter { $0.value >= 0x20 && $0.value != 0x7F }.prefix(64))
+        }
         context.logger[metadataKey: "cumulus.container"] = "\(container)"
 
         if let keyID = request.headers[.cloudKitKeyID] {
@@ -76,7 +82,8 @@ struct AuthenticationMiddleware: RouterMiddleware {
         if let webAuthToken = query["ckWebAuthToken"].map(String.init), !webAuthToken.isEmpty {
             user = try await accounts.authenticate(webAuthToken: webAuthToken, container: container, logger: context.logger)
         }
-        context.caller = Caller(container: container, environment: environment, user: user, credential: .apiToken, deviceID: deviceID)
+        context.caller = Caller(
+            container: container, environment: environment, user: user, credential: .apiToken, deviceID: deviceID, deviceName: deviceName)
         return try await next(request, context)
     }
 

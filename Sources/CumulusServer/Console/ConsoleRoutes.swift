@@ -192,6 +192,19 @@ struct ConsoleRoutes {
                     [.link($0.zoneID.zoneName, href: "\(base)/\(ConsolePage.segment($0.zoneID.zoneName))"), .text("\($0.changeSequence)")]
                 },
                 empty: "No zones.")
+            body += "<h2>Devices</h2>"
+            let devices = try await console.devices(of: user.userRecordName, container: session.container, logger: logger)
+                .filter { $0.environment == environment }
+            body += ConsolePage.table(
+                id: "devices", headers: ["Device", "Name", "Last seen", "Last fetched", "Changes behind"],
+                rows: devices.map { device in
+                    [
+                        .code(device.deviceID), .text(device.name ?? ""), .text(ConsolePage.date(device.lastSeenAt)),
+                        .text(device.lastFetchedAt.map(ConsolePage.date) ?? "never"),
+                        .text(device.changesBehind.map { $0 == 0 ? "in step" : "\($0)" } ?? "not fetched yet"),
+                    ]
+                },
+                empty: "No device has synced yet (devices name themselves with X-Cumulus-Device; CloudContainer's deviceID).")
             body += "<h2>Subscriptions</h2>"
             let subscriptions = try await console.subscriptions(
                 of: user.userRecordName, container: session.container, environment: environment, logger: logger)

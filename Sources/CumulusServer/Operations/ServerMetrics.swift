@@ -39,6 +39,7 @@ public final class ServerMetrics: Sendable {
     private let openConnections: CoreMetrics.Meter
     private let pushNotifications: CoreMetrics.Counter
     private let linkUploads: CoreMetrics.Counter
+    private let devicesBehind: ValueHistogram
     /// How many access-log lines of refused credentials and throttled requests are written; the rest are counted.
     let refusalLines = RefusalLogSampler(linesPerSecond: 20)
 
@@ -61,6 +62,14 @@ public final class ServerMetrics: Sendable {
         openConnections = Meter(label: "cumulus_open_connections", factory: factory)
         pushNotifications = Counter(label: "cumulus_push_notifications_total", factory: factory)
         linkUploads = Counter(label: "cumulus_link_uploads_total", factory: factory)
+        devicesBehind = registry.makeValueHistogram(
+            name: "cumulus_device_changes_behind", buckets: [0, 1, 2, 5, 10, 50, 100, 1000, 10000],
+            help: "Changes of their private database identified devices had to fetch, at each fetch that reached the end of the feed.")
+    }
+
+    /// A device fetched its private database's feed to the end, having been `changes` behind.
+    public func deviceFetched(behind changes: Int64) {
+        devicesBehind.record(Double(changes))
     }
 
     /// The text exposition format, version 0.0.4.

@@ -368,5 +368,23 @@ extension PostgresMigrations {
                 "UPDATE zones SET record_count = NULL WHERE NOT deleted",
             ]
         ),
+        Migration(
+            version: 11, name: "devices",
+            statements: [
+                // The installations a user syncs from (X-Cumulus-Device), for the console and the operator.
+                """
+                CREATE TABLE devices (
+                    user_record_name TEXT COLLATE "C" NOT NULL REFERENCES users(user_record_name) ON DELETE CASCADE,
+                    environment TEXT COLLATE "C" NOT NULL,
+                    device_id TEXT COLLATE "C" NOT NULL,
+                    name TEXT,
+                    last_seen_at BIGINT NOT NULL,
+                    last_fetched_at BIGINT,
+                    position BIGINT,
+                    PRIMARY KEY (user_record_name, environment, device_id)
+                )
+                """
+            ]
+        ),
     ]
 }

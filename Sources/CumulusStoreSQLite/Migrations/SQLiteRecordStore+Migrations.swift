@@ -359,6 +359,23 @@ extension SQLiteRecordStore {
             try db.execute(sql: "UPDATE zones SET record_count = NULL WHERE deleted = 0")
             _ = try SQLiteRecordStore.refreshZoneDigests(db, unknownOnly: true)
         }
+        migrator.registerMigration("v14: devices") { db in
+            try db.execute(
+                sql: """
+                    -- The installations a user syncs from (X-Cumulus-Device), for the console and the operator.
+                    CREATE TABLE devices (
+                        user_record_name TEXT NOT NULL REFERENCES users(user_record_name) ON DELETE CASCADE,
+                        environment TEXT NOT NULL,
+                        device_id TEXT NOT NULL,
+                        name TEXT,
+                        last_seen_at INTEGER NOT NULL,
+                        last_fetched_at INTEGER,
+                        -- The private database feed position the device fetched up to.
+                        position INTEGER,
+                        PRIMARY KEY (user_record_name, environment, device_id)
+                    ) WITHOUT ROWID;
+                    """)
+        }
         return migrator
     }
 }
