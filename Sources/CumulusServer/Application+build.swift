@@ -2,6 +2,7 @@ public import CumulusCore
 import CumulusServerHTTP
 public import CumulusStore
 import Foundation
+import HTTPTypes
 public import Hummingbird
 public import Logging
 import NIOCore
@@ -106,7 +107,14 @@ public func buildRouter(
     if configuration.trustsForwardedFor { router.add(middleware: ClientAddressMiddleware()) }
     let landingPage = LandingPage.html(metricsPort: configuration.metricsPort)
     router.get("/") { _, _ in Response.html(landingPage, status: .ok) }
-    router.get("health") { _, _ in "ok" }
+    // `X-Cumulus-Public-URL`: the base of the links this server hands out for the request, so `cumulus doctor --url`
+    // can tell when a proxy in front hides the public scheme or host.
+    router.get("health") { request, _ in
+        Response(
+            status: .ok,
+            headers: [.contentType: "text/plain; charset=utf-8", HTTPField.Name("X-Cumulus-Public-URL")!: address.base(for: request)],
+            body: .init(byteBuffer: ByteBuffer(string: "ok")))
+    }
     router.get("openapi.json") { _, _ in
         Response(
             status: .ok, headers: [.contentType: "application/json; charset=utf-8"],

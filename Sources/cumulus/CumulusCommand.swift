@@ -23,7 +23,7 @@ struct CumulusCommand: AsyncParsableCommand {
         version: CumulusVersion.current,
         subcommands: [
             Serve.self, Containers.self, Tokens.self, Users.self, Keys.self, SchemaCommand.self, Indexes.self, ConsoleCommand.self, Backup.self,
-            Restore.self, Zones.self,
+            Restore.self, Zones.self, Doctor.self,
         ]
     )
 

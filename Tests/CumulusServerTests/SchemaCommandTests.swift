@@ -51,3 +51,47 @@ struct SchemaCommandTests {
         #expect(refused.stderr.contains("refused: field Drive.distance: type DOUBLE cannot change to STRING"))
     }
 }
+
+/// `cumulus doctor` on a deployment: it names what users would meet (a record type development has and production
+/// lacks, links that point past a proxy) and exits 1, and exits 0 once it is set right.
+@Suite("cumulus doctor", .timeLimit(.minutes(10)))
+struct DoctorCommandTests {
+    @Test func doctorNamesASchemaMissingFromProductionAndAProxyThatHidesThePublicURL() async throws {
+        let data = FileManager.default.temporaryDirectory.appendingPathComponent("doctor-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: data) }
+        let container = "iCloud.com.example.doctor"
+        #expect(try await ServeProcessTests.run(["containers", "create", container], data: data).status == 0)
+        let file = data.appendingPathComponent("schema.txt")
+        try "RECORD TYPE Drive (distance DOUBLE QUERYABLE, name STRING);".write(to: file, atomically: true, encoding: .utf8)
+        let development = try await ServeProcessTests.run(
+            ["schema", "deploy", file.path, "--container", container, "--environment", "development"], data: data)
+        #expect(development.status == 0, "\(development.stderr)")
+
+        // Development has a record type production lacks: every write of it would be refused once the app ships.
+        let sick = try await ServeProcessTests.run(["doctor"], data: data)
+        #expect(sick.status == 1, "\(sick.stdout)\(sick.stderr)")
+        #expect(sick.stdout.contains("PROBLEM schema \(container): development has what production lacks"), "\(sick.stdout)")
+        #expect(sick.stdout.contains("Drive"))
+        #expect(sick.stdout.contains("ok      disk:"))
+
+        let deployed = try await ServeProcessTests.run(["schema", "deploy", file.path, "--container", container], data: data)
+        #expect(deployed.status == 0, "\(deployed.stderr)")
+        let healthy = try await ServeProcessTests.run(["doctor"], data: data)
+        #expect(healthy.status == 0, "\(healthy.stdout)")
+        #expect(healthy.stdout.contains("no problem found"), "\(healthy.stdout)")
+        #expect(healthy.stdout.contains("warning indexes \(container): production declares Drive.distance QUERYABLE"), "\(healthy.stdout)")
+
+        // Reached at its own address, the server's links start there; told another public URL, doctor says so.
+        let server = try await ServeProcessTests.Server.start(data: data)
+        let direct = try await ServeProcessTests.run(["doctor", "--url", server.url], data: data)
+        #expect(direct.status == 0 && direct.stdout.contains("ok      proxy: links start with \(server.url)"), "\(direct.stdout)")
+        #expect(direct.stdout.contains("ok      clock:"))
+        #expect(server.stop() == 0)
+        let behindProxy = try await ServeProcessTests.Server.start(arguments: ["--data", data.path, "--public-url", "https://cloud.example.com"])
+        let hidden = try await ServeProcessTests.run(["doctor", "--url", behindProxy.url], data: data)
+        #expect(hidden.status == 1 && hidden.stdout.contains("PROBLEM proxy: the server hands out links starting https://cloud.example.com"))
+        #expect(behindProxy.stop() == 0)
+        let unreachable = try await ServeProcessTests.run(["doctor", "--url", "http://127.0.0.1:1"], data: data)
+        #expect(unreachable.status == 1 && unreachable.stdout.contains("PROBLEM public URL"))
+    }
+}

@@ -9,32 +9,39 @@
 /// adds lanes in SQL (no read-modify-write). The lanes are a checksum against accidental divergence, not a commitment:
 /// whoever can write records could aim for a collision, and gain only a wrong "in sync" about their own data.
 public struct ZoneDigest: Sendable, Hashable, CustomStringConvertible {
-    /// The lane-wise sums, modulo 2³².
-    public private(set) var lanes: [UInt32]
+    // Eight lanes stored inline: a digest is made and added for every record a write touches, and an array would
+    // allocate each time.
+    private var l0: UInt32, l1: UInt32, l2: UInt32, l3: UInt32, l4: UInt32, l5: UInt32, l6: UInt32, l7: UInt32
     /// The number of records, as a signed sum, so a change can remove more than it adds.
     public var recordCount: Int64
 
+    /// The lane-wise sums, modulo 2³².
+    public var lanes: [UInt32] { [l0, l1, l2, l3, l4, l5, l6, l7] }
+
     /// The digest of no record.
-    public static let empty = ZoneDigest(lanes: Array(repeating: 0, count: 8), recordCount: 0)
+    public static let empty = ZoneDigest(l0: 0, l1: 0, l2: 0, l3: 0, l4: 0, l5: 0, l6: 0, l7: 0, recordCount: 0)
+
+    private init(l0: UInt32, l1: UInt32, l2: UInt32, l3: UInt32, l4: UInt32, l5: UInt32, l6: UInt32, l7: UInt32, recordCount: Int64) {
+        (self.l0, self.l1, self.l2, self.l3, self.l4, self.l5, self.l6, self.l7) = (l0, l1, l2, l3, l4, l5, l6, l7)
+        self.recordCount = recordCount
+    }
 
     /// A digest from its stored lanes and count.
     public init(lanes: [UInt32], recordCount: Int64) {
         precondition(lanes.count == 8, "a zone digest has eight lanes")
-        self.lanes = lanes
-        self.recordCount = recordCount
+        self.init(
+            l0: lanes[0], l1: lanes[1], l2: lanes[2], l3: lanes[3], l4: lanes[4], l5: lanes[5], l6: lanes[6], l7: lanes[7], recordCount: recordCount)
     }
 
-    /// The digest of one record.
+    /// The digest of one record: the SHA-256 of its name, a zero byte and its change tag, whose eight big-endian words
+    /// are the lanes.
     public init(recordName: String, changeTag: String) {
-        var bytes = Array(recordName.utf8)
-        bytes.append(0)
-        bytes.append(contentsOf: changeTag.utf8)
-        let hash = SHA256Hash.hash(bytes)
-        var lanes = [UInt32](repeating: 0, count: 8)
-        for lane in 0..<8 {
-            lanes[lane] = hash[lane * 4..<lane * 4 + 4].reduce(0) { $0 << 8 | UInt32($1) }
-        }
-        self.init(lanes: lanes, recordCount: 1)
+        var message = recordName
+        message.append("\u{0}")
+        message.append(changeTag)
+        let words = message.withUTF8 { SHA256Hash.words(UnsafeRawBufferPointer($0)) }
+        self.init(
+            l0: words.0, l1: words.1, l2: words.2, l3: words.3, l4: words.4, l5: words.5, l6: words.6, l7: words.7, recordCount: 1)
     }
 
     /// The digest of these records.
@@ -46,13 +53,27 @@ public struct ZoneDigest: Sendable, Hashable, CustomStringConvertible {
 
     /// Adds the records of `other`.
     public mutating func add(_ other: ZoneDigest) {
-        for lane in 0..<8 { lanes[lane] &+= other.lanes[lane] }
+        l0 &+= other.l0
+        l1 &+= other.l1
+        l2 &+= other.l2
+        l3 &+= other.l3
+        l4 &+= other.l4
+        l5 &+= other.l5
+        l6 &+= other.l6
+        l7 &+= other.l7
         recordCount += other.recordCount
     }
 
     /// Removes the records of `other`.
     public mutating func subtract(_ other: ZoneDigest) {
-        for lane in 0..<8 { lanes[lane] &-= other.lanes[lane] }
+        l0 &-= other.l0
+        l1 &-= other.l1
+        l2 &-= other.l2
+        l3 &-= other.l3
+        l4 &-= other.l4
+        l5 &-= other.l5
+        l6 &-= other.l6
+        l7 &-= other.l7
         recordCount -= other.recordCount
     }
 
@@ -129,54 +150,61 @@ enum SHA256Hash {
 
     /// The 32-byte hash of `message`.
     static func hash(_ message: [UInt8]) -> [UInt8] {
-        var state: [UInt32] = [
-            0x6a09_e667, 0xbb67_ae85, 0x3c6e_f372, 0xa54f_f53a, 0x510e_527f, 0x9b05_688c, 0x1f83_d9ab, 0x5be0_cd19,
-        ]
-        var padded = message
-        padded.append(0x80)
-        while padded.count % 64 != 56 { padded.append(0) }
-        let bitLength = UInt64(message.count) &* 8
-        for shift in stride(from: 56, through: 0, by: -8) { padded.append(UInt8(truncatingIfNeeded: bitLength >> UInt64(shift))) }
-
-        var schedule = [UInt32](repeating: 0, count: 64)
-        for blockStart in stride(from: 0, to: padded.count, by: 64) {
-            for index in 0..<16 {
-                let offset = blockStart + index * 4
-                schedule[index] =
-                    UInt32(padded[offset]) << 24 | UInt32(padded[offset + 1]) << 16 | UInt32(padded[offset + 2]) << 8 | UInt32(padded[offset + 3])
-            }
-            for index in 16..<64 {
-                let s0 = rotate(schedule[index - 15], 7) ^ rotate(schedule[index - 15], 18) ^ (schedule[index - 15] >> 3)
-                let s1 = rotate(schedule[index - 2], 17) ^ rotate(schedule[index - 2], 19) ^ (schedule[index - 2] >> 10)
-                schedule[index] = schedule[index - 16] &+ s0 &+ schedule[index - 7] &+ s1
-            }
-            var (a, b, c, d, e, f, g, h) = (state[0], state[1], state[2], state[3], state[4], state[5], state[6], state[7])
-            for index in 0..<64 {
-                let sum1 = rotate(e, 6) ^ rotate(e, 11) ^ rotate(e, 25)
-                let choice = (e & f) ^ (~e & g)
-                let temp1 = h &+ sum1 &+ choice &+ roundConstants[index] &+ schedule[index]
-                let sum0 = rotate(a, 2) ^ rotate(a, 13) ^ rotate(a, 22)
-                let majority = (a & b) ^ (a & c) ^ (b & c)
-                let temp2 = sum0 &+ majority
-                (h, g, f, e, d, c, b, a) = (g, f, e, d &+ temp1, c, b, a, temp1 &+ temp2)
-            }
-            state[0] &+= a
-            state[1] &+= b
-            state[2] &+= c
-            state[3] &+= d
-            state[4] &+= e
-            state[5] &+= f
-            state[6] &+= g
-            state[7] &+= h
-        }
+        let hashed = message.withUnsafeBytes { bytes in Self.words(bytes) }
         var output: [UInt8] = []
         output.reserveCapacity(32)
-        for word in state {
+        for word in [hashed.0, hashed.1, hashed.2, hashed.3, hashed.4, hashed.5, hashed.6, hashed.7] {
             output.append(contentsOf: [
                 UInt8(word >> 24), UInt8(truncatingIfNeeded: word >> 16), UInt8(truncatingIfNeeded: word >> 8), UInt8(truncatingIfNeeded: word),
             ])
         }
         return output
+    }
+
+    typealias Words = (UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32)
+
+    /// The hash of `message` as its eight big-endian words, with no allocation on the heap: the padded message and the
+    /// schedule live on the stack.
+    static func words(_ message: UnsafeRawBufferPointer) -> Words {
+        var state: Words = (0x6a09_e667, 0xbb67_ae85, 0x3c6e_f372, 0xa54f_f53a, 0x510e_527f, 0x9b05_688c, 0x1f83_d9ab, 0x5be0_cd19)
+        let blocks = (message.count + 9 + 63) / 64
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: blocks * 64) { padded in
+            _ = padded.initialize(from: message)
+            padded[message.count] = 0x80
+            for index in (message.count + 1)..<(blocks * 64 - 8) { padded[index] = 0 }
+            let bitLength = UInt64(message.count) &* 8
+            for index in 0..<8 { padded[blocks * 64 - 8 + index] = UInt8(truncatingIfNeeded: bitLength >> UInt64(56 - 8 * index)) }
+            return withUnsafeTemporaryAllocation(of: UInt32.self, capacity: 64) { schedule in
+                for block in 0..<blocks {
+                    let base = block * 64
+                    for index in 0..<16 {
+                        let offset = base + index * 4
+                        schedule[index] =
+                            UInt32(padded[offset]) << 24 | UInt32(padded[offset + 1]) << 16 | UInt32(padded[offset + 2]) << 8
+                            | UInt32(padded[offset + 3])
+                    }
+                    for index in 16..<64 {
+                        let s0 = rotate(schedule[index - 15], 7) ^ rotate(schedule[index - 15], 18) ^ (schedule[index - 15] >> 3)
+                        let s1 = rotate(schedule[index - 2], 17) ^ rotate(schedule[index - 2], 19) ^ (schedule[index - 2] >> 10)
+                        schedule[index] = schedule[index - 16] &+ s0 &+ schedule[index - 7] &+ s1
+                    }
+                    var (a, b, c, d, e, f, g, h) = state
+                    for index in 0..<64 {
+                        let sum1 = rotate(e, 6) ^ rotate(e, 11) ^ rotate(e, 25)
+                        let choice = (e & f) ^ (~e & g)
+                        let temp1 = h &+ sum1 &+ choice &+ roundConstants[index] &+ schedule[index]
+                        let sum0 = rotate(a, 2) ^ rotate(a, 13) ^ rotate(a, 22)
+                        let majority = (a & b) ^ (a & c) ^ (b & c)
+                        let temp2 = sum0 &+ majority
+                        (h, g, f, e, d, c, b, a) = (g, f, e, d &+ temp1, c, b, a, temp1 &+ temp2)
+                    }
+                    state = (
+                        state.0 &+ a, state.1 &+ b, state.2 &+ c, state.3 &+ d, state.4 &+ e, state.5 &+ f, state.6 &+ g, state.7 &+ h
+                    )
+                }
+                return state
+            }
+        }
     }
 
     @inline(__always)

@@ -50,8 +50,21 @@ extension SQLiteRecordStore {
         case .touchZone(let zone, let databaseID, let sequence):
             try touchZone(db, zoneID: zone, databaseID: databaseID, changeSequence: sequence)
         case .finishZoneWrite(let zone, let databaseID, let sequence, let digest):
-            try touchZone(db, zoneID: zone, databaseID: databaseID, changeSequence: sequence)
-            try adjustZoneDigest(db, zone: zone, by: digest)
+            if digest == .empty {
+                try touchZone(db, zoneID: zone, databaseID: databaseID, changeSequence: sequence)
+            } else {
+                // The zone's sequence, feed position and digest in one statement.
+                let position = try Int64.fetchOne(
+                    db.cachedStatement(sql: "UPDATE databases SET change_seq = change_seq + 1 WHERE id = ? RETURNING change_seq"),
+                    arguments: [databaseID])!
+                let lanes = (0..<8).map { "digest_\($0) = (digest_\($0) + ?) & 4294967295" }.joined(separator: ", ")
+                var arguments: StatementArguments = [position, sequence]
+                _ = arguments.append(contentsOf: StatementArguments(digest.lanes.map { Int64($0) }))
+                _ = arguments.append(contentsOf: [digest.recordCount, zone])
+                try db.cachedStatement(
+                    sql: "UPDATE zones SET database_change_seq = ?, change_seq = ?, \(lanes), record_count = record_count + ? WHERE id = ?"
+                ).execute(arguments: arguments)
+            }
             try advanceViews(db, zoneRowID: zone, ending: false)
         case .adjustZoneDigest(let zone, let change):
             try adjustZoneDigest(db, zone: zone, by: change)

@@ -1,0 +1,84 @@
+public import CumulusModel
+import CumulusStore
+public import Logging
+
+/// One thing `cumulus doctor` checked, and what it found.
+public struct DoctorFinding: Sendable, Hashable, CustomStringConvertible {
+    public enum Severity: String, Sendable, Hashable {
+        case ok
+        /// Works now, needs attention.
+        case warning
+        /// Something users meet: writes refused, queries failing, devices that cannot sync.
+        case problem
+    }
+
+    public var severity: Severity
+    /// What was checked: `store`, `schema iCloud.com.example.app`, `disk`.
+    public var subject: String
+    public var message: String
+
+    public init(_ severity: Severity, _ subject: String, _ message: String) {
+        self.severity = severity
+        self.subject = subject
+        self.message = message
+    }
+
+    public var description: String {
+        let label =
+            switch severity {
+            case .ok: "ok     "
+            case .warning: "warning"
+            case .problem: "PROBLEM"
+            }
+        return "\(label) \(subject): \(message)"
+    }
+}
+
+extension DatabaseService {
+    /// What the store's data says about a deployment, per container: record types, fields and indexes development has
+    /// and production lacks (production refuses writes of a type or field its schema lacks, and queries on a field it
+    /// does not index: the trap in which an app's every write fails once it ships), and fields production declares
+    /// `QUERYABLE` or `SORTABLE` whose index is not built yet (a warning: the first query builds it).
+    public func diagnose(logger: Logger) async throws -> [DoctorFinding] {
+        var findings: [DoctorFinding] = []
+        let containers = try await mapStoreErrors { try await store.listContainers(logger: logger) }
+        let indexes = try await fieldIndexes(logger: logger)
+        for container in containers.map(\.id).sorted() {
+            let subject = "schema \(container)"
+            let development = try await schema(container: container, environment: .development, logger: logger)
+            let production = try await schema(container: container, environment: .production, logger: logger)
+            let diff = SchemaDiff(from: production, to: development)
+            for line in diff.additions {
+                findings.append(
+                    DoctorFinding(
+                        .problem, subject,
+                        "development has what production lacks (\(line)): production refuses such writes and queries; deploy with "
+                            + "`cumulus schema export --container \(container) --environment development > schema.ckdb` then "
+                            + "`cumulus schema deploy schema.ckdb --container \(container) --environment production`"))
+            }
+            for line in diff.problems {
+                findings.append(DoctorFinding(.problem, subject, "development and production disagree: \(line)"))
+            }
+            if diff.additions.isEmpty && diff.problems.isEmpty {
+                findings.append(
+                    DoctorFinding(
+                        .ok, subject,
+                        "production has every record type, field and index development has (\(production.recordTypes.count) record types)"))
+            }
+            for (typeName, recordType) in production.recordTypes.sorted(by: { $0.key < $1.key }) {
+                for field in recordType.fields.values.sorted(by: { $0.name < $1.name }) where field.isQueryable || field.isSortable {
+                    let indexed = indexes.contains { $0.field == field.name && $0.productionContainers.contains(container) }
+                    if !indexed {
+                        findings.append(
+                            DoctorFinding(
+                                .warning, "indexes \(container)",
+                                "production declares \(typeName).\(field.name) \(field.isQueryable ? "QUERYABLE" : "SORTABLE") and its index is not built "
+                                    + "yet: the first query on it builds it once a record holds the field, and waits for it on a large store"))
+                    }
+                }
+            }
+        }
+        if containers.isEmpty { findings.append(DoctorFinding(.warning, "containers", "none yet: `cumulus containers create ID`")) }
+        return findings
+    }
+}
