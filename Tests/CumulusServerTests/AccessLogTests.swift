@@ -87,6 +87,36 @@ struct AccessLogTests {
         }
     }
 
+    /// A client's W3C `traceparent` follows its request into the server's log lines; a malformed one is ignored.
+    @Test func aClientsTraceIsCarriedIntoTheLogLinesOfItsRequest() async throws {
+        try await withServer { client, world, captured in
+            let traced = try await client.send(
+                "zones/list", as: .user(world.alice), method: .get,
+                headers: [HTTPField.Name("traceparent")!: "00-4BF92F3577B34DA6A3CE929D0E0E4736-00F067AA0BA902B7-01"])
+            #expect(traced.status == 200)
+            let forged = try await client.send(
+                "zones/list", as: .user(world.alice), method: .get,
+                headers: [HTTPField.Name("traceparent")!: "00-00000000000000000000000000000000-00f067aa0ba902b7-01"])
+            #expect(forged.status == 200)
+            let lines = try requests(captured)
+            #expect(lines.first?["trace_id"]?.stringValue == "4bf92f3577b34da6a3ce929d0e0e4736")
+            #expect(lines.first?["parent_span_id"]?.stringValue == "00f067aa0ba902b7")
+            #expect(lines.last?["trace_id"] == nil, "an all-zero trace ID is invalid and ignored")
+        }
+    }
+
+    @Test func traceParentsAreReadAsTheSpecificationSays() {
+        #expect(TraceParent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")?.traceID == "4bf92f3577b34da6a3ce929d0e0e4736")
+        #expect(TraceParent("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra") != nil, "a later version may add parts")
+        for bad in [
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra", "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e473-00f067aa0ba902b7-01", "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+            "00-xyz92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "",
+        ] {
+            #expect(TraceParent(bad) == nil, "\(bad)")
+        }
+    }
+
     @Test func aRouteNoneMatchesIsLoggedAsNotFound() async throws {
         try await withServer { client, _, captured in
             let response = try await client.send("no/such/thing", as: .anonymous)

@@ -14,6 +14,11 @@ struct AccessLogMiddleware<Context: RequestContext>: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let start = ContinuousClock.now
         let requestID = RequestIdentity.uuid(context)
+        var context = context
+        if let header = request.headers[HTTPField.Name("traceparent")!], let trace = TraceParent(header) {
+            context.logger[metadataKey: "trace_id"] = "\(trace.traceID)"
+            context.logger[metadataKey: "parent_span_id"] = "\(trace.parentID)"
+        }
         do {
             var response = try await next(request, context)
             response.headers[RequestIdentity.header] = requestID
