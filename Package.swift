@@ -23,6 +23,11 @@ let package = Package(
         .library(name: "CumulusTesting", targets: ["CumulusTesting"]),
         .executable(name: "cumulus", targets: ["cumulus"]),
     ],
+    traits: [
+        .trait(
+            name: "OpenTelemetry",
+            description: "cumulus serve exports a span per request over OTLP (swift-otel), configured by OTEL_* variables")
+    ],
     dependencies: [
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
@@ -44,6 +49,11 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         // `/metrics` in Prometheus's text format; small (on swift-metrics and swift-atomics, both already built).
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        // Already built for Hummingbird: a span per request, exported only when a tracer is bootstrapped.
+        .package(url: "https://github.com/apple/swift-distributed-tracing.git", from: "1.7.3"),
+        // Only with the `OpenTelemetry` trait (`swift build --traits OpenTelemetry`): exports the spans over OTLP. Not
+        // built by default: it brings gRPC and protobuf (about seven minutes of a first build on two cores).
+        .package(url: "https://github.com/swift-otel/swift-otel.git", from: "1.6.0"),
     ],
     targets: [
         // Value types and the CloudKit Web Services wire format. Foundation only.
@@ -129,6 +139,7 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -199,6 +210,7 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "OTel", package: "swift-otel", condition: .when(traits: ["OpenTelemetry"])),
             ],
             swiftSettings: swiftSettings
         ),
@@ -260,6 +272,8 @@ let package = Package(
             name: "CumulusServerTests",
             dependencies: [
                 "CumulusClient",
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 "CumulusTesting",
                 "CumulusSyncGRDB",

@@ -95,13 +95,14 @@ public func buildRouter(
     let accounts = AccountService(
         store: store, signInLimits: configuration.signInLimits, webAuthTokenLifetime: configuration.webAuthTokenLifetime,
         credentialCacheLifetime: configuration.credentialCacheLifetime, clock: clock)
-    let database = DatabaseService(
-        store: store, limits: limits, clock: clock, changes: changes, secrets: secrets,
-        devices: DeviceTracker(store: store, observeBehind: { metrics.deviceFetched(behind: $0) }))
+    let devices = DeviceTracker(store: store, observeBehind: { metrics.deviceFetched(behind: $0) })
+    metrics.observeDevices { devices.devicesSeen(since: clock.milliseconds() - 3_600_000) }
+    let database = DatabaseService(store: store, limits: limits, clock: clock, changes: changes, secrets: secrets, devices: devices)
     let push = push ?? pushService(configuration: configuration, store: store, clock: clock, changes: changes, secrets: secrets)
 
     let address = PublicAddress(configured: configuration.publicBaseURL)
     let router = Router(context: CumulusRequestContext.self)
+    if let tracer = configuration.requestTracer { router.add(middleware: RequestSpanMiddleware(tracer: tracer)) }
     router.add(middleware: AccessLogMiddleware(metrics: metrics))
     router.add(middleware: CloudKitErrorMiddleware(address: address))
     if configuration.trustsForwardedFor { router.add(middleware: ClientAddressMiddleware()) }

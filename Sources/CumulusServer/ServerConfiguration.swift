@@ -2,6 +2,7 @@ public import CumulusCore
 public import CumulusServerHTTP
 public import CumulusStore
 public import Foundation
+public import Tracing
 
 /// Settings of a Cumulus server.
 public struct ServerConfiguration: Sendable {
@@ -60,6 +61,9 @@ public struct ServerConfiguration: Sendable {
     /// Where `/metrics` is served: `nil` on the main port; a port number serves it there instead (on ``host``), so a
     /// firewall can keep it from the clients. 0 picks a free port.
     public var metricsPort: Int?
+    /// The tracer each request gets a span from (`cumulus serve` built with the `OpenTelemetry` trait gives swift-otel's);
+    /// `nil`, the request path pays nothing for tracing.
+    public var requestTracer: (any Tracer)?
     /// Asset sizes, URL lifetimes and cleanup.
     public var assetLimits = AssetLimits()
     /// Where asset bytes live; `nil` keeps them in a temporary directory of this process (tests). `cumulus serve`

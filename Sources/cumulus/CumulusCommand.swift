@@ -274,6 +274,7 @@ struct Serve: AsyncParsableCommand {
         let openFiles = OpenFileLimit.raiseToHardLimit()
         configuration.connectionLimits.maximumConnections = max(64, min(configuration.connectionLimits.maximumConnections, openFiles - 256))
         configuration.metricsPort = metricsPort ?? environment["CUMULUS_METRICS_PORT"].flatMap { Int($0) }
+        let tracing = try RequestTracing.start(&configuration, logger: logger)
         var app = buildApplication(
             configuration: configuration,
             store: opened.store, logger: logger, metrics: metrics,
@@ -282,6 +283,7 @@ struct Serve: AsyncParsableCommand {
         )
         // PostgreSQL's connection pool runs beside the server and shuts down after it.
         if let service = opened.service { app.addServices(service) }
+        if let tracing { app.addServices(tracing) }
         if case .postgres(let location, let connections) = try options.location() {
             logger.info("using PostgreSQL", metadata: ["cumulus.database": "\(location.redacted)", "cumulus.connections": "\(connections)"])
         }

@@ -3,9 +3,11 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
+import InMemoryTracing
 import Logging
 import Synchronization
 import Testing
+import Tracing
 
 @testable import CumulusServer
 
@@ -103,6 +105,37 @@ struct AccessLogTests {
             #expect(lines.first?["parent_span_id"]?.stringValue == "00f067aa0ba902b7")
             #expect(lines.last?["trace_id"] == nil, "an all-zero trace ID is invalid and ignored")
         }
+    }
+
+    /// With a tracer (`cumulus serve` built with the `OpenTelemetry` trait gives swift-otel's), each request is a span
+    /// named by its route template, a child of the client's trace, ended once the answer is written, and carrying no
+    /// path, query or credential.
+    @Test func eachRequestIsASpanNamedByItsRouteAndJoinedToTheClientsTrace() async throws {
+        let world = try await TestWorld.make()
+        let tracer = InMemoryTracer()
+        var configuration = world.configuration
+        configuration.requestTracer = tracer
+        let app = buildApplication(configuration: configuration, store: world.store, logger: Logger(label: "test"), clock: world.clock)
+        try await app.test(.live) { client in
+            try await CloudKitTestClient.patient(client, apiToken: world.apiToken) { client in
+                let created = try await client.send(
+                    "zones/modify", as: .user(world.alice),
+                    body: #"{"operations":[{"operationType":"create","zone":{"zoneID":{"zoneName":"Secret Plans"}}}]}"#,
+                    headers: [HTTPField.Name(InMemoryTracer.traceIDKey)!: "trace-1", HTTPField.Name(InMemoryTracer.spanIDKey)!: "client-span"])
+                #expect(created.status == 200)
+                let missing = try await client.send("no/such/thing", as: .anonymous)
+                #expect(missing.status == 404)
+            }
+        }
+        let spans = tracer.finishedSpans
+        #expect(spans.count == 2, "\(spans.map(\.operationName))")
+        let span = try #require(spans.first { $0.operationName.hasSuffix("zones/modify") })
+        #expect(span.operationName == "POST /database/1/{container}/{environment}/{database}/zones/modify")
+        #expect(span.traceID == "trace-1" && span.parentSpanID == "client-span", "a child of the client's span")
+        #expect(span.attributes["http.response.status_code"]?.toSpanAttribute() == 200)
+        #expect(spans.contains { $0.operationName == "POST NotFound" })
+        let everything = spans.map { "\($0.operationName) \($0.attributes)" }.joined()
+        for secret in [world.apiToken, world.alice.webAuthToken, "Secret Plans"] { #expect(!everything.contains(secret)) }
     }
 
     @Test func traceParentsAreReadAsTheSpecificationSays() {

@@ -4,6 +4,7 @@ import CumulusModel
 import CumulusServer
 import CumulusStore
 import Foundation
+import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import Logging
@@ -25,6 +26,25 @@ struct MetricsTests {
 
     /// The value of the sample whose line starts with `series` (name and labels), if any.
     func sample(_ series: String, in text: String) -> Double? { metricSample(series, in: text) }
+
+    /// Devices that name themselves: how many were active in the last hour, and how far behind each fetch found them.
+    @Test func devicesAreCountedAndTheirLagObservedWithoutNamingThem() async throws {
+        let world = try await TestWorld.make()
+        try await world.test { client in
+            let phone: HTTPFields = [HTTPField.Name("X-Cumulus-Device")!: "phone-7"]
+            _ = try await client.send(
+                "records/modify", as: .user(world.alice),
+                body:
+                    #"{"zoneID":{"zoneName":"_defaultZone"},"operations":[{"operationType":"create","record":{"recordName":"a","recordType":"T"}}]}"#)
+            let fetched = try await client.send("changes/database", as: .user(world.alice), body: "{}", headers: phone)
+            #expect(fetched.status == 200)
+            let text = try await metricsText(client)
+            #expect(sample("cumulus_devices_active", in: text) == 1)
+            #expect(sample("cumulus_device_changes_behind_count", in: text) == 1)
+            #expect(sample(#"cumulus_device_changes_behind_bucket{le="0.0"}"#, in: text) == 0, "it had one change to fetch: \(text)")
+            #expect(!text.contains("phone-7"))
+        }
+    }
 
     @Test func requestsRecordsAndFeedPagesAreCountedWithoutNamingTheCaller() async throws {
         let world = try await TestWorld.make()

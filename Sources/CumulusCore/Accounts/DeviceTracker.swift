@@ -31,6 +31,11 @@ public final class DeviceTracker: Sendable {
         self.observeBehind = observeBehind
     }
 
+    /// How many devices this instance saw since `time` (milliseconds), of those it remembers.
+    public func devicesSeen(since time: Int64) -> Int {
+        written.withLock { written in written.values.count { $0.at >= time } }
+    }
+
     /// Notes a request of `caller` at `now`; with `position`, the private database feed position it fetched to, having
     /// started `behind` changes back.
     func note(_ caller: Caller, now: Int64, position: Int64? = nil, behind: Int64? = nil, logger: Logger) async {

@@ -40,6 +40,9 @@ public final class ServerMetrics: Sendable {
     private let pushNotifications: CoreMetrics.Counter
     private let linkUploads: CoreMetrics.Counter
     private let devicesBehind: ValueHistogram
+    private let activeDevices: CoreMetrics.Meter
+    /// Devices' sightings, read when the metrics are rendered.
+    private let devices = Mutex<(@Sendable () -> Int)?>(nil)
     /// How many access-log lines of refused credentials and throttled requests are written; the rest are counted.
     let refusalLines = RefusalLogSampler(linesPerSecond: 20)
 
@@ -65,6 +68,12 @@ public final class ServerMetrics: Sendable {
         devicesBehind = registry.makeValueHistogram(
             name: "cumulus_device_changes_behind", buckets: [0, 1, 2, 5, 10, 50, 100, 1000, 10000],
             help: "Changes of their private database identified devices had to fetch, at each fetch that reached the end of the feed.")
+        activeDevices = Meter(label: "cumulus_devices_active", factory: factory)
+    }
+
+    /// Reports, as `cumulus_devices_active`, how many identified devices this instance saw in the last hour.
+    func observeDevices(_ count: @escaping @Sendable () -> Int) {
+        devices.withLock { $0 = count }
     }
 
     /// A device fetched its private database's feed to the end, having been `changes` behind.
@@ -75,6 +84,7 @@ public final class ServerMetrics: Sendable {
     /// The text exposition format, version 0.0.4.
     public func exposition() -> [UInt8] {
         if let changes = changes.withLock({ $0 }) { idlePushConnections.set(changes.idle) }
+        if let count = devices.withLock({ $0 }) { activeDevices.set(count()) }
         return registry.emitToBuffer()
     }
 
