@@ -1,6 +1,6 @@
 import CumulusModel
 public import CumulusStore
-public import Logging
+import Logging
 import Synchronization
 
 /// Keeps the last sighting of each device (`X-Cumulus-Device`) of a signed-in user, for the console's devices page:

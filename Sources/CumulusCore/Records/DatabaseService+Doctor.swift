@@ -1,4 +1,4 @@
-public import CumulusModel
+import CumulusModel
 import CumulusStore
 public import Logging
 

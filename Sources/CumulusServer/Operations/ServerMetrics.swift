@@ -66,8 +66,10 @@ public final class ServerMetrics: Sendable {
         pushNotifications = Counter(label: "cumulus_push_notifications_total", factory: factory)
         linkUploads = Counter(label: "cumulus_link_uploads_total", factory: factory)
         devicesBehind = registry.makeValueHistogram(
-            name: "cumulus_device_changes_behind", buckets: [0, 1, 2, 5, 10, 50, 100, 1000, 10000],
-            help: "Changes of their private database identified devices had to fetch, at each fetch that reached the end of the feed.")
+            descriptor: MetricNameDescriptor(
+                metricName: "cumulus_device_changes_behind", unitName: "",
+                helpText: "Changes of their private database identified devices had to fetch, at each fetch that reached the end of the feed."),
+            buckets: [0, 1, 2, 5, 10, 50, 100, 1000, 10000])
         activeDevices = Meter(label: "cumulus_devices_active", factory: factory)
     }
 

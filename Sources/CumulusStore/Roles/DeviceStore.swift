@@ -1,4 +1,4 @@
-public import CumulusModel
+import CumulusModel
 public import Logging
 
 /// The devices users sync from: when each was last seen and how far behind its private database it is.

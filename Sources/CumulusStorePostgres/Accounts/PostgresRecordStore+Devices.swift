@@ -5,7 +5,7 @@ import PostgresNIO
 
 extension PostgresRecordStore {
     public func recordDevice(_ sighting: DeviceSighting, logger: Logger) async throws {
-        try await transaction(logger: logger) { connection in
+        _ = try await transaction(logger: logger) { connection in
             try await connection.query(
                 """
                 INSERT INTO devices (user_record_name, environment, device_id, name, last_seen_at, last_fetched_at, position)
