@@ -242,7 +242,8 @@ let package = Package(
         .testTarget(
             name: "CumulusStoreTests",
             dependencies: [
-                "CumulusModel", "CumulusStore", "CumulusStoreSQLite", "CumulusStorePostgres", .product(name: "GRDB", package: "GRDB.swift"),
+                "CumulusModel", "CumulusStore", "CumulusStoreSQLite", "CumulusStorePostgres", "CumulusTesting",
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],

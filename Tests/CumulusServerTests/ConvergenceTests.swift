@@ -14,17 +14,6 @@ import Testing
 /// replays it).
 @Suite("Sync engine: random convergence", .timeLimit(.minutes(10)))
 struct ConvergenceTests {
-    struct Generator: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var value = state
-            value = (value ^ (value >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            value = (value ^ (value >> 27)) &* 0x94D0_49BB_1331_11EB
-            return value ^ (value >> 31)
-        }
-    }
-
     /// One device of the story: its app, its transport's faults, how to start it again.
     final class Phone: @unchecked Sendable {
         // Driven by one task, one step at a time.
@@ -57,7 +46,7 @@ struct ConvergenceTests {
         let world = try await TestWorld.make()
         let (alice, bob) = (world.alice, world.bob)
         try await SyncEngineTests.live(world) { container in
-            var random = Generator(state: seed)
+            var random = SeededRandomNumberGenerator(seed: seed)
             let aliceDatabase = container(alice).privateCloudDatabase
             try await aliceDatabase.save(zones: [GhostCar.zone])
             let share = try await aliceDatabase.save(CloudShare(zoneID: GhostCar.zone, publicPermission: .readWrite))

@@ -250,20 +250,27 @@ struct ServeProcessTests {
         return (apiToken.trimmingCharacters(in: .whitespacesAndNewlines), webToken.trimmingCharacters(in: .whitespacesAndNewlines))
     }
 
+    /// A container with alice, a server over its data, and her zone `Notes` with one record `n` (a `Note` titled "hi"):
+    /// the server, her private database's URL and the query that signs her requests.
+    static func serverWithANote(_ container: String, data: URL) async throws -> (Server, database: String, query: String) {
+        let (apiToken, webToken) = try await containerWithAlice(container, data: data)
+        let server = try await Server.start(data: data)
+        let database = "\(server.url)/database/1/\(container)/development/private"
+        let query = "ckAPIToken=\(apiToken)&ckWebAuthToken=\(webToken)"
+        _ = try await post(
+            "\(database)/zones/modify?\(query)", #"{"operations":[{"operationType":"create","zone":{"zoneID":{"zoneName":"Notes"}}}]}"#)
+        _ = try await post(
+            "\(database)/records/modify?\(query)",
+            #"{"zoneID":{"zoneName":"Notes"},"operations":[{"operationType":"create","record":{"recordName":"n","recordType":"Note","fields":{"title":{"value":"hi"}}}}]}"#
+        )
+        return (server, database, query)
+    }
+
     /// An operator sees the field indexes queries made, and which schemas keep them, and drops one.
     @Test func fieldIndexesAreListedAndDropped() async throws {
         let data = try temporaryDirectory()
         let container = "iCloud.com.example.indexes"
-        let (apiToken, webToken) = try await Self.containerWithAlice(container, data: data)
-        let server = try await Server.start(data: data)
-        let database = "\(server.url)/database/1/\(container)/development/private"
-        let query = "ckAPIToken=\(apiToken)&ckWebAuthToken=\(webToken)"
-        _ = try await Self.post(
-            "\(database)/zones/modify?\(query)", #"{"operations":[{"operationType":"create","zone":{"zoneID":{"zoneName":"Notes"}}}]}"#)
-        _ = try await Self.post(
-            "\(database)/records/modify?\(query)",
-            #"{"zoneID":{"zoneName":"Notes"},"operations":[{"operationType":"create","record":{"recordName":"n","recordType":"Note","fields":{"title":{"value":"hi"}}}}]}"#
-        )
+        let (server, database, query) = try await Self.serverWithANote(container, data: data)
         let (status, _) = try await Self.post(
             "\(database)/records/query?\(query)",
             #"{"zoneID":{"zoneName":"Notes"},"query":{"recordType":"Note","filterBy":[{"fieldName":"title","comparator":"EQUALS","fieldValue":{"value":"hi"}}]}}"#
@@ -286,16 +293,7 @@ struct ServeProcessTests {
     @Test func checkDigestsSetsRightAZoneWhoseDigestDriftedAndSaysSo() async throws {
         let data = try temporaryDirectory()
         let container = "iCloud.com.example.digests"
-        let (apiToken, webToken) = try await Self.containerWithAlice(container, data: data)
-        let server = try await Server.start(data: data)
-        let database = "\(server.url)/database/1/\(container)/development/private"
-        let query = "ckAPIToken=\(apiToken)&ckWebAuthToken=\(webToken)"
-        _ = try await Self.post(
-            "\(database)/zones/modify?\(query)", #"{"operations":[{"operationType":"create","zone":{"zoneID":{"zoneName":"Notes"}}}]}"#)
-        _ = try await Self.post(
-            "\(database)/records/modify?\(query)",
-            #"{"zoneID":{"zoneName":"Notes"},"operations":[{"operationType":"create","record":{"recordName":"n","recordType":"Note","fields":{"title":{"value":"hi"}}}}]}"#
-        )
+        let (server, _, _) = try await Self.serverWithANote(container, data: data)
         #expect(server.stop() == 0)
         #expect(try await Self.run(["zones", "check-digests"], data: data).status == 0, "a digest kept by every write matches")
 

@@ -1,5 +1,6 @@
 import CumulusModel
 import CumulusStore
+import CumulusTesting
 import Logging
 import Testing
 
@@ -11,18 +12,6 @@ import Testing
 struct ZoneDigestConformanceTests {
     let logger = Logger(label: "test")
     let alice = DatabaseRef(container: "c", environment: .development, scope: .private, ownerRecordName: "_alice")
-
-    /// A small deterministic generator, so a failing run names its seed and can be replayed.
-    struct Generator: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var value = state
-            value = (value ^ (value >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            value = (value ^ (value >> 27)) &* 0x94D0_49BB_1331_11EB
-            return value ^ (value >> 31)
-        }
-    }
 
     /// The records a feed from the start delivers, folded as a device applies them.
     private func replayFeed(_ store: any RecordStore, access: ParticipantAccess? = nil, database: DatabaseRef) async throws
@@ -54,7 +43,7 @@ struct ZoneDigestConformanceTests {
     @Test(arguments: StoreFactory.all)
     func theKeptDigestIsTheDigestOfTheRecordsThroughEveryKindOfWrite(_ factory: StoreFactory) async throws {
         let seed = UInt64.random(in: 0..<UInt64.max)
-        var random = Generator(state: seed)
+        var random = SeededRandomNumberGenerator(seed: seed)
         let store = try await factory.make()
         try await store.createContainer("c", createdAt: 0, logger: logger)
         _ = try await store.modifyZones(

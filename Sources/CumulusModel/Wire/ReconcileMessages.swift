@@ -36,8 +36,7 @@ public struct RecordsReconcileRequest: WireMessage, Hashable {
     }
 
     public init(wire object: WireObject) throws(WireFormatError) {
-        guard let zone = try object.object("zoneID") else { throw WireFormatError(path: object.path("zoneID"), message: "is required") }
-        zoneID = try ZoneID(wire: zone)
+        zoneID = try ZoneID(wire: object.requiredObject("zoneID"))
         ranges = try object.requiredObjects("ranges") { object throws(WireFormatError) in try RangeDigest(wire: object) }
     }
 
@@ -94,8 +93,7 @@ public struct RecordsReconcileResponse: WireMessage, Hashable {
     }
 
     public init(wire object: WireObject) throws(WireFormatError) {
-        guard let zone = try object.object("zoneID") else { throw WireFormatError(path: object.path("zoneID"), message: "is required") }
-        zoneID = try ZoneID(wire: zone)
+        zoneID = try ZoneID(wire: object.requiredObject("zoneID"))
         ranges = try object.requiredObjects("ranges") { object throws(WireFormatError) -> RangeReconciliation in
             let range = RecordNameRange(lowerBound: try object.string("lowerBound"), upperBound: try object.string("upperBound"))
             switch try object.requiredString("status") {

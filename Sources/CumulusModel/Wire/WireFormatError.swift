@@ -89,6 +89,12 @@ public struct WireObject: Sendable {
         return try WireObject(value, path: path(key))
     }
 
+    /// An object member that must be there.
+    public func requiredObject(_ key: String) throws(WireFormatError) -> WireObject {
+        guard let object = try object(key) else { throw WireFormatError(path: path(key), message: "is required") }
+        return object
+    }
+
     /// An optional array member.
     public func array(_ key: String) throws(WireFormatError) -> [JSONValue]? {
         guard let value = self[key] else { return nil }
