@@ -396,3 +396,35 @@ struct Zones: AsyncParsableCommand {
         }
     }
 }
+
+extension Users {
+    struct Export: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: """
+                Write everything of a user to FILE, one JSON document (docs/OPERATIONS.md, "Export a user"): their private \
+                zones' records, what they created in the public database, shares they own and take part in, subscriptions, \
+                and their assets' bytes. Never overwrites; the file is readable by its owner only. Prints FILE.
+                """)
+        @Argument(help: "Sign-in name.") var name: String
+        @Option(help: "Container identifier.") var container: String
+        @Option(help: "The file to write.") var output: String
+        @Option(help: "Asset directory, if the server was given one (default: $CUMULUS_ASSETS, else beside the store).") var assets: String?
+        @OptionGroup var options: DataOptions
+
+        func run() async throws {
+            guard !FileManager.default.fileExists(atPath: output) else { throw CumulusError(.badRequest, "\(output) exists; choose another file") }
+            let logger = Logger(label: "cumulus")
+            let document = try await options.withStore { store in
+                guard let user = try await store.user(container: container, name: name, logger: logger) else {
+                    throw CumulusError(.notFound, "no user named \(name) in \(container)")
+                }
+                let export = UserExport(store: store, assets: try options.assetStorage(directory: assets, store: store, logger: logger))
+                return try await export.document(for: user, at: Int64(Date().timeIntervalSince1970 * 1000), logger: logger)
+            }
+            guard FileManager.default.createFile(atPath: output, contents: Data(document), attributes: [.posixPermissions: 0o600]) else {
+                throw CumulusError(.badRequest, "cannot write \(output)")
+            }
+            printResult(output)
+        }
+    }
+}

@@ -75,6 +75,19 @@ struct DataOptions: ParsableArguments {
         return .postgres(try PostgresLocation(url: value), connections: connections)
     }
 
+    /// Where asset bytes live: `directory` when one is named (or `CUMULUS_ASSETS`); else beside the SQLite file, or in
+    /// PostgreSQL itself, so every instance of a cluster serves every asset.
+    func assetStorage(directory: String?, store: any RecordStore, logger: Logger) throws -> (any AssetStorage)? {
+        if let directory = directory ?? ProcessInfo.processInfo.environment["CUMULUS_ASSETS"] {
+            return try FileAssetStorage(directory: URL(fileURLWithPath: directory))
+        }
+        if case .sqlite(let directory) = try location() {
+            return try FileAssetStorage(directory: URL(fileURLWithPath: (directory as NSString).appendingPathComponent("assets")))
+        }
+        if let postgres = store as? PostgresRecordStore { return PostgresAssetStorage(client: postgres.client, logger: logger) }
+        return nil
+    }
+
     /// Opens the store for the length of `body`, running its connection pool alongside.
     func withStore<T: Sendable>(_ body: (any RecordStore) async throws -> T) async throws -> T {
         let opened = try await location().open(logger: Logger(label: "cumulus"))
@@ -245,16 +258,7 @@ struct Serve: AsyncParsableCommand {
             pushRecheckInterval: .seconds(max(pushRecheckInterval, 1)), pushLimits: PushLimits(maximumConnections: maxPushConnections)
         )
         configuration.acceptsUnhashedLargeServerToServerBodies = acceptUnhashedLargeBodies
-        // Asset bytes: a directory when one is named; else beside the SQLite file, or in PostgreSQL itself, so every
-        // instance of a cluster serves every asset.
-        if let directory = assets ?? environment["CUMULUS_ASSETS"] {
-            configuration.assetStorage = try FileAssetStorage(directory: URL(fileURLWithPath: directory))
-        } else if case .sqlite(let directory) = try options.location() {
-            configuration.assetStorage = try FileAssetStorage(
-                directory: URL(fileURLWithPath: (directory as NSString).appendingPathComponent("assets")))
-        } else if let postgres = opened.store as? PostgresRecordStore {
-            configuration.assetStorage = PostgresAssetStorage(client: postgres.client, logger: logger)
-        }
+        configuration.assetStorage = try options.assetStorage(directory: assets, store: opened.store, logger: logger)
         guard let assetMiB = maxAssetSize ?? Int(environment["CUMULUS_MAX_ASSET_SIZE"] ?? "250"), assetMiB > 0 else {
             throw ValidationError("--max-asset-size (CUMULUS_MAX_ASSET_SIZE) must be a positive number of MiB")
         }
@@ -329,7 +333,8 @@ struct Tokens: AsyncParsableCommand {
 
 struct Users: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Manage users.", subcommands: [Create.self, Token.self, List.self, Delete.self, SetPassword.self, SetEmail.self, Discoverable.self])
+        abstract: "Manage users.",
+        subcommands: [Create.self, Token.self, List.self, Delete.self, SetPassword.self, SetEmail.self, Discoverable.self, Export.self])
 
     struct Create: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Create a user; prints the userRecordName.")

@@ -310,6 +310,26 @@ struct ServeProcessTests {
         #expect(again.status == 0 && again.stdout.isEmpty)
     }
 
+    /// `cumulus users export` writes the user's document to a new file only its owner reads, and never overwrites one.
+    @Test func aUsersExportIsWrittenToANewFileOnlyItsOwnerReads() async throws {
+        let data = try temporaryDirectory()
+        let container = "iCloud.com.example.export"
+        let (server, _, _) = try await Self.serverWithANote(container, data: data)
+        #expect(server.stop() == 0)
+        let file = data.appendingPathComponent("alice.json").path
+        let exported = try await Self.run(["users", "export", "alice", "--container", container, "--output", file], data: data)
+        #expect(exported.status == 0 && exported.stdout == file + "\n", "\(exported.stderr)")
+        let document = try JSONValue(parsing: Array(try Data(contentsOf: URL(fileURLWithPath: file))))
+        let zones = document["environments"]?.arrayValue?.first?["zones"]?.arrayValue ?? []
+        #expect(zones.contains { zone in zone["records"]?.arrayValue?.contains { $0["recordName"]?.stringValue == "n" } == true }, "\(document)")
+        let permissions = try FileManager.default.attributesOfItem(atPath: file)[.posixPermissions] as? Int
+        #expect(permissions == 0o600)
+        let again = try await Self.run(["users", "export", "alice", "--container", container, "--output", file], data: data)
+        #expect(again.status != 0 && again.stderr.contains("exists"))
+        let nobody = try await Self.run(["users", "export", "nobody", "--container", container, "--output", file + "2"], data: data)
+        #expect(nobody.status != 0 && nobody.stderr.contains("no user named nobody"))
+    }
+
     @Test func aBackupMadeWhileServingRestoresThatMomentAndDevicesStartOver() async throws {
         let data = try temporaryDirectory()
         let container = "iCloud.com.example.backup"

@@ -1,0 +1,76 @@
+import CumulusCore
+import CumulusModel
+import CumulusStore
+import Foundation
+import Logging
+import Testing
+
+/// `cumulus users export`: everything of one user is in the document, and nothing of another's that they do not share.
+@Suite("Export a user", .timeLimit(.minutes(10)))
+struct UserExportTests {
+    @Test(arguments: TestStore.all)
+    func everyRecordShareParticipationSubscriptionAndAssetOfTheUserIsInTheExport(_ store: TestStore) async throws {
+        let setup = try await AssetTests.AssetWorld(store)
+        let world = setup.world
+        let (alice, bob) = (world.alice, world.bob)
+        try await world.test { client in
+            try await AssetTests.$port.withValue(client.client.port) {
+                // Alice: a zone with records and a photo, a share of it with Bob, a public record, a subscription.
+                try await client.createZone("Z", as: alice)
+                let photo = Array("alice's photo bytes".utf8)
+                let uploaded = try await AssetTests.upload(photo, record: "list", as: alice, client: client)
+                let singleFile = try #require(uploaded.singleFile)
+                let saved = try await client.modify(
+                    [
+                        operation("create", "list", fields: AssetTests.assetField(singleFile)),
+                        operation("create", "item", extra: #","parent":{"recordName":"list"}"#),
+                    ], zone: "Z", as: .user(alice))
+                #expect(saved.records.allSatisfy { $0["serverErrorCode"] == nil }, "\(saved.json)")
+                let share = try await client.modify([shareOperation(participants: [("bob@example.com", "READ_ONLY")])], zone: "Z", as: .user(alice))
+                #expect(share.records.first?["serverErrorCode"] == nil, "\(share.json)")
+                let publicSaved = try await client.send(
+                    "records/modify", as: .user(alice), database: "public",
+                    body: #"{"operations":[\#(operation("create", "alice-post"))]}"#)
+                #expect(publicSaved.status == 200, "\(publicSaved.json)")
+                let subscribed = try await client.send(
+                    "subscriptions/modify", as: .user(alice),
+                    body:
+                        #"{"operations":[{"operationType":"create","subscription":{"subscriptionID":"lists","subscriptionType":"zone","zoneID":{"zoneName":"Z"}}}]}"#
+                )
+                #expect(subscribed.status == 200, "\(subscribed.json)")
+                // Bob: his own zone shared with Alice, who accepts; and a record of his own she never sees.
+                try await client.createZone("Bobs", as: bob)
+                _ = try await client.modify([operation("create", "bobs-list"), operation("create", "bobs-diary")], zone: "Bobs", as: .user(bob))
+                let bobsShare = try await client.modify(
+                    [shareOperation(name: "bobs-share", root: "bobs-list", participants: [("alice@example.com", "READ_WRITE")])], zone: "Bobs",
+                    as: .user(bob))
+                let guid = try #require(bobsShare.records.first?["shortGUID"]?.stringValue, "\(bobsShare.json)")
+                _ = try await client.resolve(guid, as: .user(alice), accept: true)
+            }
+        }
+        let account = try #require(try await world.store.user(userRecordName: alice.userRecordName, logger: Logger(label: "test")))
+        let bytes = try await UserExport(store: world.store, assets: setup.storage).document(for: account, at: 42, logger: Logger(label: "test"))
+        let document = try JSONValue(parsing: bytes)
+        #expect(document["format"]?.stringValue == UserExport.format)
+        #expect(document["user"]?["userRecordName"]?.stringValue == alice.userRecordName)
+        let development = try #require(document["environments"]?.arrayValue?.first { $0["environment"]?.stringValue == "development" })
+        let zone = try #require(development["zones"]?.arrayValue?.first { $0["zoneName"]?.stringValue == "Z" })
+        let names = Set(zone["records"]?.arrayValue?.compactMap { $0["recordName"]?.stringValue } ?? [])
+        #expect(names == ["list", "item", "share-1"], "\(names)")
+        #expect(development["publicRecords"]?.arrayValue?.compactMap { $0["recordName"]?.stringValue } == ["alice-post"])
+        let owned = try #require(development["sharesOwned"]?.arrayValue?.first)
+        #expect(owned["shareRecordName"]?.stringValue == "share-1" && owned["rootRecordName"]?.stringValue == "list")
+        #expect(owned["participants"]?.arrayValue?.contains { $0["userRecordName"]?.stringValue == bob.userRecordName } == true)
+        let participation = try #require(development["participations"]?.arrayValue?.first)
+        #expect(participation["ownerRecordName"]?.stringValue == bob.userRecordName && participation["shareRecordName"]?.stringValue == "bobs-share")
+        #expect(participation["status"]?.stringValue == "ACCEPTED" && participation["permission"]?.stringValue == "READ_WRITE")
+        #expect(development["subscriptions"]?.arrayValue?.first?["subscription"]?["subscriptionID"]?.stringValue == "lists")
+        let asset = try #require(document["assets"]?.arrayValue?.first)
+        #expect(Data(base64Encoded: asset["bytes"]?.stringValue ?? "").map(Array.init) == Array("alice's photo bytes".utf8))
+        #expect(asset["record"]?.stringValue == "development/private/Z/list/photo")
+        // Bob's records are his: Alice's export names the share she takes part in, and holds none of his records.
+        let text = String(decoding: bytes, as: UTF8.self)
+        #expect(!text.contains("bobs-diary") && !text.contains(#""recordName":"bobs-list""#))
+        #expect(participation["rootRecordName"]?.stringValue == "bobs-list")
+    }
+}
