@@ -129,8 +129,10 @@ public func buildRouter(
     let throttle = RequestThrottleMiddleware(throttle: RequestThrottle(limits: configuration.requestLimits), metrics: metrics)
     let databaseGroup = router.group("database/1/:container/:environment/:database").add(middleware: throttle).add(middleware: authentication)
     let assetURLs = AssetURLs(database: database, clock: clock, address: address, limits: configuration.assetLimits)
-    DatabaseRoutes(database: database, accounts: accounts, limits: limits, address: address, metrics: metrics, assetURLs: assetURLs)
-        .register(on: databaseGroup)
+    DatabaseRoutes(
+        database: database, accounts: accounts, limits: limits, address: address, metrics: metrics, assetURLs: assetURLs, clock: clock
+    )
+    .register(on: databaseGroup)
     let assets = AssetRoutes(
         database: database, storage: configuration.assetStorage ?? temporaryAssetStorage(), links: assetURLs, limits: limits)
     assets.registerOperations(on: databaseGroup)

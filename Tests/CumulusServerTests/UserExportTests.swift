@@ -2,6 +2,7 @@ import CumulusCore
 import CumulusModel
 import CumulusStore
 import Foundation
+import HTTPTypes
 import Logging
 import Testing
 
@@ -72,5 +73,31 @@ struct UserExportTests {
         let text = String(decoding: bytes, as: UTF8.self)
         #expect(!text.contains("bobs-diary") && !text.contains(#""recordName":"bobs-list""#))
         #expect(participation["rootRecordName"]?.stringValue == "bobs-list")
+    }
+
+    /// A signed-in user asks for their own export through the API: once every ten minutes, their data only, no bytes.
+    @Test func aUserExportsTheirOwnDataThroughTheAPIOnceInAWhile() async throws {
+        let world = try await TestWorld.make()
+        try await world.test { client in
+            try await client.createZone("Mine", as: world.alice)
+            _ = try await client.modify([operation("create", "alices-note")], zone: "Mine", as: .user(world.alice))
+            let mine = try await client.send("users/export", as: .user(world.alice), method: .get)
+            #expect(mine.status == 200, "\(mine.json)")
+            #expect(mine.json["format"]?.stringValue == UserExport.format)
+            #expect(mine.json["user"]?["userRecordName"]?.stringValue == world.alice.userRecordName)
+            let records = mine.json["environments"]?[0]?["zones"]?.arrayValue?.flatMap { $0["records"]?.arrayValue ?? [] } ?? []
+            #expect(records.contains { $0["recordName"]?.stringValue == "alices-note" })
+            let again = try await client.send("users/export", as: .user(world.alice), method: .post, body: "{}")
+            #expect(again.status == 429 && again.json["serverErrorCode"]?.stringValue == "THROTTLED", "\(again.json)")
+            guard case .number(let wait)? = again.json["retryAfter"] else {
+                Issue.record("no retryAfter: \(again.json)")
+                return
+            }
+            #expect((Int(wait) ?? 0) > 500, "the next export in about ten minutes")
+            let bobs = try await client.send("users/export", as: .user(world.bob), method: .get)
+            #expect(bobs.status == 200 && !String(decoding: bobs.json.jsonBytes, as: UTF8.self).contains("alices-note"))
+            let nobody = try await client.send("users/export", as: .anonymous, method: .get)
+            #expect(nobody.status == 401 || nobody.status == 421, "\(nobody.status)")
+        }
     }
 }

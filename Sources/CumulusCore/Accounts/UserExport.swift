@@ -216,3 +216,15 @@ public struct UserExport: Sendable {
         writer.endArray()
     }
 }
+
+extension DatabaseService {
+    /// `users/export` (a Cumulus extension): the signed-in caller's own export, as `cumulus users export` writes it but
+    /// with the assets listed without their bytes (the records' answers in `records/lookup` carry download URLs), so
+    /// one request never holds a user's every file in memory.
+    public func exportUser(caller: Caller, logger: Logger) async throws -> [UInt8] {
+        guard let user = caller.user else { throw CumulusError(.authenticationRequired, "users/export: sign in; a user exports their own data") }
+        return try await mapStoreErrors {
+            try await UserExport(store: store, assets: nil).document(for: user, at: clock.milliseconds(), logger: logger)
+        }
+    }
+}

@@ -322,6 +322,12 @@ enum OpenAPIDocument {
                             "operationType": ["type": "string", "enum": ["create", "update", "delete"]], "subscription": ref("Subscription"),
                         ], required: ["operationType", "subscription"]))
             ], required: ["operations"]),
+        "UserExport": object(
+            [
+                "format": string, "version": integer, "exportedAt": integer, "container": string, "user": anyObject,
+                "environments": array(anyObject), "assets": array(anyObject),
+            ], required: ["format", "version", "user", "environments", "assets"],
+            description: "Cumulus: a user's export (docs/OPERATIONS.md, \"Export a user\")."),
         "UserIdentity": object([
             "userRecordName": string, "nameComponents": anyObject, "firstName": string, "lookupInfo": anyObject, "emailAddress": string,
             "users": [
@@ -397,6 +403,10 @@ enum OpenAPIDocument {
             ("users/caller", "callerUser", "The caller's user identity.", "UserIdentity"),
             ("users/current", "currentUser", "The caller's user identity (the older path).", "UserIdentity"),
             ("subscriptions/list", "listSubscriptions", "The caller's subscriptions in the database.", "SubscriptionsResponse"),
+            (
+                "users/export", "exportUser", "Cumulus: everything of the signed-in user, one document (assets without bytes); one every 10 minutes.",
+                "UserExport"
+            ),
         ]
         for (path, id, summary, answer) in reads {
             for method in ["get", "post"] {

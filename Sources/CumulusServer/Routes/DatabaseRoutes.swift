@@ -18,6 +18,8 @@ struct DatabaseRoutes {
     let address: PublicAddress
     let metrics: ServerMetrics
     let assetURLs: AssetURLs
+    let clock: WallClock
+    let exports = ExportThrottle()
 
     /// The records a feed page holds (not its tombstones), for their assets' download URLs.
     static func changedRecords(in page: ZoneChangePage) -> [StoredRecord] {
@@ -49,6 +51,7 @@ struct DatabaseRoutes {
             group.on("users/caller", method: method, use: caller)
             group.on("users/current", method: method, use: caller)
             group.on("subscriptions/list", method: method, use: listSubscriptions)
+            group.on("users/export", method: method, use: exportUser)
         }
         group.post("subscriptions/lookup", use: lookupSubscriptions)
         group.post("subscriptions/modify", use: modifySubscriptions)
@@ -329,6 +332,16 @@ struct DatabaseRoutes {
             throw CumulusError(.authenticationRequired, "request needs authorization: users/caller needs ckWebAuthToken")
         }
         return CallerResponse(identity: UserIdentity(userRecordName: name, emailAddress: caller.user?.email, name: caller.user?.name))
+    }
+
+    /// `users/export`: the signed-in user's own data, one document (a Cumulus extension, `docs/OPERATIONS.md`).
+    @Sendable func exportUser(_ request: Request, context: CumulusRequestContext) async throws -> Response {
+        let caller = try context.requireCaller()
+        guard let user = caller.user else { throw CumulusError(.authenticationRequired, "users/export: sign in; a user exports their own data") }
+        try exports.admit(user.userRecordName, now: clock.milliseconds())
+        let document = try await database.exportUser(caller: caller, logger: context.logger)
+        return Response(
+            status: .ok, headers: [.contentType: "application/json; charset=utf-8"], body: .init(byteBuffer: ByteBuffer(bytes: document)))
     }
 
     // MARK: - Helpers
