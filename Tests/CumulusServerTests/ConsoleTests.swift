@@ -313,6 +313,7 @@ struct ConsoleTests {
             let lists = try await rendered("\(zone)?type=List")
             #expect(lists.contains("/Lists/list\">list</a>") && !lists.contains("/Lists/item\">item</a>"), "\(lists)")
             #expect(lists.contains("count: 3 · name: Weekend"), "the fields shown in the row")
+            #expect(lists.contains("<td>alice, web</td>"), "who changed it last, by name, and from which device: \(lists)")
             let weekend = try await rendered("\(zone)?field=name&value=WEEK")
             #expect(weekend.contains("/Lists/list\">list</a>") && !weekend.contains("/Lists/item\">item</a>"), "\(weekend)")
             #expect(weekend.contains(#"id="filter""#) && weekend.contains(#"value="WEEK""#), "the filter kept in its form")

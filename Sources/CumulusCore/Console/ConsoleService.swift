@@ -111,6 +111,15 @@ public struct ConsoleService: Sendable {
         try await mapStoreErrors { try await store.shares(named: [recordName], zoneName: zoneName, in: database, logger: logger).first }
     }
 
+    /// The names of users of a container, by user record name, in one read: who wrote the records a page lists.
+    public func userNames(_ userRecordNames: Set<String>, container: String, logger: Logger) async throws -> [String: String] {
+        guard !userRecordNames.isEmpty else { return [:] }
+        let users = try await mapStoreErrors {
+            try await store.users(container: container, emails: [], userRecordNames: Array(userRecordNames), logger: logger)
+        }
+        return Dictionary(users.map { ($0.userRecordName, $0.name) }, uniquingKeysWith: { first, _ in first })
+    }
+
     /// Whom the console writes a record as: the database's owner, or in the public database the record's creator.
     /// `ACCESS_DENIED` when that user no longer exists.
     public func author(of record: StoredRecord, in database: DatabaseRef, logger: Logger) async throws -> UserAccount {

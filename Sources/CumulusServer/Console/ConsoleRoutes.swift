@@ -368,22 +368,28 @@ struct ConsoleRoutes {
                 type: request.uri.queryParameters["type"].map(String.init), field: request.uri.queryParameters["field"].map(String.init),
                 value: request.uri.queryParameters["value"].map(String.init))
             let page = try await console.records(in: zoneName, of: database, after: after, limit: Self.pageSize, logger: context.logger)
+            // Who last changed each record, by name: one read for the page.
+            var authors = Set<String>()
+            for case .changed(let record) in page.changes { authors.insert(record.header.modified.userRecordName) }
+            let names = try await console.userNames(authors, container: session.container, logger: context.logger)
             var rows: [[ConsolePage.Cell]] = []
             for change in page.changes {
                 guard case .changed(let record) = change else { continue }
                 let fields = (try? JSONValue(parsing: record.fieldsJSON))?.objectValue ?? [:]
                 guard filter.matches(record.header.recordType, fields) else { continue }
+                let modified = record.header.modified
                 rows.append([
                     .link(
                         record.header.recordName,
                         href: "\(zonePath(environment, database, zoneName))/\(ConsolePage.segment(record.header.recordName))"),
                     .text(record.header.recordType), .text(Self.preview(fields)), .code(record.header.recordChangeTag),
-                    .text(ConsolePage.date(record.header.modified.timestamp)),
+                    .text(ConsolePage.date(modified.timestamp)),
+                    .text("\(names[modified.userRecordName] ?? modified.userRecordName), \(modified.deviceID)"),
                 ])
             }
             var body = filter.form
             body += ConsolePage.table(
-                id: "records", headers: ["Record", "Type", "Fields", "Change tag", "Modified"], rows: rows,
+                id: "records", headers: ["Record", "Type", "Fields", "Change tag", "Modified", "By"], rows: rows,
                 empty: filter.isEmpty ? "No records in this range." : "No record in this range matches.")
             body += #"<p class="note">In the order of their last change, 200 changes a page; deleted records are not listed.</p>"#
             if page.moreComing {
