@@ -298,8 +298,7 @@ public actor SyncEngine {
 
     /// Fetches everything that changed since the last fetch (in the zones of `scope`) and hands it to the delegate.
     public func fetchChanges(_ scope: Scope = .all) async throws {
-        await setPhase(.fetching)
-        do {
+        try await running(.fetching) {
             try await checkAccountIfNeeded()
             try await delegate.handleEvent(.willFetchChanges, syncEngine: self)
             var zones = Set<ZoneID>()
@@ -335,11 +334,6 @@ public actor SyncEngine {
             if scope == .all { try await store.setDatabaseToken(token) }
             try await delegate.handleEvent(.didFetchChanges, syncEngine: self)
             status.lastFetchedAt = Date()
-            await setPhase(.idle)
-        } catch {
-            noteFailure(error)
-            await setPhase(.error("\(error)"))
-            throw error
         }
     }
 
@@ -357,11 +351,19 @@ public actor SyncEngine {
     /// Fetches one zone from its token (which ends with the zone's digest), or (`startOver`) from the start,
     /// reporting at the end the records the server no longer has.
     func fetchOneZone(_ zoneID: ZoneID, startOver: Bool) async throws {
-        await setPhase(.fetching)
-        do {
+        try await running(.fetching) {
             try await checkAccountIfNeeded()
             try await fetchZone(zoneID, startOver: startOver)
             status.lastFetchedAt = Date()
+        }
+    }
+
+    /// Runs a fetch or a send: the status shows `phase` while it runs, then idle, or the error it threw (which also
+    /// has the account checked again after an authentication failure).
+    private func running(_ phase: SyncStatus.Phase, _ body: () async throws -> Void) async throws {
+        await setPhase(phase)
+        do {
+            try await body()
             await setPhase(.idle)
         } catch {
             noteFailure(error)
@@ -468,8 +470,7 @@ public actor SyncEngine {
     }
 
     public func sendChanges(_ scope: Scope = .all) async throws {
-        await setPhase(.sending)
-        do {
+        try await running(.sending) {
             try await checkAccountIfNeeded()
             try await delegate.handleEvent(.willSendChanges, syncEngine: self)
             try await sendDatabaseChanges()
@@ -484,11 +485,6 @@ public actor SyncEngine {
             }
             try await delegate.handleEvent(.didSendChanges, syncEngine: self)
             status.lastSentAt = Date()
-            await setPhase(.idle)
-        } catch {
-            noteFailure(error)
-            await setPhase(.error("\(error)"))
-            throw error
         }
     }
 
