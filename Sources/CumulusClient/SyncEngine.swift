@@ -342,6 +342,10 @@ public actor SyncEngine {
         fetchedDigests[zoneID].map { ($0.syncToken, $0.digest) }
     }
 
+    func forgetFetchedDigests() {
+        fetchedDigests = [:]
+    }
+
     func noteVerified(inSync: Bool) {
         status.lastVerifiedAt = Date()
         status.lastVerifiedInSync = inSync

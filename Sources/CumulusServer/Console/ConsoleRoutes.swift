@@ -430,11 +430,9 @@ struct ConsoleRoutes {
         var body = ""
         if let message { body += #"<p class="message" id="message">\#(ConsolePage.escape(message))</p>"# }
         if let error { body += #"<p class="error" id="error">\#(ConsolePage.escape(error))</p>"# }
-        // Who made the record and who changed it last, by name: at most two lookups a page.
-        var names: [String: String] = [:]
-        for author in Set([header.created.userRecordName, header.modified.userRecordName]) {
-            names[author] = try? await console.user(author, container: session.container, logger: context.logger).name
-        }
+        // Who made the record and who changed it last, by name: one read.
+        let names = try await console.userNames(
+            [header.created.userRecordName, header.modified.userRecordName], container: session.container, logger: context.logger)
         func stamp(_ stamp: RecordStamp) -> String {
             let who = names[stamp.userRecordName].map { "\($0) (\(stamp.userRecordName))" } ?? stamp.userRecordName
             return "\(ConsolePage.date(stamp.timestamp)) by \(who), device \(stamp.deviceID)"

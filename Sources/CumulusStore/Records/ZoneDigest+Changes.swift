@@ -12,12 +12,6 @@ extension ZoneDigest {
         for (name, sequence) in written { change.add(ZoneDigest(recordName: name, changeTag: ChangeTag.make(sequence))) }
         return change
     }
-
-    /// The digest of live records given by their change sequences.
-    public init(sequences: some Sequence<(String, Int64)>) {
-        self = .empty
-        for (name, sequence) in sequences { add(ZoneDigest(recordName: name, changeTag: ChangeTag.make(sequence))) }
-    }
 }
 
 extension TransactionScript where Output == Void {

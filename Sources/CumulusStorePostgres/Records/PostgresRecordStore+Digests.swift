@@ -13,6 +13,14 @@ extension PostgresRecordStore {
             + ", record_count = record_count + $\(first + 8)"
     }
 
+    /// ``digestAdjustment(from:)`` as the two statements that use it number their parameters, built once: a write's
+    /// zone update is on every write's path.
+    static let digestAdjustmentFrom2 = digestAdjustment(from: 2)
+    static let digestAdjustmentFrom4 = digestAdjustment(from: 4)
+
+    /// The SET list that empties a zone's digest.
+    static let emptyDigest = (0..<8).map { "digest_\($0) = 0" }.joined(separator: ", ") + ", record_count = 0"
+
     /// Adds a change to a zone's stored digest.
     static func adjustZoneDigest(_ connection: PostgresConnection, zone: Int64, by change: ZoneDigest, logger: Logger) async throws {
         guard change != .empty else { return }
@@ -20,7 +28,7 @@ extension PostgresRecordStore {
         for lane in change.lanes { bindings.append(Int64(lane), context: .default) }
         bindings.append(change.recordCount, context: .default)
         try await connection.query(
-            PostgresQuery(unsafeSQL: "UPDATE zones SET \(digestAdjustment(from: 2)) WHERE id = $1", binds: bindings), logger: logger)
+            PostgresQuery(unsafeSQL: "UPDATE zones SET \(digestAdjustmentFrom2) WHERE id = $1", binds: bindings), logger: logger)
     }
 
     /// The zone's stored digest; `nil` until it is computed.
@@ -106,12 +114,14 @@ extension PostgresRecordStore {
     /// Computes the digests of live zones from their records and stores those that differ (or, `unknownOnly`, those
     /// never computed): one transaction per zone, which holds the zone's row as its writers do.
     static func refreshZoneDigests(_ connection: PostgresConnection, unknownOnly: Bool, logger: Logger) async throws -> [ZoneDigestRepair] {
+        // The condition written out, not bound, so the unknown ones are read from their partial index.
         let listed = try await connection.query(
-            """
-            SELECT z.id, z.zone_name, d.container_id, d.environment, d.scope, d.owner_record_name FROM zones z
-            JOIN databases d ON d.id = z.database_id
-            WHERE NOT z.deleted AND (NOT \(unknownOnly) OR z.record_count IS NULL) ORDER BY z.id
-            """, logger: logger)
+            PostgresQuery(
+                unsafeSQL: """
+                    SELECT z.id, z.zone_name, d.container_id, d.environment, d.scope, d.owner_record_name FROM zones z
+                    JOIN databases d ON d.id = z.database_id
+                    WHERE NOT z.deleted\(unknownOnly ? " AND z.record_count IS NULL" : "") ORDER BY z.id
+                    """), logger: logger)
         var zones: [(Int64, String, DatabaseRef)] = []
         for try await (id, name, container, environment, scope, owner) in listed.decode((Int64, String, String, String, String, String).self) {
             let database = DatabaseRef(

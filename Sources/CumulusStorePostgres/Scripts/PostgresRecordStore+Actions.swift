@@ -45,7 +45,7 @@ extension PostgresRecordStore {
             try await connection.query(
                 PostgresQuery(
                     unsafeSQL:
-                        "UPDATE zones SET deleted = true, \((0..<8).map { "digest_\($0) = 0" }.joined(separator: ", ")), record_count = 0 WHERE id = $1",
+                        "UPDATE zones SET deleted = true, \(emptyDigest) WHERE id = $1",
                     binds: try binds(zone)), logger: logger)
             for table in ["shares", "record_references", "records"] {
                 try await connection.query(
@@ -69,7 +69,7 @@ extension PostgresRecordStore {
                     unsafeSQL: """
                         WITH d AS (UPDATE databases SET change_seq = change_seq + 1 WHERE id = $1 RETURNING change_seq),
                         z AS (
-                            UPDATE zones SET change_seq = $2, database_change_seq = (SELECT change_seq FROM d), \(digestAdjustment(from: 4))
+                            UPDATE zones SET change_seq = $2, database_change_seq = (SELECT change_seq FROM d), \(digestAdjustmentFrom4)
                             WHERE id = $3 RETURNING id
                         ),
                         viewers AS (

@@ -6,13 +6,27 @@ public import Logging
 // MARK: - Zone digests
 
 extension SQLiteRecordStore {
-    /// Adds a change to a zone's stored digest, lane by lane modulo 2³², in SQL: no read of the zone first.
+    /// The `SET` list that adds a change to a zone's digest, lane by lane modulo 2³², with no read of the zone first:
+    /// eight lanes, then the change of the record count.
+    static let digestAdjustment =
+        (0..<8).map { "digest_\($0) = (digest_\($0) + ?) & 4294967295" }.joined(separator: ", ") + ", record_count = record_count + ?"
+
+    /// The SET list that empties a zone's digest.
+    static let emptyDigest = (0..<8).map { "digest_\($0) = 0" }.joined(separator: ", ") + ", record_count = 0"
+
+    /// The arguments of ``digestAdjustment``.
+    static func digestArguments(_ change: ZoneDigest) -> StatementArguments {
+        var arguments = StatementArguments(change.lanes.map { Int64($0) })
+        _ = arguments.append(contentsOf: [change.recordCount])
+        return arguments
+    }
+
+    /// Adds a change to a zone's stored digest.
     static func adjustZoneDigest(_ db: Database, zone: Int64, by change: ZoneDigest) throws {
         guard change != .empty else { return }
-        let lanes = (0..<8).map { "digest_\($0) = (digest_\($0) + ?) & 4294967295" }.joined(separator: ", ")
-        var arguments = StatementArguments(change.lanes.map { Int64($0) })
-        _ = arguments.append(contentsOf: [change.recordCount, zone])
-        try db.cachedStatement(sql: "UPDATE zones SET \(lanes), record_count = record_count + ? WHERE id = ?").execute(arguments: arguments)
+        var arguments = digestArguments(change)
+        _ = arguments.append(contentsOf: [zone])
+        try db.cachedStatement(sql: "UPDATE zones SET \(digestAdjustment) WHERE id = ?").execute(arguments: arguments)
     }
 
     /// The change sequences of the live records among `names`: what an action that changes them replaces.

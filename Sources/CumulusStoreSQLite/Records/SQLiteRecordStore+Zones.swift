@@ -36,12 +36,20 @@ extension SQLiteRecordStore {
 
     /// Moves a zone to the head of its database's change feed.
     ///
-    /// - Parameter changeSequence: The zone's own new change sequence, stored in the same statement, if it has one.
-    static func touchZone(_ db: Database, zoneID: Int64, databaseID: Int64, changeSequence: Int64? = nil) throws {
+    /// - Parameters:
+    ///   - changeSequence: The zone's own new change sequence, stored in the same statement, if it has one.
+    ///   - digest: A change of the zone's digest, also in that statement (after a batch: one `UPDATE` of the zone).
+    static func touchZone(_ db: Database, zoneID: Int64, databaseID: Int64, changeSequence: Int64? = nil, digest: ZoneDigest = .empty) throws {
         let sequence = try Int64.fetchOne(
             db.cachedStatement(sql: "UPDATE databases SET change_seq = change_seq + 1 WHERE id = ? RETURNING change_seq"), arguments: [databaseID]
         )!
-        if let changeSequence {
+        if let changeSequence, digest != .empty {
+            var arguments: StatementArguments = [sequence, changeSequence]
+            _ = arguments.append(contentsOf: digestArguments(digest))
+            _ = arguments.append(contentsOf: [zoneID])
+            try db.cachedStatement(sql: "UPDATE zones SET database_change_seq = ?, change_seq = ?, \(digestAdjustment) WHERE id = ?")
+                .execute(arguments: arguments)
+        } else if let changeSequence {
             try db.cachedStatement(sql: "UPDATE zones SET database_change_seq = ?, change_seq = ? WHERE id = ?").execute(arguments: [
                 sequence, changeSequence, zoneID,
             ])

@@ -45,26 +45,11 @@ extension SQLiteRecordStore {
             for table in ["shares", "record_references", "records"] {
                 try db.cachedStatement(sql: "DELETE FROM \(table) WHERE zone_id = ?").execute(arguments: [zone])
             }
-            let lanes = (0..<8).map { "digest_\($0) = 0" }.joined(separator: ", ")
-            try db.cachedStatement(sql: "UPDATE zones SET deleted = 1, \(lanes), record_count = 0 WHERE id = ?").execute(arguments: [zone])
+            try db.cachedStatement(sql: "UPDATE zones SET deleted = 1, \(emptyDigest) WHERE id = ?").execute(arguments: [zone])
         case .touchZone(let zone, let databaseID, let sequence):
             try touchZone(db, zoneID: zone, databaseID: databaseID, changeSequence: sequence)
         case .finishZoneWrite(let zone, let databaseID, let sequence, let digest):
-            if digest == .empty {
-                try touchZone(db, zoneID: zone, databaseID: databaseID, changeSequence: sequence)
-            } else {
-                // The zone's sequence, feed position and digest in one statement.
-                let position = try Int64.fetchOne(
-                    db.cachedStatement(sql: "UPDATE databases SET change_seq = change_seq + 1 WHERE id = ? RETURNING change_seq"),
-                    arguments: [databaseID])!
-                let lanes = (0..<8).map { "digest_\($0) = (digest_\($0) + ?) & 4294967295" }.joined(separator: ", ")
-                var arguments: StatementArguments = [position, sequence]
-                _ = arguments.append(contentsOf: StatementArguments(digest.lanes.map { Int64($0) }))
-                _ = arguments.append(contentsOf: [digest.recordCount, zone])
-                try db.cachedStatement(
-                    sql: "UPDATE zones SET database_change_seq = ?, change_seq = ?, \(lanes), record_count = record_count + ? WHERE id = ?"
-                ).execute(arguments: arguments)
-            }
+            try touchZone(db, zoneID: zone, databaseID: databaseID, changeSequence: sequence, digest: digest)
             try advanceViews(db, zoneRowID: zone, ending: false)
         case .adjustZoneDigest(let zone, let change):
             try adjustZoneDigest(db, zone: zone, by: change)
