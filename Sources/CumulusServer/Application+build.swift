@@ -58,8 +58,12 @@ public func buildApplication(
         cleanup,
         AssetCleanupService(
             cleanup: AssetCleanup(
-                database: DatabaseService(store: store, clock: clock), storage: assetStorage, clock: clock, limits: configuration.assetLimits),
+                database: DatabaseService(store: store, clock: clock, historyRetention: configuration.historyRetention), storage: assetStorage,
+                clock: clock, limits: configuration.assetLimits),
             logger: logger),
+        HistoryPruningService(
+            database: DatabaseService(store: store, clock: clock, historyRetention: configuration.historyRetention),
+            interval: configuration.historyPruneInterval, logger: logger),
     ]
     if let broadcaster = store as? any ChangeBroadcasting { services.append(ChangeListener(store: broadcaster, changes: changes)) }
     if let maintained = store as? any BackgroundMaintenance { services.append(StoreMaintenance(store: maintained, logger: logger)) }
@@ -97,7 +101,9 @@ public func buildRouter(
         credentialCacheLifetime: configuration.credentialCacheLifetime, clock: clock)
     let devices = DeviceTracker(store: store, observeBehind: { metrics.deviceFetched(behind: $0) })
     metrics.observeDevices { devices.devicesSeen(since: clock.milliseconds() - 3_600_000) }
-    let database = DatabaseService(store: store, limits: limits, clock: clock, changes: changes, secrets: secrets, devices: devices)
+    let database = DatabaseService(
+        store: store, limits: limits, clock: clock, changes: changes, secrets: secrets, devices: devices,
+        historyRetention: configuration.historyRetention)
     let push = push ?? pushService(configuration: configuration, store: store, clock: clock, changes: changes, secrets: secrets)
 
     let address = PublicAddress(configured: configuration.publicBaseURL)

@@ -64,6 +64,11 @@ public struct ServerConfiguration: Sendable {
     /// The tracer each request gets a span from (`cumulus serve` built with the `OpenTelemetry` trait gives swift-otel's);
     /// `nil`, the request path pays nothing for tracing.
     public var requestTracer: (any Tracer)?
+    /// How long replaced and deleted versions of records are kept, for zone restores and undelete (`cumulus serve
+    /// --history-retention`); zero keeps none. Asset files a kept version names are kept as long.
+    public var historyRetention: Duration = DatabaseService.defaultHistoryRetention
+    /// How often versions older than ``historyRetention`` are pruned.
+    public var historyPruneInterval: Duration = .seconds(600)
     /// Asset sizes, URL lifetimes and cleanup.
     public var assetLimits = AssetLimits()
     /// Where asset bytes live; `nil` keeps them in a temporary directory of this process (tests). `cumulus serve`

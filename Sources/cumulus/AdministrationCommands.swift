@@ -366,7 +366,8 @@ struct ConsoleCommand: AsyncParsableCommand {
 }
 
 struct Zones: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Check zones.", subcommands: [CheckDigests.self])
+    static let configuration = CommandConfiguration(
+        abstract: "Check zones and restore them to a past moment.", subcommands: [CheckDigests.self, RestoreZone.self])
 
     struct CheckDigests: AsyncParsableCommand {
         static let configuration = CommandConfiguration(

@@ -23,7 +23,7 @@ struct CumulusCommand: AsyncParsableCommand {
         version: CumulusVersion.current,
         subcommands: [
             Serve.self, Containers.self, Tokens.self, Users.self, Keys.self, SchemaCommand.self, Indexes.self, ConsoleCommand.self, Backup.self,
-            Restore.self, Zones.self, Doctor.self,
+            Restore.self, Zones.self, Records.self, Doctor.self,
         ]
     )
 
@@ -222,6 +222,13 @@ struct Serve: AsyncParsableCommand {
         name: .customLong("max-asset-size"),
         help: "The largest asset accepted, in MiB (default: $CUMULUS_MAX_ASSET_SIZE or 250).")
     var maxAssetSize: Int?
+    @Option(
+        name: .customLong("history-retention"),
+        help: """
+            How long replaced and deleted versions of records are kept, for zone restores and undelete: 7d, 36h, 90m; \
+            0 keeps none (default: $CUMULUS_HISTORY_RETENTION or 7d).
+            """)
+    var historyRetention: String?
     @OptionGroup var options: DataOptions
 
     func run() async throws {
@@ -278,6 +285,10 @@ struct Serve: AsyncParsableCommand {
         let openFiles = OpenFileLimit.raiseToHardLimit()
         configuration.connectionLimits.maximumConnections = max(64, min(configuration.connectionLimits.maximumConnections, openFiles - 256))
         configuration.metricsPort = metricsPort ?? environment["CUMULUS_METRICS_PORT"].flatMap { Int($0) }
+        guard let retention = HistoryWindow.duration(historyRetention ?? environment["CUMULUS_HISTORY_RETENTION"] ?? "7d") else {
+            throw ValidationError("--history-retention (CUMULUS_HISTORY_RETENTION) must be 0 or a number followed by d, h or m, such as 7d")
+        }
+        configuration.historyRetention = retention
         let tracing = try RequestTracing.start(&configuration, logger: logger)
         var app = buildApplication(
             configuration: configuration,

@@ -46,11 +46,15 @@ public struct DatabaseService: Sendable {
     let schemas = SchemaCache()
     /// Where devices' sightings go.
     let devices: DeviceTracker
+    /// How long replaced and deleted versions of records are kept for restores and undelete; zero keeps none.
+    public let historyRetention: Duration
 
     public init(
         store: any RecordStore, policy: AuthorizationPolicy = .init(), limits: Limits = .init(), clock: WallClock = .system,
-        changes: ChangeSignal? = nil, secrets: TokenSecrets? = nil, devices: DeviceTracker? = nil
+        changes: ChangeSignal? = nil, secrets: TokenSecrets? = nil, devices: DeviceTracker? = nil,
+        historyRetention: Duration = DatabaseService.defaultHistoryRetention
     ) {
+        self.historyRetention = historyRetention
         self.store = store
         self.policy = policy
         self.limits = limits
@@ -202,7 +206,8 @@ public struct DatabaseService: Sendable {
             assetAttachments: Dictionary(
                 assets.attachments.map { (modifications[$0.key].recordName, $0.value) }, uniquingKeysWith: { first, _ in first }),
             // Leaving a share is part of the batch's transaction, after its operations.
-            sharesLeft: modifications.indices.compactMap { refusals[$0] == nil ? leaving[$0] : nil }
+            sharesLeft: modifications.indices.compactMap { refusals[$0] == nil ? leaving[$0] : nil },
+            keepsHistory: keepsHistory
         )
         var batchResults =
             batch.operations.isEmpty && batch.sharesLeft.isEmpty

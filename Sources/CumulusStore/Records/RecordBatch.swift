@@ -61,12 +61,17 @@ public struct RecordBatch: Sendable, Hashable {
     /// Share records a participant deleted from their shared database: they leave those shares, in the batch's
     /// transaction, after its operations.
     public var sharesLeft: [String]
+    /// Whether the versions this batch replaces or deletes go to the zone's history (``RecordHistoryStore``), as the
+    /// operator's retention asks.
+    public var keepsHistory: Bool
 
     public init(
         database: DatabaseRef, zoneName: String, atomic: Bool, operations: [RecordModification], author: String, deviceID: String,
         timestamp: Int64, maximumRecordSize: Int = 1_000_000, onlyCreatorMayModify: Bool = false, access: ParticipantAccess? = nil,
-        shareChanges: [ShareChange] = [], assetAttachments: [String: [AssetAttachment]] = [:], sharesLeft: [String] = []
+        shareChanges: [ShareChange] = [], assetAttachments: [String: [AssetAttachment]] = [:], sharesLeft: [String] = [],
+        keepsHistory: Bool = false
     ) {
+        self.keepsHistory = keepsHistory
         self.database = database
         self.zoneName = zoneName
         self.atomic = atomic

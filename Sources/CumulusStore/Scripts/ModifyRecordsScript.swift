@@ -122,8 +122,10 @@ public struct ModifyRecordsScript {
         let save: TransactionScript<ZoneDigest> =
             plan.writes.isEmpty
             ? .done(.empty)
-            : .perform(.saveRecords(zone: zone.id, writes: plan.writes, sequences: sequences)) { answer in
-                .done(ZoneDigest.change(replacing: try answer.liveSequences, with: written))
+            : keepVersions(of: plan.writes.map(\.recordName).filter { existing[$0] != nil }, zone: zone).then {
+                .perform(.saveRecords(zone: zone.id, writes: plan.writes, sequences: sequences)) { answer in
+                    .done(ZoneDigest.change(replacing: try answer.liveSequences, with: written))
+                }
             }
         return try save.then { digest in
             delete(plan.deletions, zone: zone, after: sequence).map { ($0.sequence, digest.adding($0.digest)) }
@@ -155,6 +157,13 @@ public struct ModifyRecordsScript {
         return .perform(.attachAssets(attachments)) { _ in .done(results) }
     }
 
+    /// With history on, the live versions of `names` go to the zone's history before the batch replaces or deletes
+    /// them, in one statement (a batch of creates pays nothing).
+    private func keepVersions(of names: [String], zone: ZoneRow) -> TransactionScript<Void> {
+        guard batch.keepsHistory, !names.isEmpty else { return .finished }
+        return .perform(.keepVersions(zone: zone.id, names: names, replacedAt: batch.timestamp))
+    }
+
     /// Deletes the plan's records and, following `DELETE_SELF` references breadth-first (a read per level), every
     /// live record that points at a deleted one; explicit deletions first, in request order, then cascades, each name
     /// one sequence. Deleting a share's root, or its share record, ends the share, as in CloudKit. Answers the last
@@ -174,9 +183,11 @@ public struct ModifyRecordsScript {
             let ordered = (deletions + deleted.subtracting(deletions).sorted()).filter { seen.insert($0).inserted }
             let sequences = ordered.indices.map { sequence + Int64($0) + 1 }
             let modified = RecordStamp(timestamp: batch.timestamp, userRecordName: batch.author, deviceID: batch.deviceID)
-            return TransactionScript.perform(.deleteRecords(zone: zone.id, names: ordered, sequences: sequences, modified: modified)) { answer in
-                let digest = ZoneDigest.change(replacing: try answer.liveSequences, with: [:])
-                return endShares(deleted: ordered, zone: zone, after: sequence + Int64(ordered.count)).map { ($0, digest) }
+            return keepVersions(of: ordered, zone: zone).then {
+                .perform(.deleteRecords(zone: zone.id, names: ordered, sequences: sequences, modified: modified)) { answer in
+                    let digest = ZoneDigest.change(replacing: try answer.liveSequences, with: [:])
+                    return endShares(deleted: ordered, zone: zone, after: sequence + Int64(ordered.count)).map { ($0, digest) }
+                }
             }
         }
     }

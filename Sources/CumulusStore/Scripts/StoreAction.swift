@@ -100,6 +100,9 @@ public enum StoreAction {
     case renumberRecords(zone: Int64, names: [String], sequences: [Int64])
     /// Records that `names` left the hierarchy under `root` at these sequences, for its participants' feeds.
     case recordExits(zone: Int64, root: String, names: [String], sequences: [Int64])
+    /// Copies the live versions of these records into the zone's history, replaced at `replacedAt`, before a write
+    /// replaces or deletes them (``RecordHistoryStore``).
+    case keepVersions(zone: Int64, names: [String], replacedAt: Int64)
     /// Attaches uploaded assets to the records that reference them.
     case attachAssets([AssetAttachment])
 

@@ -389,5 +389,32 @@ extension PostgresMigrations {
                 """
             ]
         ),
+        Migration(
+            version: 12, name: "record history",
+            statements: [
+                // The versions records had before a write replaced or deleted them, for restores and undelete; each was
+                // the record from modified_at until replaced_at. Pruned after the retention window.
+                """
+                CREATE TABLE record_history (
+                    id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                    zone_id BIGINT NOT NULL REFERENCES zones(id) ON DELETE CASCADE,
+                    record_name TEXT COLLATE "C" NOT NULL,
+                    record_type TEXT COLLATE "C" NOT NULL,
+                    change_seq BIGINT NOT NULL,
+                    fields TEXT NOT NULL,
+                    parent_name TEXT COLLATE "C",
+                    created_at BIGINT NOT NULL,
+                    created_by TEXT COLLATE "C" NOT NULL,
+                    created_device TEXT COLLATE "C" NOT NULL,
+                    modified_at BIGINT NOT NULL,
+                    modified_by TEXT COLLATE "C" NOT NULL,
+                    modified_device TEXT COLLATE "C" NOT NULL,
+                    replaced_at BIGINT NOT NULL
+                )
+                """,
+                "CREATE INDEX record_history_zone ON record_history (zone_id, record_name, replaced_at)",
+                "CREATE INDEX record_history_age ON record_history (replaced_at)",
+            ]
+        ),
     ]
 }

@@ -176,6 +176,8 @@ extension PostgresRecordStore {
                 SELECT \(zone), \(root), u.name, u.seq FROM UNNEST(\(names), \(sequences)) AS u(name, seq)
                 ON CONFLICT (zone_id, root_record_name, record_name) DO UPDATE SET change_seq = excluded.change_seq
                 """, logger: logger)
+        case .keepVersions(let zone, let names, let replacedAt):
+            try await keepVersions(connection, zone: zone, names: names, replacedAt: replacedAt, logger: logger)
         case .attachAssets(let attachments):
             try await attachAssets(attachments, connection, logger: logger)
 

@@ -376,6 +376,31 @@ extension SQLiteRecordStore {
                     ) WITHOUT ROWID;
                     """)
         }
+        migrator.registerMigration("v15: record history") { db in
+            try db.execute(
+                sql: """
+                    -- The versions records had before a write replaced or deleted them, for restores and undelete; each
+                    -- was the record from modified_at until replaced_at. Pruned after the retention window.
+                    CREATE TABLE record_history (
+                        id INTEGER PRIMARY KEY,
+                        zone_id INTEGER NOT NULL REFERENCES zones(id) ON DELETE CASCADE,
+                        record_name TEXT NOT NULL,
+                        record_type TEXT NOT NULL,
+                        change_seq INTEGER NOT NULL,
+                        fields TEXT NOT NULL,
+                        parent_name TEXT,
+                        created_at INTEGER NOT NULL,
+                        created_by TEXT NOT NULL,
+                        created_device TEXT NOT NULL,
+                        modified_at INTEGER NOT NULL,
+                        modified_by TEXT NOT NULL,
+                        modified_device TEXT NOT NULL,
+                        replaced_at INTEGER NOT NULL
+                    );
+                    CREATE INDEX record_history_zone ON record_history(zone_id, record_name, replaced_at);
+                    CREATE INDEX record_history_age ON record_history(replaced_at);
+                    """)
+        }
         return migrator
     }
 }

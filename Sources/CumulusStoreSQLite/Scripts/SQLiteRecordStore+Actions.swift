@@ -122,6 +122,8 @@ extension SQLiteRecordStore {
                     ON CONFLICT (zone_id, root_record_name, record_name) DO UPDATE SET change_seq = excluded.change_seq
                     """)
             for (name, sequence) in zip(names, sequences) { try exit.execute(arguments: [zone, root, name, sequence]) }
+        case .keepVersions(let zone, let names, let replacedAt):
+            try keepVersions(db, zone: zone, names: names, replacedAt: replacedAt)
         case .attachAssets(let attachments):
             try attachAssets(attachments, db)
 

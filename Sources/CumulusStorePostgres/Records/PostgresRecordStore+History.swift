@@ -1,0 +1,121 @@
+public import CumulusModel
+public import CumulusStore
+public import Logging
+import PostgresNIO
+
+extension PostgresRecordStore {
+    /// The history's columns in the order ``storedRecord(_:zoneID:offset:)`` reads, with no share reference: a version
+    /// brings back data, not who it was shared with.
+    static let historyColumns = """
+        h.record_name, h.record_type, h.change_seq, h.fields, h.parent_name, NULL::text, NULL::text,
+        h.created_at, h.created_by, h.created_device, h.modified_at, h.modified_by, h.modified_device
+        """
+
+    /// ``StoreAction/keepVersions(zone:names:replacedAt:)``: one statement.
+    static func keepVersions(_ connection: PostgresConnection, zone: Int64, names: [String], replacedAt: Int64, logger: Logger) async throws {
+        try await connection.query(
+            """
+            INSERT INTO record_history (zone_id, record_name, record_type, change_seq, fields, parent_name,
+                created_at, created_by, created_device, modified_at, modified_by, modified_device, replaced_at)
+            SELECT zone_id, record_name, record_type, change_seq, fields, parent_name,
+                created_at, created_by, created_device, modified_at, modified_by, modified_device, \(replacedAt)
+            FROM records WHERE zone_id = \(zone) AND record_name = ANY(\(names)) AND NOT deleted
+            """, logger: logger)
+    }
+
+    /// The live zone's row ID, or `zoneNotFound`.
+    private static func liveZone(_ connection: PostgresConnection, _ database: DatabaseRef, zoneName: String, logger: Logger) async throws -> Int64 {
+        guard let zone = try await zoneRow(connection, database, zoneName: zoneName, logger: logger) else {
+            throw StoreError(.zoneNotFound, "zone \(zoneName) does not exist")
+        }
+        return zone.id
+    }
+
+    public func recordsChanged(
+        since time: Int64, zoneName: String, in database: DatabaseRef, after: String?, limit: Int, logger: Logger
+    ) async throws -> [RecordChangeSince] {
+        let zoneID = database.zoneID(zoneName)
+        return try await transaction(snapshot: true, logger: logger) { connection in
+            let zone = try await Self.liveZone(connection, database, zoneName: zoneName, logger: logger)
+            // Changed since: written or deleted after it (the row's modification), or replaced after it while live then
+            // (the history); in name order, a page at a time.
+            let after = after ?? ""
+            var names: [String] = []
+            for try await name in try await connection.query(
+                """
+                SELECT record_name FROM records WHERE zone_id = \(zone) AND record_name > \(after) AND modified_at > \(time)
+                UNION
+                SELECT record_name FROM record_history
+                WHERE zone_id = \(zone) AND record_name > \(after) AND replaced_at > \(time) AND modified_at <= \(time)
+                ORDER BY 1 LIMIT \(limit)
+                """, logger: logger
+            ).decode(String.self) {
+                names.append(name)
+            }
+            guard !names.isEmpty else { return [] }
+            let current = try await Self.liveRecords(connection, zoneRowID: zone, zoneID: zoneID, names: names, logger: logger)
+            var past: [String: StoredRecord] = [:]
+            for try await row in try await connection.query(
+                """
+                SELECT \(unescaped: Self.historyColumns) FROM record_history h
+                WHERE h.zone_id = \(zone) AND h.record_name = ANY(\(names)) AND h.modified_at <= \(time) AND h.replaced_at > \(time)
+                ORDER BY h.replaced_at
+                """, logger: logger)
+            {
+                let record = try Self.storedRecord(RowReader(row), zoneID: zoneID)
+                past[record.header.recordName] = record
+            }
+            return names.map { RecordChangeSince(recordName: $0, current: current[$0], past: past[$0]) }
+        }
+    }
+
+    public func deletedRecords(
+        since: Int64, zoneName: String, in database: DatabaseRef, names: [String]?, limit: Int, logger: Logger
+    ) async throws -> [DeletedRecord] {
+        let zoneID = database.zoneID(zoneName)
+        return try await transaction(snapshot: true, logger: logger) { connection in
+            let zone = try await Self.liveZone(connection, database, zoneName: zoneName, logger: logger)
+            // The version a deletion replaced carries the deletion's time as its `replaced_at`.
+            var deleted: [DeletedRecord] = []
+            var seen = Set<String>()
+            for try await row in try await connection.query(
+                """
+                SELECT \(unescaped: Self.historyColumns), r.modified_at, r.modified_by, r.modified_device
+                FROM records r JOIN record_history h
+                    ON h.zone_id = r.zone_id AND h.record_name = r.record_name AND h.replaced_at = r.modified_at
+                WHERE r.zone_id = \(zone) AND r.deleted AND r.modified_at >= \(since)
+                    AND (\(names == nil) OR r.record_name = ANY(\(names ?? [])))
+                ORDER BY r.modified_at DESC, r.record_name LIMIT \(limit)
+                """, logger: logger)
+            {
+                let reader = RowReader(row)
+                let record = try Self.storedRecord(reader, zoneID: zoneID)
+                guard seen.insert(record.header.recordName).inserted else { continue }
+                deleted.append(
+                    DeletedRecord(
+                        record: record, deleted: RecordStamp(timestamp: try reader[13], userRecordName: try reader[14], deviceID: try reader[15])))
+            }
+            return deleted
+        }
+    }
+
+    public func pruneHistory(replacedBefore time: Int64, logger: Logger) async throws -> Int {
+        var pruned = 0
+        // Steps of 5,000 rows: no transaction holds many row locks for long.
+        while true {
+            let count = try await transaction(logger: logger) { connection in
+                var count = 0
+                for try await _ in try await connection.query(
+                    """
+                    DELETE FROM record_history WHERE id IN (SELECT id FROM record_history WHERE replaced_at < \(time) LIMIT 5000) RETURNING 1
+                    """, logger: logger
+                ).decode(Int.self) {
+                    count += 1
+                }
+                return count
+            }
+            pruned += count
+            if count < 5000 { return pruned }
+        }
+    }
+}

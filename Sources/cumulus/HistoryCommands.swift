@@ -1,0 +1,162 @@
+import ArgumentParser
+import CumulusCore
+import CumulusModel
+import CumulusStore
+import Foundation
+import Logging
+
+/// How the history's options are written on the command line.
+enum HistoryWindow {
+    /// `7d`, `36h`, `90m`, `45s` or `0`.
+    static func duration(_ text: String) -> Duration? {
+        if text == "0" { return .zero }
+        guard let unit = text.last, let count = Int64(text.dropLast()), count >= 0 else { return nil }
+        switch unit {
+        case "d": return .seconds(count * 86_400)
+        case "h": return .seconds(count * 3_600)
+        case "m": return .seconds(count * 60)
+        case "s": return .seconds(count)
+        default: return nil
+        }
+    }
+
+    /// A moment: ISO 8601 (`2026-11-26T09:30:00Z`, fractional seconds allowed) or milliseconds since 1970.
+    static func moment(_ text: String) -> Int64? {
+        if let milliseconds = Int64(text) { return milliseconds }
+        let formatter = ISO8601DateFormatter()
+        if let date = formatter.date(from: text) { return Int64((date.timeIntervalSince1970 * 1000).rounded()) }
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return formatter.date(from: text).map { Int64(($0.timeIntervalSince1970 * 1000).rounded()) }
+    }
+
+    static func text(_ milliseconds: Int64) -> String {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return formatter.string(from: Date(timeIntervalSince1970: Double(milliseconds) / 1000))
+    }
+}
+
+/// Which zone a history command acts on.
+struct ZoneOptions: ParsableArguments {
+    @Option(help: "Container identifier.") var container: String
+    @Option(help: "The zone's owner: a sign-in name or a user record name.") var user: String
+    @Option(help: "Zone name.") var zone: String
+    @Option(help: "development or production.") var environment: ContainerEnvironment = .development
+    @Option(
+        name: .customLong("history-retention"),
+        help: "The server's --history-retention: how far back the history reaches (default: $CUMULUS_HISTORY_RETENTION or 7d).")
+    var historyRetention: String?
+
+    /// The owner's private database.
+    func database(_ store: any RecordStore, logger: Logger) async throws -> DatabaseRef {
+        var found = try await store.user(container: container, name: user, logger: logger)
+        if found == nil { found = try await store.user(userRecordName: user, logger: logger) }
+        guard let user = found, user.container == container else { throw CumulusError(.notFound, "no user \(self.user) in \(container)") }
+        return DatabaseRef(container: container, environment: environment, scope: .private, ownerRecordName: user.userRecordName)
+    }
+
+    func service(_ store: any RecordStore) throws -> DatabaseService {
+        guard let retention = HistoryWindow.duration(historyRetention ?? ProcessInfo.processInfo.environment["CUMULUS_HISTORY_RETENTION"] ?? "7d")
+        else { throw ValidationError("--history-retention must be 0 or a number followed by d, h or m, such as 7d") }
+        return DatabaseService(store: store, historyRetention: retention)
+    }
+}
+
+extension Zones {
+    struct RestoreZone: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "restore",
+            abstract: """
+                Restore a zone to how it was at TIME, as new changes devices fetch like any other: records changed since \
+                come back as they were, records deleted since come back, records created since are deleted. Prints each \
+                difference (changed, deleted or created since, and the record name), then a summary with the moment to \
+                restore to for undoing it.
+                """)
+        @OptionGroup var zone: ZoneOptions
+        @Option(help: "ISO 8601 (2026-11-26T09:30:00Z) or milliseconds since 1970, within the history window.") var to: String
+        @Flag(name: .customLong("dry-run"), help: "Print the differences only; change nothing.") var dryRun = false
+        @OptionGroup var options: DataOptions
+
+        func run() async throws {
+            guard let time = HistoryWindow.moment(to) else { throw ValidationError("--to: \(to) is neither ISO 8601 nor milliseconds since 1970") }
+            let logger = Logger(label: "cumulus")
+            let report = try await options.withStore { store in
+                try await zone.service(store).restoreZone(
+                    zone.zone, in: try await zone.database(store, logger: logger), to: time, dryRun: dryRun, logger: logger
+                ) { difference in
+                    switch difference {
+                    case .changed(let record): print("changed since\t\(record.header.recordName)")
+                    case .deleted(let record): print("deleted since\t\(record.header.recordName)")
+                    case .created(let name): print("created since\t\(name)")
+                    }
+                }
+            }
+            for failure in report.failures {
+                FileHandle.standardError.write(Data("not restored\t\(failure.recordName)\t\(failure.code.rawValue)\t\(failure.reason)\n".utf8))
+            }
+            let verb = dryRun ? "would restore" : "restored"
+            FileHandle.standardError.write(
+                Data(
+                    """
+                    \(verb) \(zone.zone) to \(HistoryWindow.text(time)): \(report.changed) changed, \(report.deleted) deleted and \
+                    \(report.created) created since, \(report.failures.count) not restored
+                    \(dryRun ? "" : "undo with --to \(report.startedAt - 1)\n")
+                    """.utf8))
+            if !report.failures.isEmpty { throw ExitCode(1) }
+        }
+    }
+}
+
+struct Records: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "List records deleted within the history window, and bring them back.", subcommands: [Deleted.self, Undelete.self])
+
+    struct Deleted: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "List a zone's records deleted within the history window, newest first: record name, type, deleted at, deleted by.")
+        @OptionGroup var zone: ZoneOptions
+        @OptionGroup var listing: ListingOptions
+        @OptionGroup var options: DataOptions
+
+        func run() async throws {
+            let logger = Logger(label: "cumulus")
+            let deleted = try await options.withStore { store in
+                try await zone.service(store).deletedRecords(zone.zone, in: try await zone.database(store, logger: logger), logger: logger)
+            }
+            listing.print(
+                deleted.map { entry in
+                    [
+                        ("recordName", .text(entry.record.header.recordName)), ("recordType", .text(entry.record.header.recordType)),
+                        ("deletedAt", .text(HistoryWindow.text(entry.deleted.timestamp))), ("deletedBy", .text(entry.deleted.userRecordName)),
+                    ]
+                })
+        }
+    }
+
+    struct Undelete: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Bring records deleted within the history window back as they were, with new change tags; prints each record name.")
+        @OptionGroup var zone: ZoneOptions
+        @Argument(help: "Record names.") var recordNames: [String]
+        @OptionGroup var options: DataOptions
+
+        func run() async throws {
+            let logger = Logger(label: "cumulus")
+            let results = try await options.withStore { store in
+                try await zone.service(store).undeleteRecords(
+                    recordNames, zoneName: zone.zone, in: try await zone.database(store, logger: logger), logger: logger)
+            }
+            var failed = false
+            for result in results {
+                switch result {
+                case .saved(let record): printResult(record.header.recordName)
+                case .failed(let failure):
+                    failed = true
+                    FileHandle.standardError.write(Data("not undeleted\t\(failure.recordName)\t\(failure.code.rawValue)\t\(failure.reason)\n".utf8))
+                case .deleted: break
+                }
+            }
+            if failed { throw ExitCode(1) }
+        }
+    }
+}
