@@ -132,7 +132,7 @@ public final class SQLiteRecordStore: RecordStore {
         try await translatingErrors("write failed") { try await metrics.measure(.write) { try await writer.write(body) } }
     }
 
-    private func translatingErrors<T>(_ message: String, _ body: () async throws -> T) async throws -> T {
+    func translatingErrors<T>(_ message: String, _ body: () async throws -> T) async throws -> T {
         do {
             return try await body()
         } catch {

@@ -170,26 +170,40 @@ extension Users {
         }
     }
 
-    struct Delete: AsyncParsableCommand {
+    struct Erase: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "erase",
             abstract: """
-                Delete a user: their private zones and records, their place in other users' shares, their credentials, \
-                subscriptions and push tokens. Cannot be undone.
-                """)
+                Erase a user and everything they own (docs/OPERATIONS.md, "Erase a user"): their private zones (other \
+                users' devices drop them), their place in others' shares, their public records, credentials, devices, \
+                subscriptions, push tokens, history and asset files. Prints a receipt of what was removed. Cannot be undone.
+                """,
+            aliases: ["delete"])
         @Argument(help: "Sign-in name.") var name: String
         @Option(help: "Container identifier.") var container: String
-        @Flag(help: "Confirm: without it, nothing is deleted.") var yes = false
+        @Option(help: "Asset directory, if the server was given one (default: $CUMULUS_ASSETS, else beside the store).") var assets: String?
+        @Flag(help: "Confirm: without it, nothing is erased.") var yes = false
         @OptionGroup var options: DataOptions
 
         func validate() throws {
-            if !yes { throw ValidationError("this deletes \(name) and every record in their private database; add --yes to do it") }
+            if !yes { throw ValidationError("this erases \(name) and everything they own; add --yes to do it") }
         }
 
         func run() async throws {
-            try await options.withStore {
-                try await AccountService(store: $0).deleteUser(container: container, name: name, logger: Logger(label: "cumulus"))
+            let logger = Logger(label: "cumulus")
+            let erasure = try await options.withStore { store in
+                try await AccountService(store: store).eraseUser(
+                    container: container, name: name, assets: try options.assetStorage(directory: assets, store: store, logger: logger),
+                    logger: logger)
             }
-            printResult(name)
+            let receipt: [(String, Any)] = [
+                ("user", name), ("container", container), ("zones", erasure.zones), ("records", erasure.records),
+                ("publicRecords", erasure.publicRecords), ("sharesStopped", erasure.sharesStopped), ("participations", erasure.participations),
+                ("recordsAnonymized", erasure.recordsAnonymized), ("subscriptions", erasure.subscriptions), ("pushTokens", erasure.pushTokens),
+                ("devices", erasure.devices), ("webAuthTokens", erasure.webAuthTokens), ("historyVersions", erasure.historyVersions),
+                ("assetReceipts", erasure.assetReceipts), ("assetFiles", erasure.assetFiles.count), ("filesScrubbed", erasure.filesScrubbed),
+            ]
+            for (key, value) in receipt { printResult("\(key)\t\(value)") }
         }
     }
 

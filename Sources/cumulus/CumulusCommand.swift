@@ -345,7 +345,7 @@ struct Tokens: AsyncParsableCommand {
 struct Users: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Manage users.",
-        subcommands: [Create.self, Token.self, List.self, Delete.self, SetPassword.self, SetEmail.self, Discoverable.self, Export.self])
+        subcommands: [Create.self, Token.self, List.self, Erase.self, SetPassword.self, SetEmail.self, Discoverable.self, Export.self])
 
     struct Create: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Create a user; prints the userRecordName.")

@@ -19,21 +19,6 @@ enum HistoryWindow {
         default: return nil
         }
     }
-
-    /// A moment: ISO 8601 (`2026-11-26T09:30:00Z`, fractional seconds allowed) or milliseconds since 1970.
-    static func moment(_ text: String) -> Int64? {
-        if let milliseconds = Int64(text) { return milliseconds }
-        let formatter = ISO8601DateFormatter()
-        if let date = formatter.date(from: text) { return Int64((date.timeIntervalSince1970 * 1000).rounded()) }
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return formatter.date(from: text).map { Int64(($0.timeIntervalSince1970 * 1000).rounded()) }
-    }
-
-    static func text(_ milliseconds: Int64) -> String {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return formatter.string(from: Date(timeIntervalSince1970: Double(milliseconds) / 1000))
-    }
 }
 
 /// Which zone a history command acts on.
@@ -78,16 +63,18 @@ extension Zones {
         @OptionGroup var options: DataOptions
 
         func run() async throws {
-            guard let time = HistoryWindow.moment(to) else { throw ValidationError("--to: \(to) is neither ISO 8601 nor milliseconds since 1970") }
+            guard let time = HistoryMoment.milliseconds(parsing: to) else {
+                throw ValidationError("--to: \(to) is neither ISO 8601 nor milliseconds since 1970")
+            }
             let logger = Logger(label: "cumulus")
             let report = try await options.withStore { store in
                 try await zone.service(store).restoreZone(
                     zone.zone, in: try await zone.database(store, logger: logger), to: time, dryRun: dryRun, logger: logger
                 ) { difference in
                     switch difference {
-                    case .changed(let record): print("changed since\t\(record.header.recordName)")
-                    case .deleted(let record): print("deleted since\t\(record.header.recordName)")
-                    case .created(let name): print("created since\t\(name)")
+                    case .changed(let record): printResult("changed since\t\(record.header.recordName)")
+                    case .deleted(let record): printResult("deleted since\t\(record.header.recordName)")
+                    case .created(let name): printResult("created since\t\(name)")
                     }
                 }
             }
@@ -95,13 +82,10 @@ extension Zones {
                 FileHandle.standardError.write(Data("not restored\t\(failure.recordName)\t\(failure.code.rawValue)\t\(failure.reason)\n".utf8))
             }
             let verb = dryRun ? "would restore" : "restored"
-            FileHandle.standardError.write(
-                Data(
-                    """
-                    \(verb) \(zone.zone) to \(HistoryWindow.text(time)): \(report.changed) changed, \(report.deleted) deleted and \
-                    \(report.created) created since, \(report.failures.count) not restored
-                    \(dryRun ? "" : "undo with --to \(report.startedAt - 1)\n")
-                    """.utf8))
+            var summary = "\(verb) \(zone.zone) to \(HistoryMoment.text(time)): \(report.changed) changed, \(report.deleted) deleted and "
+            summary += "\(report.created) created since, \(report.failures.count) not restored\n"
+            if !dryRun { summary += "undo with --to \(report.startedAt - 1)\n" }
+            FileHandle.standardError.write(Data(summary.utf8))
             if !report.failures.isEmpty { throw ExitCode(1) }
         }
     }
@@ -127,7 +111,7 @@ struct Records: AsyncParsableCommand {
                 deleted.map { entry in
                     [
                         ("recordName", .text(entry.record.header.recordName)), ("recordType", .text(entry.record.header.recordType)),
-                        ("deletedAt", .text(HistoryWindow.text(entry.deleted.timestamp))), ("deletedBy", .text(entry.deleted.userRecordName)),
+                        ("deletedAt", .text(HistoryMoment.text(entry.deleted.timestamp))), ("deletedBy", .text(entry.deleted.userRecordName)),
                     ]
                 })
         }

@@ -30,7 +30,7 @@ struct AdministrationDeletionTests {
             let carolsShareTag = try #require(
                 try await client.lookup(["share-1"], zone: "Lists", as: .user(carol)).records.first?["recordChangeTag"]?.stringValue)
 
-            try await world.accounts.deleteUser(container: TestWorld.container, name: "alice", logger: logger)
+            _ = try await world.accounts.eraseUser(container: TestWorld.container, name: "alice", assets: nil, logger: logger)
             #expect(try await world.store.user(userRecordName: alice.userRecordName, logger: logger) == nil)
             // Bob's device learns that Alice's zone is gone, as when she deletes it herself.
             let after = try await client.send("changes/database", as: .user(bob), database: "shared", body: #"{"syncToken":"\#(syncToken)"}"#)
@@ -40,7 +40,7 @@ struct AdministrationDeletionTests {
             #expect(zone.zones.first?["serverErrorCode"] == .string("ZONE_NOT_FOUND"), "\(zone.json)")
 
             // Deleting Bob takes him off Carol's share, which takes a new change tag so her devices see it.
-            try await world.accounts.deleteUser(container: TestWorld.container, name: "bob", logger: logger)
+            _ = try await world.accounts.eraseUser(container: TestWorld.container, name: "bob", assets: nil, logger: logger)
             let carolsShare = try #require(try await client.lookup(["share-1"], zone: "Lists", as: .user(carol)).records.first)
             #expect(carolsShare["recordChangeTag"]?.stringValue != carolsShareTag)
             let participants = carolsShare["participants"]?.arrayValue ?? []
@@ -50,7 +50,7 @@ struct AdministrationDeletionTests {
             #expect(try await client.lookup(["list"], zone: "Lists", as: .user(carol)).records.first?["recordType"] == .string("List"))
         }
         let missing = await #expect(throws: CumulusError.self) {
-            try await world.accounts.deleteUser(container: TestWorld.container, name: "alice", logger: logger)
+            _ = try await world.accounts.eraseUser(container: TestWorld.container, name: "alice", assets: nil, logger: logger)
         }
         #expect(missing?.code == .notFound)
     }

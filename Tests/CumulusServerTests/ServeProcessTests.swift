@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Crypto
+import CumulusCore
 import CumulusModel
 import CumulusServer
 import Foundation
@@ -160,7 +161,9 @@ struct ServeProcessTests {
             let help = try await Self.run(command + ["--help"]).stdout
             guard let section = help.components(separatedBy: "SUBCOMMANDS:\n").last, help.contains("SUBCOMMANDS:") else { return [] }
             return section.split(separator: "\n").compactMap { line in
-                line.hasPrefix("  ") && !line.hasPrefix("   ") ? line.split(separator: " ").first.map(String.init) : nil
+                // `erase, delete`: a command and its aliases.
+                line.hasPrefix("  ") && !line.hasPrefix("   ")
+                    ? line.split(separator: " ").first.map { String($0.trimmingCharacters(in: [","])) } : nil
             }.filter { $0 != "See" }
         }
         let groups = try await subcommands([])
@@ -229,10 +232,15 @@ struct ServeProcessTests {
         #expect(try await run(["keys", "list"]).stdout.hasSuffix("\trevoked\n"))
         #expect(try await Self.run(["keys", "revoke", keyID, "--container", "iCloud.com.example.second", "--data", data.path]).status != 0)
 
-        // Deleting asks for --yes, and then a user, and a container with everything in it, are gone.
+        // Erasing asks for --yes (`delete` is its old name), and then a user is gone, with a receipt; and a container
+        // with everything in it.
         let unconfirmed = try await run(["users", "delete", "bob"])
         #expect(unconfirmed.status != 0 && unconfirmed.stderr.contains("--yes"))
-        #expect(try await run(["users", "delete", "bob", "--yes"]).status == 0)
+        let receipt = try await run(["users", "erase", "bob", "--yes"])
+        #expect(receipt.status == 0)
+        #expect(
+            receipt.stdout.hasPrefix("user\tbob\ncontainer\t\(container)\nzones\t") && receipt.stdout.contains("\nfilesScrubbed\ttrue\n"),
+            "\(receipt.stdout)")
         #expect(try await run(["users", "list"]).stdout.split(separator: "\n").map { $0.split(separator: "\t")[1] } == ["alice"])
         #expect(try await Self.run(["containers", "delete", container], data: data).status != 0)
         #expect(try await Self.run(["containers", "delete", container, "--yes"], data: data).status == 0)
@@ -308,6 +316,42 @@ struct ServeProcessTests {
         #expect(found.stderr.contains("1 zone digests differed"))
         let again = try await Self.run(["zones", "check-digests"], data: data)
         #expect(again.status == 0 && again.stdout.isEmpty)
+    }
+
+    /// `cumulus zones restore` (with a dry run first) and `cumulus records deleted`/`undelete`, on a store a server wrote.
+    @Test func aZoneIsRestoredAndARecordUndeletedFromTheCommandLine() async throws {
+        let data = try temporaryDirectory()
+        let container = "iCloud.com.example.history"
+        let (server, database, query) = try await Self.serverWithANote(container, data: data)
+        // The moment is after the note was written and before it changed: only the order of the writes matters.
+        let moment = Int64(Date().timeIntervalSince1970 * 1000)
+        try await Task.sleep(for: .milliseconds(50))
+        _ = try await Self.post(
+            "\(database)/records/modify?\(query)",
+            #"{"zoneID":{"zoneName":"Notes"},"operations":[{"operationType":"forceReplace","record":{"recordName":"n","recordType":"Note","fields":{"title":{"value":"bye"}}}},{"operationType":"create","record":{"recordName":"m","recordType":"Note"}}]}"#
+        )
+        #expect(server.stop() == 0)
+        let zone = ["--container", container, "--user", "alice", "--zone", "Notes"]
+
+        let dry = try await Self.run(["zones", "restore"] + zone + ["--to", "\(moment)", "--dry-run"], data: data)
+        #expect(dry.status == 0 && dry.stdout == "created since\tm\nchanged since\tn\n", "\(dry.stdout)\(dry.stderr)")
+        #expect(dry.stderr.contains("would restore Notes") && dry.stderr.contains("1 changed, 0 deleted and 1 created since"))
+        let restored = try await Self.run(["zones", "restore"] + zone + ["--to", HistoryMoment.text(moment)], data: data)
+        #expect(restored.status == 0 && restored.stderr.contains("undo with --to "), "\(restored.stderr)")
+
+        let deleted = try await Self.run(["records", "deleted"] + zone + ["--json"], data: data)
+        let rows = try #require(try JSONValue(parsing: deleted.stdout).arrayValue, "\(deleted.stderr)")
+        #expect(rows.map { $0["recordName"]?.stringValue } == ["m"])
+        let undeleted = try await Self.run(["records", "undelete", "m"] + zone, data: data)
+        #expect(undeleted.status == 0 && undeleted.stdout == "m\n", "\(undeleted.stderr)")
+        let again = try await Self.run(["records", "undelete", "m"] + zone, data: data)
+        #expect(again.status == 1 && again.stderr.contains("not undeleted\tm\tNOT_FOUND"))
+
+        let outside = try await Self.run(["zones", "restore"] + zone + ["--to", "2020-01-01T00:00:00Z"], data: data)
+        #expect(outside.status == 1 && outside.stderr.contains("before the history window"), "\(outside.stderr)")
+        let unknown = try await Self.run(
+            ["zones", "restore", "--container", container, "--user", "nobody", "--zone", "Notes", "--to", "0"], data: data)
+        #expect(unknown.status == 1 && unknown.stderr.contains("no user nobody"))
     }
 
     /// `cumulus users export` writes the user's document to a new file only its owner reads, and never overwrites one.

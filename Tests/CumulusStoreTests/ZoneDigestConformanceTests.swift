@@ -201,7 +201,7 @@ struct DeviceConformanceTests {
         try await store.recordDevice(
             DeviceSighting(container: "c", environment: .development, userRecordName: "_gone", deviceID: "x", name: nil, seenAt: 1, position: nil),
             logger: logger)
-        try await store.deleteUser(userRecordName: "_a", logger: logger)
+        _ = try await store.eraseUser(userRecordName: "_a", attemptKeyPrefixes: [], timestamp: 0, logger: logger)
         #expect(try await store.devices(container: "c", userRecordName: "_a", logger: logger).isEmpty)
     }
 }

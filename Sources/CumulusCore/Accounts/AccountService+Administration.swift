@@ -88,12 +88,27 @@ extension AccountService {
         }
     }
 
-    /// Deletes a user: their private zones (participants' devices drop them), their place in other users' shares,
-    /// their credentials, subscriptions and push tokens. Records they wrote in the public database or in other users'
-    /// zones stay, as CloudKit keeps them.
-    public func deleteUser(container: String, name: String, logger: Logger) async throws {
+    /// Erases a user and everything they own (GDPR article 17; `docs/OPERATIONS.md`, "Erase a user"): their private
+    /// zones (participants' devices drop them, the shares they owned end), their place in other users' shares, the
+    /// records they created in the public database, their credentials, devices, subscriptions, push tokens, history,
+    /// sign-in attempt counts and asset files (deleted from `assets` after the store's transaction). Records they
+    /// wrote in other users' zones stay, by ``UserErasure/erasedUserRecordName``. Answers the receipt.
+    public func eraseUser(container: String, name: String, assets: (any AssetStorage)?, logger: Logger) async throws -> UserErasure {
         let user = try await requireUser(container: container, name: name, logger: logger)
-        try await store.deleteUser(userRecordName: user.userRecordName, logger: logger)
+        let account = "\(container)\n\(user.name.lowercased())"
+        let erasure = try await store.eraseUser(
+            userRecordName: user.userRecordName, attemptKeyPrefixes: ["signin-account:" + account, "signin-account-address:" + account + "\n"],
+            timestamp: clock.milliseconds(), logger: logger)
+        // The receipts are gone first: a file is never deleted while a receipt still names it.
+        try await assets?.delete(fileIDs: erasure.assetFiles)
+        logger.notice(
+            "erased a user",
+            metadata: [
+                "cumulus.container": "\(container)", "cumulus.user": "\(user.userRecordName)", "cumulus.erase.zones": "\(erasure.zones)",
+                "cumulus.erase.records": "\(erasure.records)", "cumulus.erase.public_records": "\(erasure.publicRecords)",
+                "cumulus.erase.asset_files": "\(erasure.assetFiles.count)",
+            ])
+        return erasure
     }
 
     private func requireUser(container: String, name: String, logger: Logger) async throws -> UserAccount {

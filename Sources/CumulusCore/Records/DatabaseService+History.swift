@@ -179,3 +179,33 @@ extension DatabaseService {
         }
     }
 }
+
+/// A moment as people and scripts write it, for restores.
+public enum HistoryMoment {
+    /// Milliseconds since 1970 from ISO 8601 (`2026-11-26T09:30:00Z`, with fractional seconds or an offset; without a
+    /// zone, as a browser's `datetime-local` sends it, UTC) or from the milliseconds themselves.
+    public static func milliseconds(parsing text: String) -> Int64? {
+        let text = text.trimmingCharacters(in: .whitespaces)
+        if let milliseconds = Int64(text) { return milliseconds }
+        var candidates = [text]
+        // `2026-11-26T09:30` and `2026-11-26T09:30:15`: no zone, UTC.
+        if text.count >= 16, !text.hasSuffix("Z"), !text.dropFirst(16).contains(where: { $0 == "+" || $0 == "-" }) {
+            candidates.append(text.count == 16 ? text + ":00Z" : text + "Z")
+        }
+        let formatter = ISO8601DateFormatter()
+        for options: ISO8601DateFormatter.Options in [[.withInternetDateTime], [.withInternetDateTime, .withFractionalSeconds]] {
+            formatter.formatOptions = options
+            for candidate in candidates {
+                if let date = formatter.date(from: candidate) { return Int64((date.timeIntervalSince1970 * 1000).rounded()) }
+            }
+        }
+        return nil
+    }
+
+    /// ISO 8601 with milliseconds, UTC.
+    public static func text(_ milliseconds: Int64) -> String {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return formatter.string(from: Date(timeIntervalSince1970: Double(milliseconds) / 1000))
+    }
+}

@@ -38,6 +38,7 @@ struct ConsoleRoutes {
         router.post("console/:environment/indexes", use: dropIndex)
         router.get("console/:environment/zones/:scope/:owner", use: zones)
         router.get("console/:environment/zones/:scope/:owner/:zone", use: records)
+        router.post("console/:environment/zones/:scope/:owner/:zone", use: changeZone)
         router.get("console/:environment/zones/:scope/:owner/:zone/:record", use: record)
         router.post("console/:environment/zones/:scope/:owner/:zone/:record", use: changeRecord)
     }
@@ -362,40 +363,143 @@ struct ConsoleRoutes {
     @Sendable func records(_ request: Request, context: CumulusRequestContext) async throws -> Response {
         try await page(request, context: context) { session, environment in
             let database = try await databaseRef(context, session, environment)
-            let zoneName = context.parameters.get("zone") ?? ""
-            let after = request.uri.queryParameters["after"].flatMap { Int64($0) } ?? 0
-            let filter = RecordFilter(
-                type: request.uri.queryParameters["type"].map(String.init), field: request.uri.queryParameters["field"].map(String.init),
-                value: request.uri.queryParameters["value"].map(String.init))
-            let page = try await console.records(in: zoneName, of: database, after: after, limit: Self.pageSize, logger: context.logger)
-            // Who last changed each record, by name: one read for the page.
-            var authors = Set<String>()
-            for case .changed(let record) in page.changes { authors.insert(record.header.modified.userRecordName) }
-            let names = try await console.userNames(authors, container: session.container, logger: context.logger)
-            var rows: [[ConsolePage.Cell]] = []
-            for change in page.changes {
-                guard case .changed(let record) = change else { continue }
-                let fields = (try? JSONValue(parsing: record.fieldsJSON))?.objectValue ?? [:]
-                guard filter.matches(record.header.recordType, fields) else { continue }
-                let modified = record.header.modified
-                rows.append([
-                    .link(
-                        record.header.recordName,
-                        href: "\(zonePath(environment, database, zoneName))/\(ConsolePage.segment(record.header.recordName))"),
-                    .text(record.header.recordType), .text(Self.preview(fields)), .code(record.header.recordChangeTag),
-                    .text(ConsolePage.date(modified.timestamp)),
-                    .text("\(names[modified.userRecordName] ?? modified.userRecordName), \(modified.deviceID)"),
-                ])
-            }
-            var body = filter.form
+            let message = request.uri.queryParameters["message"].map(String.init)
+            return try await zonePage(request, context, session, environment, database, message: message)
+        }
+    }
+
+    private func zonePage(
+        _ request: Request, _ context: CumulusRequestContext, _ session: Session, _ environment: ContainerEnvironment, _ database: DatabaseRef,
+        message: String?, differences: [RestoreDifference] = [], status: HTTPResponse.Status = .ok
+    ) async throws -> Response {
+        let zoneName = context.parameters.get("zone") ?? ""
+        let after = request.uri.queryParameters["after"].flatMap { Int64($0) } ?? 0
+        let filter = RecordFilter(
+            type: request.uri.queryParameters["type"].map(String.init), field: request.uri.queryParameters["field"].map(String.init),
+            value: request.uri.queryParameters["value"].map(String.init))
+        let page = try await console.records(in: zoneName, of: database, after: after, limit: Self.pageSize, logger: context.logger)
+        // Who last changed each record, by name: one read for the page.
+        var authors = Set<String>()
+        for case .changed(let record) in page.changes { authors.insert(record.header.modified.userRecordName) }
+        let names = try await console.userNames(authors, container: session.container, logger: context.logger)
+        var rows: [[ConsolePage.Cell]] = []
+        for change in page.changes {
+            guard case .changed(let record) = change else { continue }
+            let fields = (try? JSONValue(parsing: record.fieldsJSON))?.objectValue ?? [:]
+            guard filter.matches(record.header.recordType, fields) else { continue }
+            let modified = record.header.modified
+            rows.append([
+                .link(
+                    record.header.recordName,
+                    href: "\(zonePath(environment, database, zoneName))/\(ConsolePage.segment(record.header.recordName))"),
+                .text(record.header.recordType), .text(Self.preview(fields)), .code(record.header.recordChangeTag),
+                .text(ConsolePage.date(modified.timestamp)),
+                .text("\(names[modified.userRecordName] ?? modified.userRecordName), \(modified.deviceID)"),
+            ])
+        }
+        var body = message.map { #"<p class="message" id="message">\#(ConsolePage.escape($0))</p>"# } ?? ""
+        if !differences.isEmpty {
             body += ConsolePage.table(
-                id: "records", headers: ["Record", "Type", "Fields", "Change tag", "Modified", "By"], rows: rows,
-                empty: filter.isEmpty ? "No records in this range." : "No record in this range matches.")
-            body += #"<p class="note">In the order of their last change, 200 changes a page; deleted records are not listed.</p>"#
-            if page.moreComing {
-                body += #"<p><a id="more" href="\#(zonePath(environment, database, zoneName))?after=\#(page.sequence)\#(filter.query)">More</a></p>"#
+                id: "differences", headers: ["Since the moment", "Record"],
+                rows: differences.prefix(200).map { difference in
+                    switch difference {
+                    case .changed: [.text("changed: comes back as it was"), .code(difference.recordName)]
+                    case .deleted: [.text("deleted: comes back"), .code(difference.recordName)]
+                    case .created: [.text("created: is deleted"), .code(difference.recordName)]
+                    }
+                }, empty: "")
+        }
+        body += filter.form
+        body += ConsolePage.table(
+            id: "records", headers: ["Record", "Type", "Fields", "Change tag", "Modified", "By"], rows: rows,
+            empty: filter.isEmpty ? "No records in this range." : "No record in this range matches.")
+        body += #"<p class="note">In the order of their last change, 200 changes a page; deleted records are not listed.</p>"#
+        if page.moreComing {
+            body += #"<p><a id="more" href="\#(zonePath(environment, database, zoneName))?after=\#(page.sequence)\#(filter.query)">More</a></p>"#
+        }
+        body += try await historySection(session, environment, database, zoneName, context: context)
+        return ConsolePage.response(
+            ConsolePage.document(title: "Zone \(zoneName)", container: session.container, environment: environment, csrf: session.csrf, body: body),
+            status: status)
+    }
+
+    /// The zone's history: records deleted within the window, each with an undelete button, and a restore form.
+    private func historySection(
+        _ session: Session, _ environment: ContainerEnvironment, _ database: DatabaseRef, _ zoneName: String, context: CumulusRequestContext
+    ) async throws -> String {
+        guard self.database.historyRetention > .zero else {
+            return
+                #"<p class="note" id="history-off">History is off on this server (<code>--history-retention 0</code>): no restore or undelete.</p>"#
+        }
+        let action = zonePath(environment, database, zoneName)
+        let deleted = try await self.database.deletedRecords(zoneName, in: database, limit: 50, logger: context.logger)
+        var body = "<h2>Recently deleted</h2>"
+        body += ConsolePage.table(
+            id: "deleted", headers: ["Record", "Type", "Deleted", "By", ""],
+            rows: deleted.map { entry in
+                [
+                    .code(entry.record.header.recordName), .text(entry.record.header.recordType), .text(ConsolePage.date(entry.deleted.timestamp)),
+                    .text(entry.deleted.userRecordName),
+                    .form(
+                        action: action, csrf: session.csrf, fields: ["action": "undelete", "recordName": entry.record.header.recordName],
+                        button: "Undelete"),
+                ]
+            }, empty: "No record deleted within the history window.")
+        body += """
+            <h2>Restore to a moment</h2>
+            <form method="post" action="\(ConsolePage.escape(action))" id="restore" class="actions">
+            <input type="hidden" name="csrf" value="\(ConsolePage.escape(session.csrf))"><input type="hidden" name="action" value="restore">
+            <label>Moment (UTC) <input type="datetime-local" name="to" step="1" required></label>
+            <label><input type="checkbox" name="dryRun" value="1" checked> Only show what would change</label>
+            <button type="submit">Restore</button>
+            </form>
+            <p class="note">Records changed since the moment come back as they were, records deleted since come back, records created since
+            are deleted, each with a new change tag: devices fetch it like any other change, and restoring to the moment before a restore
+            undoes it.</p>
+            """
+        return body
+    }
+
+    /// Undeletes a record, or restores the zone to a moment (or shows what that would change).
+    @Sendable func changeZone(_ request: Request, context: CumulusRequestContext) async throws -> Response {
+        try await page(request, context: context) { session, environment in
+            let database = try await databaseRef(context, session, environment)
+            let form = try await Self.form(request)
+            guard form["csrf"] == session.csrf else { throw CumulusError(.accessDenied, "csrf: the form is not from this session") }
+            let zoneName = context.parameters.get("zone") ?? ""
+            func done(_ message: String) -> Response {
+                var allowed = CharacterSet.alphanumerics
+                allowed.insert(charactersIn: "-._~")
+                let query = message.addingPercentEncoding(withAllowedCharacters: allowed) ?? ""
+                return Response(status: .seeOther, headers: [.location: "\(zonePath(environment, database, zoneName))?message=\(query)"])
             }
-            return render("Zone \(zoneName)", session, environment, body)
+            switch form["action"] {
+            case "undelete":
+                guard let name = form["recordName"], !name.isEmpty else { throw CumulusError(.badRequest, "recordName: is required") }
+                let result = try await self.database.undeleteRecords([name], zoneName: zoneName, in: database, logger: context.logger).first
+                if case .failed(let failure)? = result {
+                    return try await zonePage(request, context, session, environment, database, message: failure.reason, status: .badRequest)
+                }
+                return done("Undeleted \(name).")
+            case "restore":
+                guard let text = form["to"], let time = HistoryMoment.milliseconds(parsing: text) else {
+                    throw CumulusError(.badRequest, "to: a moment such as 2026-11-26T09:30:00")
+                }
+                let dryRun = form["dryRun"] == "1"
+                var differences: [RestoreDifference] = []
+                let report = try await self.database.restoreZone(zoneName, in: database, to: time, dryRun: dryRun, logger: context.logger) {
+                    differences.append($0)
+                }
+                let counts = "\(report.changed) changed, \(report.deleted) deleted and \(report.created) created since \(HistoryMoment.text(time))"
+                if dryRun {
+                    return try await zonePage(
+                        request, context, session, environment, database, message: "A restore would undo \(counts).", differences: differences)
+                }
+                let failed = report.failures.isEmpty ? "" : " \(report.failures.count) not restored: \(report.failures.first?.reason ?? "")."
+                return done("Restored: \(counts).\(failed) To undo it, restore to \(HistoryMoment.text(report.startedAt - 1)).")
+            default:
+                throw CumulusError(.badRequest, "action: undelete or restore")
+            }
         }
     }
 
@@ -452,7 +556,7 @@ struct ConsoleRoutes {
         }
         body += ConsolePage.table(id: "system-fields", headers: [], rows: system, empty: "")
         body +=
-            #"<p class="note">Cumulus keeps a record's latest version, as CloudKit does: the change tag moves on each save, and the zone's change feed tells what changed since a sync token.</p>"#
+            #"<p class="note">The change tag moves on each save, and the zone's change feed tells what changed since a sync token. The versions a save or deletion replaced are kept for the history window: the zone's page restores them.</p>"#
         let fields = (try? JSONValue(parsing: record.fieldsJSON))?.objectValue ?? [:]
         body += "<h2>Fields</h2>"
         body += ConsolePage.table(

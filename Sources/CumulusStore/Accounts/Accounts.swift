@@ -122,3 +122,39 @@ public struct ConsoleCredential: Sendable, Hashable {
         self.expiresAt = expiresAt
     }
 }
+
+/// What erasing a user removed (GDPR article 17): the receipt `cumulus users erase` prints.
+public struct UserErasure: Sendable, Hashable {
+    /// The author other users' records name where the erased user created or last changed them.
+    public static let erasedUserRecordName = "_erased"
+    /// The device a store's erasure deletes the user's public records from.
+    public static let erasureDeviceID = "cumulus-erase"
+
+    /// Their private zones, deleted as a zone deletion goes (participants' devices drop them through their feeds).
+    public var zones = 0
+    /// The live records those zones held.
+    public var records = 0
+    /// Records they created in the public database, deleted.
+    public var publicRecords = 0
+    /// Shares they owned, stopped with their zones.
+    public var sharesStopped = 0
+    /// Shares of other users they were a participant of, left.
+    public var participations = 0
+    /// Records of other users' zones they created or last changed, now by ``erasedUserRecordName``.
+    public var recordsAnonymized = 0
+    public var subscriptions = 0
+    public var pushTokens = 0
+    public var devices = 0
+    public var webAuthTokens = 0
+    /// Versions in the history of their zones and of their public records.
+    public var historyVersions = 0
+    /// Asset receipts of their zones and public records.
+    public var assetReceipts = 0
+    /// Asset files no receipt names any more: the service deletes them from the asset storage after the transaction.
+    public var assetFiles: [String] = []
+    /// Whether the store rewrote its files so that the deleted bytes are gone from them (SQLite: `VACUUM`, then the
+    /// write-ahead log truncated); `false` where the store cannot (PostgreSQL: `docs/OPERATIONS.md`, "Erase a user").
+    public var filesScrubbed = false
+
+    public init() {}
+}

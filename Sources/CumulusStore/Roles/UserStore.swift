@@ -44,10 +44,12 @@ public protocol UserStore: Sendable {
     /// A console credential that has not expired.
     func consoleCredential(hash: [UInt8], now: Int64, logger: Logger) async throws -> ConsoleCredential?
 
-    /// Deletes a user and what is theirs, in one transaction: their private zones go as a zone deletion goes (the
-    /// participants' feeds report them deleted), they leave every share they were invited to (each share record takes
-    /// a new change tag), and their credentials, subscriptions, push tokens and shared database go. Records they wrote
-    /// in the public database or in other users' shared zones stay. Throws ``StoreError/Code/notFound`` for no such
-    /// user.
-    func deleteUser(userRecordName: String, logger: Logger) async throws
+    /// Erases a user and what is theirs, in one transaction (GDPR article 17): their private zones go as a zone deletion
+    /// goes (the participants' feeds report them deleted, with the shares they owned), they leave every share they were
+    /// invited to (each share record takes a new change tag), the records they created in the public database are
+    /// deleted, and their credentials, devices, subscriptions, push tokens, shared database, history, asset receipts
+    /// and the sign-in attempt counts whose keys start with one of `attemptKeyPrefixes` go; `timestamp` stamps the deletions. Records they created or
+    /// changed in other users' zones stay, by ``UserErasure/erasedUserRecordName``. Then, where the store can, its
+    /// files are rewritten so the deleted bytes are gone. Throws ``StoreError/Code/notFound`` for no such user.
+    func eraseUser(userRecordName: String, attemptKeyPrefixes: [String], timestamp: Int64, logger: Logger) async throws -> UserErasure
 }

@@ -99,11 +99,67 @@ extension PostgresRecordStore {
         }
     }
 
-    public func deleteUser(userRecordName: String, logger: Logger) async throws {
-        try await transaction(logger: logger) { connection in
-            let exists = try await connection.query("SELECT 1 FROM users WHERE user_record_name = \(userRecordName) FOR UPDATE", logger: logger)
-                .collect()
-            if exists.isEmpty { throw StoreError(.notFound, "no such user") }
+    public func eraseUser(userRecordName: String, attemptKeyPrefixes: [String], timestamp: Int64, logger: Logger) async throws -> UserErasure {
+        let planner = self.planner
+        return try await transaction(logger: logger) { connection in
+            var container: String?
+            for try await id in try await connection.query(
+                "SELECT container_id FROM users WHERE user_record_name = \(userRecordName) FOR UPDATE", logger: logger
+            ).decode(String.self) {
+                container = id
+            }
+            guard let container else { throw StoreError(.notFound, "no such user") }
+            var erasure = UserErasure()
+            /// Runs a statement over `$1` (the user) and `$2` (their container); answers the rows it changed (or counted).
+            func run(_ sql: String) async throws -> Int {
+                var count = 0
+                for try await value in try await connection.query(
+                    PostgresQuery(
+                        unsafeSQL: "WITH done AS (\(sql) RETURNING 1) SELECT count(*)::bigint FROM done",
+                        binds: try Self.binds(userRecordName, container)),
+                    logger: logger
+                ).decode(Int64.self) {
+                    count = Int(value)
+                }
+                return count
+            }
+            func value(_ sql: String) async throws -> Int {
+                var count = 0
+                for try await value in try await connection.query(
+                    PostgresQuery(unsafeSQL: sql, binds: try Self.binds(userRecordName, container)), logger: logger
+                ).decode(Int64.self) {
+                    count = Int(value)
+                }
+                return count
+            }
+            let theirZones = """
+                SELECT z.id FROM zones z JOIN databases d ON d.id = z.database_id
+                WHERE d.scope = 'private' AND d.owner_record_name = $1 AND d.container_id = $2
+                """
+            // The records they created in the public database are deleted as a batch deletes them (feeds, digests, the
+            // deletions they cascade to), by no one.
+            for environment in ContainerEnvironment.allCases {
+                let publicDatabase = DatabaseRef.publicDatabase(container: container, environment: environment)
+                guard let zone = try await Self.zoneRow(connection, publicDatabase, zoneName: ZoneID.defaultZoneName, forUpdate: true, logger: logger)
+                else { continue }
+                var names: [String] = []
+                for try await name in try await connection.query(
+                    "SELECT record_name FROM records WHERE zone_id = \(zone.id) AND created_by = \(userRecordName) AND NOT deleted", logger: logger
+                ).decode(String.self) {
+                    names.append(name)
+                }
+                guard !names.isEmpty else { continue }
+                let batch = RecordBatch(
+                    database: publicDatabase, zoneName: ZoneID.defaultZoneName, atomic: false,
+                    operations: names.map { RecordModification(operationType: .forceDelete, recordName: $0) },
+                    author: UserErasure.erasedUserRecordName, deviceID: UserErasure.erasureDeviceID, timestamp: timestamp)
+                _ = try await Self.run(ModifyRecordsScript.script(batch, planner: planner), connection, logger: logger)
+                erasure.publicRecords += names.count
+                erasure.historyVersions += try await run("DELETE FROM record_history WHERE zone_id = \(zone.id) AND created_by = $1")
+            }
+            erasure.records = try await value("SELECT count(*)::bigint FROM records WHERE NOT deleted AND zone_id IN (\(theirZones))")
+            erasure.sharesStopped = try await value("SELECT count(*)::bigint FROM shares WHERE zone_id IN (\(theirZones) AND NOT z.deleted)")
+            erasure.historyVersions += try await run("DELETE FROM record_history WHERE zone_id IN (\(theirZones))")
             // The user's zones go as a zone deletion goes: participants' devices drop them through their feeds.
             var zones: [(Int64, Int64)] = []
             for try await zone in try await connection.query(
@@ -117,6 +173,7 @@ extension PostgresRecordStore {
             for (zoneRowID, databaseID) in zones {
                 try await Self.run(ZoneScripts.delete(ZoneRow(id: zoneRowID, databaseID: databaseID, changeSequence: 0)), connection, logger: logger)
             }
+            erasure.zones = zones.count
             // Shares of other users list the user no more: each share takes a new change tag, and the user's views end.
             var shares: [(Int64, String, Int64)] = []
             for try await share in try await connection.query(
@@ -135,23 +192,63 @@ extension PostgresRecordStore {
                     connection,
                     logger: logger)
             }
-            let databases = "SELECT id FROM databases WHERE scope = 'private' AND owner_record_name = $1"
-            for statement in [
-                "DELETE FROM shared_zone_views WHERE user_record_name = $1",
-                "DELETE FROM shared_databases WHERE user_record_name = $1",
-                "DELETE FROM participant_changes WHERE user_record_name = $1",
-                "DELETE FROM subscriptions WHERE user_record_name = $1",
-                "DELETE FROM push_tokens WHERE user_record_name = $1",
-                // Zone rows other users' ended views still point at stay as tombstones; the rest go.
-                "DELETE FROM zones WHERE database_id IN (\(databases)) AND id NOT IN (SELECT zone_id FROM shared_zone_views)",
+            erasure.participations = shares.count
+            // Their assets: the receipts of their zones and of their public records; files no other receipt names.
+            var files = Set<String>()
+            for try await file in try await connection.query(
                 """
-                DELETE FROM databases WHERE scope = 'private' AND owner_record_name = $1
-                AND NOT EXISTS (SELECT 1 FROM zones WHERE zones.database_id = databases.id)
-                """,
-                "DELETE FROM users WHERE user_record_name = $1",
-            ] {
-                try await connection.query(PostgresQuery(unsafeSQL: statement, binds: try Self.binds(userRecordName)), logger: logger)
+                DELETE FROM asset_uploads WHERE container_id = \(container)
+                AND ((database_scope = 'private' AND owner_record_name = \(userRecordName)) OR (database_scope = 'public' AND uploader = \(userRecordName)))
+                RETURNING file_id
+                """, logger: logger
+            ).decode(String?.self) {
+                erasure.assetReceipts += 1
+                if let file { files.insert(file) }
             }
+            for try await file in try await connection.query(
+                "SELECT DISTINCT file_id FROM asset_uploads WHERE file_id = ANY(\(Array(files)))", logger: logger
+            ).decode(String.self) {
+                files.remove(file)
+            }
+            erasure.assetFiles = files.sorted()
+            // What they wrote in other users' zones stays, by no one.
+            let erased = UserErasure.erasedUserRecordName
+            for table in ["records", "record_history"] {
+                for column in ["created_by", "modified_by"] {
+                    let changed = try await run("UPDATE \(table) SET \(column) = '\(erased)' WHERE \(column) = $1 AND $2 = $2")
+                    if table == "records" { erasure.recordsAnonymized += changed }
+                }
+            }
+            _ = try await run("UPDATE asset_uploads SET uploader = '\(erased)' WHERE uploader = $1 AND $2 = $2")
+            for prefix in attemptKeyPrefixes {
+                try await connection.query("DELETE FROM attempt_counts WHERE starts_with(key, \(prefix))", logger: logger)
+            }
+            let databases = "SELECT id FROM databases WHERE scope = 'private' AND owner_record_name = $1"
+            for (statement, counted) in [
+                ("DELETE FROM shared_zone_views WHERE user_record_name = $1", nil),
+                ("DELETE FROM shared_databases WHERE user_record_name = $1", nil),
+                ("DELETE FROM participant_changes WHERE user_record_name = $1", nil),
+                ("DELETE FROM subscriptions WHERE user_record_name = $1", \UserErasure.subscriptions),
+                ("DELETE FROM push_tokens WHERE user_record_name = $1", \UserErasure.pushTokens),
+                ("DELETE FROM devices WHERE user_record_name = $1", \UserErasure.devices),
+                ("DELETE FROM web_auth_tokens WHERE user_record_name = $1", \UserErasure.webAuthTokens),
+                // Zone rows other users' ended views still point at stay as tombstones; the rest go.
+                ("DELETE FROM zones WHERE database_id IN (\(databases)) AND id NOT IN (SELECT zone_id FROM shared_zone_views)", nil),
+                (
+                    """
+                    DELETE FROM databases WHERE scope = 'private' AND owner_record_name = $1
+                    AND NOT EXISTS (SELECT 1 FROM zones WHERE zones.database_id = databases.id)
+                    """, nil
+                ),
+                ("DELETE FROM users WHERE user_record_name = $1", nil),
+            ] as [(String, WritableKeyPath<UserErasure, Int>?)] {
+                let changed = try await run(statement + " AND $2 = $2")
+                if let counted { erasure[keyPath: counted] = changed }
+            }
+            // Deleted rows stay in the tables' files until VACUUM reclaims their space and later writes reuse it:
+            // docs/OPERATIONS.md says what an operator runs for the bytes to be gone.
+            erasure.filesScrubbed = false
+            return erasure
         }
     }
 

@@ -90,11 +90,45 @@ extension SQLiteRecordStore {
         }
     }
 
-    public func deleteUser(userRecordName: String, logger: Logger) async throws {
-        try await write { db in
-            guard try Bool.fetchOne(db, sql: "SELECT 1 FROM users WHERE user_record_name = ?", arguments: [userRecordName]) != nil else {
+    public func eraseUser(userRecordName: String, attemptKeyPrefixes: [String], timestamp: Int64, logger: Logger) async throws -> UserErasure {
+        let planner = self.planner
+        var erasure = try await write { db in
+            guard
+                let container = try String.fetchOne(db, sql: "SELECT container_id FROM users WHERE user_record_name = ?", arguments: [userRecordName])
+            else {
                 throw StoreError(.notFound, "no such user")
             }
+            var erasure = UserErasure()
+            let count = { (sql: String) in try Int.fetchOne(db, sql: sql, arguments: [userRecordName, container]) ?? 0 }
+            let theirZones = """
+                SELECT z.id FROM zones z JOIN databases d ON d.id = z.database_id
+                WHERE d.scope = 'private' AND d.owner_record_name = ?1 AND d.container_id = ?2
+                """
+            // The records they created in the public database are deleted as a batch deletes them (feeds, digests, the
+            // deletions they cascade to), by no one.
+            for environment in ContainerEnvironment.allCases {
+                let publicDatabase = DatabaseRef.publicDatabase(container: container, environment: environment)
+                guard let databaseID = try Self.databaseID(db, publicDatabase),
+                    let zone = try Self.zoneRow(db, databaseID: databaseID, zoneName: ZoneID.defaultZoneName)
+                else { continue }
+                let names = try String.fetchAll(
+                    db, sql: "SELECT record_name FROM records WHERE zone_id = ? AND created_by = ? AND deleted = 0",
+                    arguments: [zone.id, userRecordName])
+                guard !names.isEmpty else { continue }
+                let batch = RecordBatch(
+                    database: publicDatabase, zoneName: ZoneID.defaultZoneName, atomic: false,
+                    operations: names.map { RecordModification(operationType: .forceDelete, recordName: $0) },
+                    author: UserErasure.erasedUserRecordName, deviceID: UserErasure.erasureDeviceID, timestamp: timestamp)
+                _ = try Self.run(ModifyRecordsScript.script(batch, planner: planner), db)
+                erasure.publicRecords += names.count
+                try db.execute(
+                    sql: "DELETE FROM record_history WHERE zone_id = ? AND created_by = ?", arguments: [zone.id, userRecordName])
+                erasure.historyVersions += db.changesCount
+            }
+            erasure.records = try count("SELECT COUNT(*) FROM records WHERE deleted = 0 AND zone_id IN (\(theirZones))")
+            erasure.sharesStopped = try count("SELECT COUNT(*) FROM shares WHERE zone_id IN (\(theirZones) AND z.deleted = 0)")
+            try db.execute(sql: "DELETE FROM record_history WHERE zone_id IN (\(theirZones))", arguments: [userRecordName, container])
+            erasure.historyVersions += db.changesCount
             // The user's zones go as a zone deletion goes: participants' devices drop them through their feeds.
             let zones = try Row.fetchAll(
                 db,
@@ -103,6 +137,7 @@ extension SQLiteRecordStore {
                     WHERE d.scope = 'private' AND d.owner_record_name = ? AND z.deleted = 0 ORDER BY z.id
                     """, arguments: [userRecordName])
             for zone in zones { try Self.run(ZoneScripts.delete(ZoneRow(id: zone[0], databaseID: zone[1], changeSequence: 0)), db) }
+            erasure.zones = zones.count
             // Shares of other users list the user no more: each share takes a new change tag, and the user's views end.
             let shares = try Row.fetchAll(
                 db,
@@ -115,22 +150,70 @@ extension SQLiteRecordStore {
             for row in shares {
                 try Self.run(ShareScripts.touchShareRecord(row[1], zone: ZoneRow(id: row[0], databaseID: row[2], changeSequence: 0)), db)
             }
+            erasure.participations = shares.count
+            // Their assets: the receipts of their zones and of their public records; files no other receipt names.
+            let files = try String.fetchSet(
+                db,
+                sql: """
+                    DELETE FROM asset_uploads WHERE container_id = ?2
+                    AND ((database_scope = 'private' AND owner_record_name = ?1) OR (database_scope = 'public' AND uploader = ?1))
+                    RETURNING file_id
+                    """, arguments: [userRecordName, container])
+            erasure.assetReceipts = db.changesCount
+            let stillNamed = try String.fetchSet(
+                db, sql: "SELECT DISTINCT file_id FROM asset_uploads WHERE file_id IN (SELECT value FROM json_each(?))",
+                arguments: [Array(files).jsonArray])
+            erasure.assetFiles = files.subtracting(stillNamed).sorted()
+            // What they wrote in other users' zones stays, by no one.
+            let erased = UserErasure.erasedUserRecordName
+            for table in ["records", "record_history"] {
+                for column in ["created_by", "modified_by"] {
+                    try db.execute(sql: "UPDATE \(table) SET \(column) = ? WHERE \(column) = ?", arguments: [erased, userRecordName])
+                    if table == "records" { erasure.recordsAnonymized += db.changesCount }
+                }
+            }
+            try db.execute(sql: "UPDATE asset_uploads SET uploader = ? WHERE uploader = ?", arguments: [erased, userRecordName])
+            for prefix in attemptKeyPrefixes {
+                try db.execute(sql: "DELETE FROM attempt_counts WHERE substr(key, 1, length(?1)) = ?1", arguments: [prefix])
+            }
             let databases = "SELECT id FROM databases WHERE scope = 'private' AND owner_record_name = ?"
-            for statement in [
-                "DELETE FROM shared_zone_views WHERE user_record_name = ?",
-                "DELETE FROM shared_databases WHERE user_record_name = ?",
-                "DELETE FROM participant_changes WHERE user_record_name = ?",
-                "DELETE FROM subscriptions WHERE user_record_name = ?",
-                "DELETE FROM push_tokens WHERE user_record_name = ?",
+            for (statement, counted) in [
+                ("DELETE FROM shared_zone_views WHERE user_record_name = ?", nil),
+                ("DELETE FROM shared_databases WHERE user_record_name = ?", nil),
+                ("DELETE FROM participant_changes WHERE user_record_name = ?", nil),
+                ("DELETE FROM subscriptions WHERE user_record_name = ?", \UserErasure.subscriptions),
+                ("DELETE FROM push_tokens WHERE user_record_name = ?", \UserErasure.pushTokens),
+                ("DELETE FROM devices WHERE user_record_name = ?", \UserErasure.devices),
+                ("DELETE FROM web_auth_tokens WHERE user_record_name = ?", \UserErasure.webAuthTokens),
                 // Zone rows other users' ended views still point at stay as tombstones; the rest go.
-                "DELETE FROM zones WHERE database_id IN (\(databases)) AND id NOT IN (SELECT zone_id FROM shared_zone_views)",
-                """
-                DELETE FROM databases WHERE scope = 'private' AND owner_record_name = ?
-                AND NOT EXISTS (SELECT 1 FROM zones WHERE zones.database_id = databases.id)
-                """,
-                "DELETE FROM users WHERE user_record_name = ?",
-            ] {
+                ("DELETE FROM zones WHERE database_id IN (\(databases)) AND id NOT IN (SELECT zone_id FROM shared_zone_views)", nil),
+                (
+                    """
+                    DELETE FROM databases WHERE scope = 'private' AND owner_record_name = ?
+                    AND NOT EXISTS (SELECT 1 FROM zones WHERE zones.database_id = databases.id)
+                    """, nil
+                ),
+                ("DELETE FROM users WHERE user_record_name = ?", nil),
+            ] as [(String, WritableKeyPath<UserErasure, Int>?)] {
                 try db.execute(sql: statement, arguments: [userRecordName])
+                if let counted { erasure[keyPath: counted] = db.changesCount }
+            }
+            return erasure
+        }
+        // The deleted rows' bytes stay in free pages and in the log until overwritten: the database is rewritten
+        // without them and the log emptied, so they are gone from the files.
+        erasure.filesScrubbed = try await scrubFiles()
+        return erasure
+    }
+
+    /// Rewrites the database file (`VACUUM`) and truncates the write-ahead log; answers whether the log could be
+    /// truncated (a reader holding an old snapshot keeps it, and its bytes, until it ends).
+    func scrubFiles() async throws -> Bool {
+        try await translatingErrors("could not rewrite the database") {
+            try await writer.barrierWriteWithoutTransaction { db in
+                try db.execute(sql: "VACUUM")
+                let row = try Row.fetchOne(db, sql: "PRAGMA wal_checkpoint(TRUNCATE)")
+                return (row?[0] as Int?) == 0
             }
         }
     }
