@@ -19,7 +19,7 @@ import PostgresNIO
 import Synchronization
 
 /// Cumulus benchmarks. Run in release mode: `swift run -c release CumulusBenchmarks [--records N] [--concurrency C]`
-/// `[--subscribers N] [--idle-streams N] [--only sync|feed|modify|push|abuse|requests]`.
+/// `[--subscribers N] [--idle-streams N] [--only sync|verify|history|feed|modify|push|abuse|requests|assets]`.
 ///
 /// With `--store postgres://user:password@host:port/database` (a role that may create databases), the write, feed and
 /// query benchmarks run on SQLite and on PostgreSQL side by side, with PostgreSQL's own ceiling (`COPY`).
@@ -52,7 +52,7 @@ struct Benchmarks {
             default:
                 let usage =
                     "usage: CumulusBenchmarks [--records N] [--concurrency C] [--feed-records N] [--subscribers N] [--idle-streams N] "
-                    + "[--only sync|verify|feed|modify|push|abuse|requests|assets] [--store postgres://…]\n"
+                    + "[--only sync|verify|history|feed|modify|push|abuse|requests|assets] [--store postgres://…]\n"
                 let message = (argument == "--help" ? "" : "unknown argument \(argument)\n") + usage
                 FileHandle.standardError.write(Data(message.utf8))
                 exit(argument == "--help" ? 0 : 2)
@@ -80,6 +80,12 @@ struct Benchmarks {
         }
         if only == "sync" {
             try await initialSyncAndLatency(records: feedRecords)
+            return
+        }
+        if only == "history" {
+            for store in [BenchStore.sqlite] + (postgres.map { [.postgres($0)] } ?? []) {
+                try await history(records: feedRecords, on: store)
+            }
             return
         }
         if only == "verify" {

@@ -426,36 +426,66 @@ struct AssetTests {
     func theCleanupDeletesUnattachedUploadsAndFilesNoRecordHolds(_ store: TestStore) async throws {
         let setup = try await AssetWorld(store)
         let world = setup.world
+        let database = DatabaseService(store: world.store, clock: world.clock)
+        let cleanup = AssetCleanup(database: database, storage: setup.storage, clock: world.clock, limits: world.configuration.assetLimits)
+        let zone = DatabaseRef(container: TestWorld.container, environment: .development, scope: .private, ownerRecordName: world.alice.userRecordName)
+        try await world.test { client in
+            try await Self.$port.withValue(client.client.port) {
+                try await client.createZone("Z", as: world.alice)
+                var files: [String: JSONValue] = [:]
+                for name in ["kept", "dropped", "back"] {
+                    files[name] = try #require(try await Self.upload(Array(name.utf8), record: name, as: world.alice, client: client).singleFile)
+                }
+                _ = try #require(try await Self.upload(Array("never saved".utf8), record: "never", as: world.alice, client: client).singleFile)
+                for name in ["kept", "dropped", "back"] {
+                    let saved = try await client.modify(
+                        [operation("create", name, fields: Self.assetField(try #require(files[name])))], zone: "Z", as: .user(world.alice))
+                    #expect(saved.records.first?["serverErrorCode"] == nil)
+                }
+                #expect(try await setup.fileCount() == 4)
+                #expect(try await cleanup.run(logger: logger) == 0, "nothing is old enough yet")
+
+                // A deleted record's file stays while the history can bring the record back; one undeleted is held again.
+                _ = try await client.modify([operation("forceDelete", "dropped"), operation("forceDelete", "back")], zone: "Z", as: .user(world.alice))
+                setup.time.advance(by: 2 * 3600)
+                #expect(try await cleanup.run(logger: logger) == 0, "kept for the history")
+                _ = try await database.undeleteRecords(["back"], zoneName: "Z", in: zone, logger: logger)
+                setup.time.advance(by: 23 * 3600)
+                #expect(try await cleanup.run(logger: logger) == 1, "the upload never saved, after a day")
+                setup.time.advance(by: 7 * 24 * 3600)
+                #expect(try await cleanup.run(logger: logger) == 1, "the deleted record's file, once the history no longer reaches it")
+                #expect(try await setup.fileCount() == 2)
+                for name in ["kept", "back"] {
+                    let fetched = try await client.lookup([name], zone: "Z", as: .user(world.alice))
+                    let url = try #require(fetched.records.first?["fields"]?["photo"]?["value"]?["downloadURL"]?.stringValue)
+                    #expect(try await Self.request(url).body == Array(name.utf8), "a file a record holds stays")
+                }
+
+                // Deleting the zone lets its files go too, after the history's window.
+                _ = try await client.send(
+                    "zones/modify", as: .user(world.alice), body: #"{"operations":[{"operationType":"delete","zone":{"zoneID":{"zoneName":"Z"}}}]}"#)
+                setup.time.advance(by: 2 * 3600)
+                #expect(try await cleanup.run(logger: logger) == 0)
+                setup.time.advance(by: 8 * 24 * 3600)
+                #expect(try await cleanup.run(logger: logger) == 2)
+                #expect(try await setup.fileCount() == 0)
+            }
+        }
+    }
+
+    /// Without history, a file no record holds goes after the grace period.
+    @Test func withoutHistoryADeletedRecordsFileGoesAfterTheGracePeriod() async throws {
+        let setup = try await AssetWorld(.sqlite)
+        let world = setup.world
         let cleanup = AssetCleanup(
-            database: DatabaseService(store: world.store, clock: world.clock), storage: setup.storage, clock: world.clock,
+            database: DatabaseService(store: world.store, clock: world.clock, historyRetention: .zero), storage: setup.storage, clock: world.clock,
             limits: world.configuration.assetLimits)
         try await world.test { client in
             try await Self.$port.withValue(client.client.port) {
                 try await client.createZone("Z", as: world.alice)
-                let kept = try #require(try await Self.upload(Array("kept".utf8), record: "kept", as: world.alice, client: client).singleFile)
-                let dropped = try #require(
-                    try await Self.upload(Array("dropped".utf8), record: "dropped", as: world.alice, client: client).singleFile)
-                _ = try #require(try await Self.upload(Array("never saved".utf8), record: "never", as: world.alice, client: client).singleFile)
-                for (name, file) in [("kept", kept), ("dropped", dropped)] {
-                    let saved = try await client.modify([operation("create", name, fields: Self.assetField(file))], zone: "Z", as: .user(world.alice))
-                    #expect(saved.records.first?["serverErrorCode"] == nil)
-                }
-                #expect(try await setup.fileCount() == 3)
-                #expect(try await cleanup.run(logger: logger) == 0, "nothing is old enough yet")
-
-                _ = try await client.modify([operation("forceDelete", "dropped")], zone: "Z", as: .user(world.alice))
-                setup.time.advance(by: 2 * 3600)
-                #expect(try await cleanup.run(logger: logger) == 1, "the deleted record's file, after the grace period")
-                setup.time.advance(by: 23 * 3600)
-                #expect(try await cleanup.run(logger: logger) == 1, "the upload never saved, after a day")
-                #expect(try await setup.fileCount() == 1)
-                let fetched = try await client.lookup(["kept"], zone: "Z", as: .user(world.alice))
-                let url = try #require(fetched.records.first?["fields"]?["photo"]?["value"]?["downloadURL"]?.stringValue)
-                #expect(try await Self.request(url).body == Array("kept".utf8), "a file a record holds stays")
-
-                // Deleting the zone lets its files go too.
-                _ = try await client.send(
-                    "zones/modify", as: .user(world.alice), body: #"{"operations":[{"operationType":"delete","zone":{"zoneID":{"zoneName":"Z"}}}]}"#)
+                let file = try #require(try await Self.upload(Array("gone".utf8), record: "gone", as: world.alice, client: client).singleFile)
+                _ = try await client.modify([operation("create", "gone", fields: Self.assetField(file))], zone: "Z", as: .user(world.alice))
+                _ = try await client.modify([operation("forceDelete", "gone")], zone: "Z", as: .user(world.alice))
                 setup.time.advance(by: 2 * 3600)
                 #expect(try await cleanup.run(logger: logger) == 1)
                 #expect(try await setup.fileCount() == 0)

@@ -6,6 +6,7 @@ import CumulusSyncGRDB
 import Foundation
 import GhostCarExample
 import Logging
+import SplitCostsExample
 import Synchronization
 import Testing
 
@@ -159,6 +160,46 @@ struct ZoneRestoreTests {
             #expect(try await service.deletedRecords(GhostCar.zone.zoneName, in: zone, logger: logger).isEmpty, "deletions older than the window")
             // Pruning drops what the window no longer reaches.
             #expect(try await service.pruneHistory(logger: logger) > 0)
+        }
+    }
+
+    /// A shared zone is restored by its owner; a participant's device follows through its shared database.
+    @Test(arguments: TestStore.all)
+    func aParticipantsDeviceFollowsItsOwnersRestore(_ kind: TestStore) async throws {
+        let time = ManualClock()
+        let world = try await TestWorld.make(store: kind, clock: time.clock)
+        let service = DatabaseService(store: world.store, clock: time.clock)
+        let zone = DatabaseRef(container: TestWorld.container, environment: .development, scope: .private, ownerRecordName: world.alice.userRecordName)
+        try await SyncEngineTests.live(world) { container in
+            let alicePhone = try SplitCostsTests.device(container(world.alice), "restore-shared-alice")
+            let bobPhone = try SplitCostsTests.device(container(world.bob), "restore-shared-bob")
+            try await alicePhone.prepare()
+            try await bobPhone.prepare()
+            let trip = try alicePhone.createGroup("Trip")
+            let fuel = try alicePhone.addCost("Fuel", amount: 80, paidBy: "A", to: trip)
+            let hotel = try alicePhone.addCost("Hotel", amount: 200, paidBy: "A", to: trip)
+            try await alicePhone.sync()
+            let url = try #require(try await alicePhone.share(group: trip, with: ["bob@example.com"]).url?.absoluteString)
+            try await bobPhone.accept(url)
+            try await bobPhone.sync()
+            #expect(try bobPhone.costs() == ["Fuel": 80, "Hotel": 200])
+
+            time.advance(seconds: 60)
+            let moment = time.now
+            time.advance(seconds: 60)
+            try alicePhone.deleteCost(hotel)
+            try alicePhone.setAmount(999, ofCost: fuel)
+            try await alicePhone.sync()
+            try await bobPhone.sync()
+            #expect(try bobPhone.costs() == ["Fuel": 999])
+
+            time.advance(seconds: 60)
+            let report = try await service.restoreZone(SplitCosts.zone.zoneName, in: zone, to: moment, dryRun: false, logger: Logger(label: "test"))
+            #expect(report.changed == 1 && report.deleted == 1 && report.failures.isEmpty, "\(report)")
+            try await bobPhone.sync()
+            #expect(try bobPhone.costs() == ["Fuel": 80, "Hotel": 200], "the participant's device follows the owner's restore")
+            try await alicePhone.sync()
+            #expect(try alicePhone.costs() == ["Fuel": 80, "Hotel": 200])
         }
     }
 }

@@ -40,11 +40,14 @@ extension DatabaseService {
         }
     }
 
-    /// Forgets receipts no record holds (see ``RecordStore/collectAssetGarbage(unattachedBefore:detachedBefore:logger:)``)
-    /// and answers the files to delete.
+    /// Forgets receipts no record holds (see ``AssetUploadStore/collectAssetGarbage(unattachedBefore:detachedBefore:history:logger:)``)
+    /// and answers the files to delete. While the history is on, a file no live record holds is kept as long as the
+    /// history, so a restore or an undelete brings it back, but leaves its uploader's quota.
     public func collectAssetGarbage(unattachedBefore: Int64, detachedBefore: Int64, logger: Logger) async throws -> [String] {
-        try await mapStoreErrors(writing: true) {
-            try await store.collectAssetGarbage(unattachedBefore: unattachedBefore, detachedBefore: detachedBefore, logger: logger)
+        let now = clock.milliseconds()
+        let history = keepsHistory ? AssetHistoryHold(now: now, keptSince: historyHorizon(now: now)) : nil
+        return try await mapStoreErrors(writing: true) {
+            try await store.collectAssetGarbage(unattachedBefore: unattachedBefore, detachedBefore: detachedBefore, history: history, logger: logger)
         }
     }
 

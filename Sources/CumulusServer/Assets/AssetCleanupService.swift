@@ -4,8 +4,8 @@ import Logging
 import ServiceLifecycle
 
 /// Deletes what no record holds: receipts never saved in a record (after ``AssetLimits/unattachedLifetime``), receipts
-/// whose record dropped them or was deleted, or whose zone was deleted (after ``AssetLimits/detachedGrace``, or the
-/// history's retention if longer), and the
+/// whose record dropped them or was deleted, or whose zone was deleted (after ``AssetLimits/detachedGrace``; kept as
+/// long as the record history when it is on, out of the uploader's quota), and the
 /// files no receipt names any more.
 struct AssetCleanup: Sendable {
     let database: DatabaseService
@@ -18,10 +18,8 @@ struct AssetCleanup: Sendable {
     func run(logger: Logger) async throws -> Int {
         let now = clock.milliseconds()
         func milliseconds(_ duration: Duration) -> Int64 { duration.components.seconds * 1000 }
-        // A file a record dropped stays while the history keeps a version that names it: a restore brings it back.
-        let grace = max(limits.detachedGrace, database.historyRetention)
         let files = try await database.collectAssetGarbage(
-            unattachedBefore: now - milliseconds(limits.unattachedLifetime), detachedBefore: now - milliseconds(grace), logger: logger)
+            unattachedBefore: now - milliseconds(limits.unattachedLifetime), detachedBefore: now - milliseconds(limits.detachedGrace), logger: logger)
         // The receipts are gone first: a file is never deleted while a receipt still names it.
         try await storage.delete(fileIDs: files)
         return files.count

@@ -567,6 +567,32 @@ enum OpenAPIDocument {
                     "default": errorResponse,
                 ], security: session)
         }
+        let zonePage = pages[pages.count - 2]
+        paths.add(
+            "post", "/console/{environment}\(zonePage.0)", id: "consoleChangeZone",
+            summary: "Undeletes a record deleted within the history window, or restores the zone to a moment (with dryRun, shows what would change).",
+            tag: .console, parameters: [environment] + zonePage.3.filter { $0["in"]?.stringValue == "path" },
+            request: [
+                "content": [
+                    "application/x-www-form-urlencoded": [
+                        "schema": object(
+                            [
+                                "csrf": string, "action": ["type": "string", "enum": ["undelete", "restore"]],
+                                "recordName": ["type": "string", "description": "undelete: the record to bring back."],
+                                "to": ["type": "string", "description": "restore: ISO 8601, or milliseconds since 1970; without a zone, UTC."],
+                                "dryRun": ["type": "string", "enum": ["1"], "description": "restore: only show the differences."],
+                            ], required: ["csrf", "action"])
+                    ]
+                ]
+            ],
+            responses: [
+                "200": page, "303": redirect,
+                "400": [
+                    "description": "The record was not deleted within the window, or the moment is outside it (the page or envelope says why)",
+                    "content": ["text/html": ["schema": string], "application/json": ["schema": ref("ErrorResponse")]],
+                ],
+                "401": signIn, "default": errorResponse,
+            ], security: session)
         paths.add(
             "post", "/console/{environment}/indexes", id: "consoleDropIndex",
             summary: "Drops a field's index that only this container uses; a shared one is the operator's (`cumulus indexes drop`).",

@@ -86,29 +86,49 @@ extension PostgresRecordStore {
             SELECT count(*) FILTER (WHERE NOT attached AND created_at >= \(pendingSince))::bigint,
                 coalesce(sum(size) FILTER (WHERE NOT attached AND created_at >= \(pendingSince)), 0)::bigint,
                 (SELECT coalesce(sum(size), 0) FROM (SELECT DISTINCT file_id, size FROM asset_uploads
-                    WHERE uploader = \(uploader) AND container_id = \(container) AND file_id IS NOT NULL) AS files)::bigint
+                    WHERE uploader = \(uploader) AND container_id = \(container) AND file_id IS NOT NULL AND detached_at IS NULL) AS files)::bigint
             FROM asset_uploads WHERE uploader = \(uploader) AND container_id = \(container)
             """, logger: logger)
         let usage = try await first(rows.decode((Int64, Int64, Int64).self))
         return AssetUsage(pendingReceipts: Int(usage?.0 ?? 0), pendingBytes: usage?.1 ?? 0, storedBytes: usage?.2 ?? 0)
     }
 
-    public func collectAssetGarbage(unattachedBefore: Int64, detachedBefore: Int64, logger: Logger) async throws -> [String] {
+    public func collectAssetGarbage(unattachedBefore: Int64, detachedBefore: Int64, history: AssetHistoryHold?, logger: Logger) async throws
+        -> [String]
+    {
         try await transaction(logger: logger) { connection in
             // A receipt is held while the live record it was saved in still names it (as a field value, or in a list).
+            let held = """
+                EXISTS (
+                    SELECT 1 FROM databases d
+                    JOIN zones z ON z.database_id = d.id AND z.zone_name = a.zone_name AND NOT z.deleted
+                    JOIN records r ON r.zone_id = z.id AND r.record_name = a.record_name AND NOT r.deleted
+                    WHERE d.container_id = a.container_id AND d.environment = a.environment AND d.scope = a.database_scope
+                      AND d.owner_record_name = a.owner_record_name AND strpos(r.fields, a.receipt) > 0)
+                """
+            let forgotten: String
+            if let history {
+                // Held again (a restore brought its record back), or detached now and kept for the history.
+                try await connection.query(
+                    PostgresQuery(unsafeSQL: "UPDATE asset_uploads AS a SET detached_at = NULL WHERE detached_at IS NOT NULL AND \(held)"),
+                    logger: logger)
+                try await connection.query(
+                    PostgresQuery(
+                        unsafeSQL: """
+                            UPDATE asset_uploads AS a SET detached_at = \(history.now)
+                            WHERE attached AND detached_at IS NULL AND created_at < \(detachedBefore) AND NOT \(held)
+                            """), logger: logger)
+                forgotten = "(a.detached_at IS NOT NULL AND a.detached_at < \(history.keptSince))"
+            } else {
+                forgotten = "(a.attached AND a.created_at < \(detachedBefore) AND NOT \(held))"
+            }
             var files: Set<String> = []
             for try await fileID in try await connection.query(
-                """
-                DELETE FROM asset_uploads a
-                WHERE (NOT a.attached AND a.created_at < \(unattachedBefore))
-                   OR (a.attached AND a.created_at < \(detachedBefore) AND NOT EXISTS (
-                        SELECT 1 FROM databases d
-                        JOIN zones z ON z.database_id = d.id AND z.zone_name = a.zone_name AND NOT z.deleted
-                        JOIN records r ON r.zone_id = z.id AND r.record_name = a.record_name AND NOT r.deleted
-                        WHERE d.container_id = a.container_id AND d.environment = a.environment AND d.scope = a.database_scope
-                          AND d.owner_record_name = a.owner_record_name AND strpos(r.fields, a.receipt) > 0))
-                RETURNING a.file_id
-                """, logger: logger
+                PostgresQuery(
+                    unsafeSQL: """
+                        DELETE FROM asset_uploads a WHERE (NOT a.attached AND a.created_at < \(unattachedBefore)) OR \(forgotten)
+                        RETURNING a.file_id
+                        """), logger: logger
             ).decode(String?.self) {
                 if let fileID { files.insert(fileID) }
             }

@@ -414,6 +414,8 @@ extension PostgresMigrations {
                 """,
                 "CREATE INDEX record_history_zone ON record_history (zone_id, record_name, replaced_at)",
                 "CREATE INDEX record_history_age ON record_history (replaced_at)",
+                // When no live record held a receipt any more, while the history keeps its file; NULL: held.
+                "ALTER TABLE asset_uploads ADD COLUMN detached_at BIGINT",
             ]
         ),
     ]

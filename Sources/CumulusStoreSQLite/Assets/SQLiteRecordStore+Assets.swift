@@ -81,27 +81,39 @@ extension SQLiteRecordStore {
                 db.cachedStatement(
                     sql: """
                         SELECT coalesce(sum(size), 0) FROM (SELECT DISTINCT file_id, size FROM asset_uploads
-                        WHERE uploader = ? AND container_id = ? AND file_id IS NOT NULL)
+                        WHERE uploader = ? AND container_id = ? AND file_id IS NOT NULL AND detached_at IS NULL)
                         """), arguments: [uploader, container])
             return AssetUsage(pendingReceipts: pending?[0] ?? 0, pendingBytes: pending?[1] ?? 0, storedBytes: stored ?? 0)
         }
     }
 
-    public func collectAssetGarbage(unattachedBefore: Int64, detachedBefore: Int64, logger: Logger) async throws -> [String] {
+    public func collectAssetGarbage(unattachedBefore: Int64, detachedBefore: Int64, history: AssetHistoryHold?, logger: Logger) async throws
+        -> [String]
+    {
         try await write { db in
             // A receipt is held while the live record it was saved in still names it (as a field value, or in a list).
+            let held = """
+                EXISTS (
+                    SELECT 1 FROM databases d
+                    JOIN zones z ON z.database_id = d.id AND z.zone_name = a.zone_name AND z.deleted = 0
+                    JOIN records r ON r.zone_id = z.id AND r.record_name = a.record_name AND r.deleted = 0
+                    WHERE d.container_id = a.container_id AND d.environment = a.environment AND d.scope = a.database_scope
+                      AND d.owner_record_name = a.owner_record_name AND instr(r.fields, a.receipt) > 0)
+                """
+            let forgotten: String
+            if let history {
+                // Held again (a restore brought its record back), or detached now and kept for the history.
+                try db.execute(sql: "UPDATE asset_uploads AS a SET detached_at = NULL WHERE detached_at IS NOT NULL AND \(held)")
+                try db.execute(
+                    sql: "UPDATE asset_uploads AS a SET detached_at = ? WHERE attached = 1 AND detached_at IS NULL AND created_at < ? AND NOT \(held)",
+                    arguments: [history.now, detachedBefore])
+                forgotten = "(a.detached_at IS NOT NULL AND a.detached_at < \(history.keptSince))"
+            } else {
+                forgotten = "(a.attached = 1 AND a.created_at < \(detachedBefore) AND NOT \(held))"
+            }
             let doomed = try Row.fetchAll(
-                db,
-                sql: """
-                    SELECT receipt, file_id FROM asset_uploads a
-                    WHERE (a.attached = 0 AND a.created_at < ?)
-                       OR (a.attached = 1 AND a.created_at < ? AND NOT EXISTS (
-                            SELECT 1 FROM databases d
-                            JOIN zones z ON z.database_id = d.id AND z.zone_name = a.zone_name AND z.deleted = 0
-                            JOIN records r ON r.zone_id = z.id AND r.record_name = a.record_name AND r.deleted = 0
-                            WHERE d.container_id = a.container_id AND d.environment = a.environment AND d.scope = a.database_scope
-                              AND d.owner_record_name = a.owner_record_name AND instr(r.fields, a.receipt) > 0))
-                    """, arguments: [unattachedBefore, detachedBefore])
+                db, sql: "SELECT receipt, file_id FROM asset_uploads a WHERE (a.attached = 0 AND a.created_at < ?) OR \(forgotten)",
+                arguments: [unattachedBefore])
             guard !doomed.isEmpty else { return [] }
             let receipts = doomed.map { $0[0] as String }
             let files = Set(doomed.compactMap { $0[1] as String? })

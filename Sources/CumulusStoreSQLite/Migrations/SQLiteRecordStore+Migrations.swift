@@ -399,6 +399,8 @@ extension SQLiteRecordStore {
                     );
                     CREATE INDEX record_history_zone ON record_history(zone_id, record_name, replaced_at);
                     CREATE INDEX record_history_age ON record_history(replaced_at);
+                    -- When no live record held a receipt any more, while the history keeps its file; NULL: held.
+                    ALTER TABLE asset_uploads ADD COLUMN detached_at INTEGER;
                     """)
         }
         return migrator
