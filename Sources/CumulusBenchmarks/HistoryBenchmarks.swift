@@ -57,8 +57,12 @@ extension Benchmarks {
             )
         }
 
-        // Batched writes: the whole zone in batches of 200, twice each way, alternating.
+        // Batched writes: the whole zone in batches of 200, twice each way, alternating, after a round that warms the
+        // store (on PostgreSQL, the first rewrite of every row pays for the table's growth).
         var batched: [Bool: Duration] = [false: .zero, true: .zero]
+        for first in stride(from: 0, to: records, by: batchSize) {
+            try await write(first..<min(first + batchSize, records), round: 100, keepsHistory: false, timestamp: 20)
+        }
         for round in 1...4 {
             let keeps = round % 2 == 0
             let start = ContinuousClock.now
@@ -84,12 +88,14 @@ extension Benchmarks {
             "| history size, \(kind.name) | \(versions) | — | — | \(bytes / versions) bytes a kept version of a 1 KB record, indexes included (\(bytes / 1_048_576) MiB) |"
         )
         let service = DatabaseService(store: store, clock: WallClock { Date(timeIntervalSince1970: 1) }, historyRetention: .seconds(86_400))
-        let dryStart = ContinuousClock.now
-        let dry = try await service.restoreZone("Drives", in: database, to: 50, dryRun: true, logger: logger)
-        let drySeconds = (ContinuousClock.now - dryStart).seconds
-        print(
-            "| restore dry run, \(kind.name) | \(dry.changed) | \(format(drySeconds)) | \(Int(Double(dry.changed) / drySeconds)) | the difference of a \(records)-record zone, every record changed since |"
-        )
+        for pass in ["first", "second"] {
+            let dryStart = ContinuousClock.now
+            let dry = try await service.restoreZone("Drives", in: database, to: 50, dryRun: true, logger: logger)
+            let drySeconds = (ContinuousClock.now - dryStart).seconds
+            print(
+                "| restore dry run (\(pass)), \(kind.name) | \(dry.changed) | \(format(drySeconds)) | \(Int(Double(dry.changed) / drySeconds)) | the difference of a \(records)-record zone, every record changed since |"
+            )
+        }
         let restoreStart = ContinuousClock.now
         let restored = try await service.restoreZone("Drives", in: database, to: 50, dryRun: false, logger: logger)
         let restoreSeconds = (ContinuousClock.now - restoreStart).seconds
@@ -106,7 +112,8 @@ extension Benchmarks {
             let queue = try DatabaseQueue(path: location)
             defer { try? queue.close() }
             return try await queue.read { db in
-                try Int.fetchOne(db, sql: "SELECT SUM(pgsize) FROM dbstat WHERE name IN ('record_history', 'record_history_zone', 'record_history_age')")
+                try Int.fetchOne(
+                    db, sql: "SELECT SUM(pgsize) FROM dbstat WHERE name IN ('record_history', 'record_history_zone', 'record_history_age')")
                     ?? 0
             }
         case .postgres:

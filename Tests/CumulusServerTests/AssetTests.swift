@@ -428,7 +428,8 @@ struct AssetTests {
         let world = setup.world
         let database = DatabaseService(store: world.store, clock: world.clock)
         let cleanup = AssetCleanup(database: database, storage: setup.storage, clock: world.clock, limits: world.configuration.assetLimits)
-        let zone = DatabaseRef(container: TestWorld.container, environment: .development, scope: .private, ownerRecordName: world.alice.userRecordName)
+        let zone = DatabaseRef(
+            container: TestWorld.container, environment: .development, scope: .private, ownerRecordName: world.alice.userRecordName)
         try await world.test { client in
             try await Self.$port.withValue(client.client.port) {
                 try await client.createZone("Z", as: world.alice)
@@ -446,7 +447,8 @@ struct AssetTests {
                 #expect(try await cleanup.run(logger: logger) == 0, "nothing is old enough yet")
 
                 // A deleted record's file stays while the history can bring the record back; one undeleted is held again.
-                _ = try await client.modify([operation("forceDelete", "dropped"), operation("forceDelete", "back")], zone: "Z", as: .user(world.alice))
+                _ = try await client.modify(
+                    [operation("forceDelete", "dropped"), operation("forceDelete", "back")], zone: "Z", as: .user(world.alice))
                 setup.time.advance(by: 2 * 3600)
                 #expect(try await cleanup.run(logger: logger) == 0, "kept for the history")
                 _ = try await database.undeleteRecords(["back"], zoneName: "Z", in: zone, logger: logger)

@@ -169,7 +169,8 @@ struct ZoneRestoreTests {
         let time = ManualClock()
         let world = try await TestWorld.make(store: kind, clock: time.clock)
         let service = DatabaseService(store: world.store, clock: time.clock)
-        let zone = DatabaseRef(container: TestWorld.container, environment: .development, scope: .private, ownerRecordName: world.alice.userRecordName)
+        let zone = DatabaseRef(
+            container: TestWorld.container, environment: .development, scope: .private, ownerRecordName: world.alice.userRecordName)
         try await SyncEngineTests.live(world) { container in
             let alicePhone = try SplitCostsTests.device(container(world.alice), "restore-shared-alice")
             let bobPhone = try SplitCostsTests.device(container(world.bob), "restore-shared-bob")

@@ -18,9 +18,9 @@ struct RecordHistoryConformanceTests {
         var after: String?
         while true {
             let page = try await store.recordsChanged(since: -1, zoneName: "Z", in: alice, after: after, limit: 50, logger: logger)
-            guard let last = page.last else { return live }
-            for change in page { if let record = change.current { live[change.recordName] = try Self.n(record) } }
-            after = last.recordName
+            for change in page.changes { if let record = change.current { live[change.recordName] = try Self.n(record) } }
+            guard let next = page.next else { return live }
+            after = next
         }
     }
 
@@ -67,13 +67,15 @@ struct RecordHistoryConformanceTests {
             var after: String?
             while true {
                 let page = try await store.recordsChanged(since: time, zoneName: "Z", in: alice, after: after, limit: 7, logger: logger)
-                guard let last = page.last else { break }
-                #expect(page.map(\.recordName) == page.map(\.recordName).sorted(), "pages in name order")
-                for change in page {
+                let names = page.changes.map(\.recordName)
+                #expect(names == names.sorted(), "pages in name order")
+                #expect(after.map { first in names.allSatisfy { $0 > first } } ?? true, "after the cursor")
+                for change in page.changes {
                     #expect(try change.current.map(Self.n) == live[change.recordName], "seed \(seed): now, \(change.recordName)")
                     reconstructed[change.recordName] = try change.past.map(Self.n)
                 }
-                after = last.recordName
+                guard let next = page.next else { break }
+                after = next
             }
             #expect(reconstructed == then, "seed \(seed): the zone at \(time)")
         }
@@ -91,7 +93,7 @@ struct RecordHistoryConformanceTests {
         #expect(pruned > 0)
         #expect(try await store.pruneHistory(replacedBefore: 400, logger: logger) == 0)
         let recent = try await store.recordsChanged(since: 500, zoneName: "Z", in: alice, after: nil, limit: 100, logger: logger)
-        for change in recent { #expect(try change.past.map(Self.n) == snapshots.first { $0.time == 500 }?.live[change.recordName]) }
+        for change in recent.changes { #expect(try change.past.map(Self.n) == snapshots.first { $0.time == 500 }?.live[change.recordName]) }
     }
 
     @Test(arguments: StoreFactory.all)
@@ -111,7 +113,8 @@ struct RecordHistoryConformanceTests {
                 logger: logger)
         }
         let changed = try await store.recordsChanged(since: 15, zoneName: "Z", in: alice, after: nil, limit: 10, logger: logger)
-        #expect(changed == [RecordChangeSince(recordName: "a", current: nil, past: nil)], "no version kept: the past is unknown")
+        #expect(changed.changes == [RecordChangeSince(recordName: "a", current: nil, past: nil)], "no version kept: the past is unknown")
+        #expect(changed.next == nil)
         #expect(try await store.deletedRecords(since: 0, zoneName: "Z", in: alice, names: nil, limit: 10, logger: logger).isEmpty)
         await #expect(throws: StoreError.self) {
             try await store.recordsChanged(since: 0, zoneName: "Nope", in: alice, after: nil, limit: 10, logger: logger)

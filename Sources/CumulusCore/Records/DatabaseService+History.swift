@@ -63,10 +63,8 @@ extension DatabaseService {
             let page = try await mapStoreErrors {
                 try await store.recordsChanged(since: time, zoneName: zoneName, in: database, after: after, limit: pageSize, logger: logger)
             }
-            guard let last = page.last else { break }
-            after = last.recordName
             var operations: [RecordModification] = []
-            for change in page {
+            for change in page.changes {
                 guard let found = RestoreDifference.between(change) else { continue }
                 difference(found)
                 switch found {
@@ -76,14 +74,17 @@ extension DatabaseService {
                 }
                 operations.append(try found.modification())
             }
-            guard !dryRun, !operations.isEmpty else { continue }
-            for failure in try await write(operations, zoneName: zoneName, in: database, logger: logger) {
-                if failure.code == .validatingReferenceError, let operation = operations.first(where: { $0.recordName == failure.recordName }) {
-                    retry.append(operation)
-                } else {
-                    report.failures.append(failure)
+            if !dryRun, !operations.isEmpty {
+                for failure in try await write(operations, zoneName: zoneName, in: database, logger: logger) {
+                    if failure.code == .validatingReferenceError, let operation = operations.first(where: { $0.recordName == failure.recordName }) {
+                        retry.append(operation)
+                    } else {
+                        report.failures.append(failure)
+                    }
                 }
             }
+            guard let next = page.next else { break }
+            after = next
         }
         // Children whose parents came back in a later page.
         var start = retry.startIndex

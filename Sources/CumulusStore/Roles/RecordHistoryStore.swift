@@ -7,12 +7,13 @@ public import Logging
 /// A version enters the history in the transaction of the write that replaces it (``StoreAction/keepVersions(zone:names:replacedAt:)``,
 /// when ``RecordBatch/keepsHistory``); it was the record from its modification time until `replacedAt`.
 public protocol RecordHistoryStore: Sendable {
-    /// The records of a zone that changed after `time`, in the byte order of their names after `after`: each with its
-    /// live version now and the version it had at `time` (`nil` where it was not live then). Throws `zoneNotFound`
-    /// for a zone that is not live.
+    /// The records of a zone that changed after `time`, among the next `limit` record names after `after` (in the byte
+    /// order of their names): each with its live version now and the version it had at `time` (`nil` where it was not
+    /// live then). A page walks a fixed number of names, so it costs the same anywhere in a large zone; it may hold
+    /// none that changed while more follow. Throws `zoneNotFound` for a zone that is not live.
     func recordsChanged(
         since time: Int64, zoneName: String, in database: DatabaseRef, after: String?, limit: Int, logger: Logger
-    ) async throws -> [RecordChangeSince]
+    ) async throws -> RecordChangesSincePage
 
     /// Records of a zone deleted at or after `since` and not written again, newest deletion first: each as its last
     /// version before the deletion, for undelete. `names` narrows the answer to those records.
@@ -22,6 +23,23 @@ public protocol RecordHistoryStore: Sendable {
 
     /// Drops the versions replaced before `time`, in steps that keep each transaction short; answers how many.
     func pruneHistory(replacedBefore time: Int64, logger: Logger) async throws -> Int
+}
+
+/// A page of ``RecordHistoryStore/recordsChanged(since:zoneName:in:after:limit:logger:)``.
+public struct RecordChangesSincePage: Sendable, Hashable {
+    public var changes: [RecordChangeSince]
+    /// Where the next page starts, or `nil` after the zone's last record.
+    public var next: String?
+
+    public init(changes: [RecordChangeSince], next: String?) {
+        self.changes = changes
+        self.next = next
+    }
+
+    /// Names in the byte order of their UTF-8, as both stores order them.
+    public static func byteOrder(_ names: some Sequence<String>) -> [String] {
+        names.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+    }
 }
 
 /// One record of a zone that changed since a moment: what it is now and what it was then.

@@ -33,39 +33,53 @@ extension PostgresRecordStore {
 
     public func recordsChanged(
         since time: Int64, zoneName: String, in database: DatabaseRef, after: String?, limit: Int, logger: Logger
-    ) async throws -> [RecordChangeSince] {
+    ) async throws -> RecordChangesSincePage {
         let zoneID = database.zoneID(zoneName)
         return try await transaction(snapshot: true, logger: logger) { connection in
             let zone = try await Self.liveZone(connection, database, zoneName: zoneName, logger: logger)
-            // Changed since: written or deleted after it (the row's modification), or replaced after it while live then
-            // (the history); in name order, a page at a time.
+            // The next names of the zone (every record deleted keeps its row), and those of them written or deleted
+            // after the moment; then those replaced after it while live then, from the history, in the same range. Both
+            // walk an index in order, whatever the planner's statistics say.
             let after = after ?? ""
-            var names: [String] = []
+            var scanned = 0
+            var upper: String?
+            var changed = Set<String>()
+            for try await (name, modified) in try await connection.query(
+                "SELECT record_name, modified_at FROM records WHERE zone_id = \(zone) AND record_name > \(after) ORDER BY record_name LIMIT \(limit)",
+                logger: logger
+            ).decode((String, Int64).self) {
+                scanned += 1
+                upper = name
+                if modified > time { changed.insert(name) }
+            }
+            guard let upper else { return RecordChangesSincePage(changes: [], next: nil) }
             for try await name in try await connection.query(
                 """
-                SELECT record_name FROM records WHERE zone_id = \(zone) AND record_name > \(after) AND modified_at > \(time)
-                UNION
-                SELECT record_name FROM record_history
-                WHERE zone_id = \(zone) AND record_name > \(after) AND replaced_at > \(time) AND modified_at <= \(time)
-                ORDER BY 1 LIMIT \(limit)
+                SELECT DISTINCT record_name FROM record_history
+                WHERE zone_id = \(zone) AND record_name > \(after) AND record_name <= \(upper) AND replaced_at + 0 > \(time) AND modified_at <= \(time)
                 """, logger: logger
             ).decode(String.self) {
-                names.append(name)
+                changed.insert(name)
             }
-            guard !names.isEmpty else { return [] }
+            let next = scanned < limit ? nil : upper
+            guard !changed.isEmpty else { return RecordChangesSincePage(changes: [], next: next) }
+            let names = RecordChangesSincePage.byteOrder(changed)
             let current = try await Self.liveRecords(connection, zoneRowID: zone, zoneID: zoneID, names: names, logger: logger)
             var past: [String: StoredRecord] = [:]
+            // `replaced_at + 0`: through the zone's index by name, never the age index. Statistics gathered before the
+            // latest writes say no version was replaced after a recent moment, so the planner would walk the age index
+            // from the moment, reading every version replaced since, for every page.
             for try await row in try await connection.query(
                 """
                 SELECT \(unescaped: Self.historyColumns) FROM record_history h
-                WHERE h.zone_id = \(zone) AND h.record_name = ANY(\(names)) AND h.modified_at <= \(time) AND h.replaced_at > \(time)
-                ORDER BY h.replaced_at
+                WHERE h.zone_id = \(zone) AND h.record_name = ANY(\(names)) AND h.modified_at <= \(time) AND h.replaced_at + 0 > \(time)
                 """, logger: logger)
             {
                 let record = try Self.storedRecord(RowReader(row), zoneID: zoneID)
                 past[record.header.recordName] = record
             }
-            return names.map { RecordChangeSince(recordName: $0, current: current[$0], past: past[$0]) }
+            return RecordChangesSincePage(
+                changes: names.map { RecordChangeSince(recordName: $0, current: current[$0], past: past[$0]) }, next: next)
         }
     }
 

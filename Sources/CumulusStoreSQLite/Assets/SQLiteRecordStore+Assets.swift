@@ -105,7 +105,8 @@ extension SQLiteRecordStore {
                 // Held again (a restore brought its record back), or detached now and kept for the history.
                 try db.execute(sql: "UPDATE asset_uploads AS a SET detached_at = NULL WHERE detached_at IS NOT NULL AND \(held)")
                 try db.execute(
-                    sql: "UPDATE asset_uploads AS a SET detached_at = ? WHERE attached = 1 AND detached_at IS NULL AND created_at < ? AND NOT \(held)",
+                    sql:
+                        "UPDATE asset_uploads AS a SET detached_at = ? WHERE attached = 1 AND detached_at IS NULL AND created_at < ? AND NOT \(held)",
                     arguments: [history.now, detachedBefore])
                 forgotten = "(a.detached_at IS NOT NULL AND a.detached_at < \(history.keptSince))"
             } else {
