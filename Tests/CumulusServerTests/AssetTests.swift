@@ -435,7 +435,8 @@ struct AssetTests {
                 try await client.createZone("Z", as: world.alice)
                 var files: [String: JSONValue] = [:]
                 for name in ["kept", "dropped", "back"] {
-                    files[name] = try #require(try await Self.upload(Array(name.utf8), record: name, as: world.alice, client: client).singleFile)
+                    let file = try #require(try await Self.upload(Array(name.utf8), record: name, as: world.alice, client: client).singleFile)
+                    files[name] = file
                 }
                 _ = try #require(try await Self.upload(Array("never saved".utf8), record: "never", as: world.alice, client: client).singleFile)
                 for name in ["kept", "dropped", "back"] {

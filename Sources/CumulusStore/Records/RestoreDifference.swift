@@ -1,4 +1,4 @@
-public import CumulusModel
+import CumulusModel
 
 /// What happened to one record of a zone since a moment, as a restore to that moment undoes it (issue 37): the rule,
 /// written once, that turns a zone's history into ordinary changes with new change tags, which devices fetch from

@@ -1,4 +1,4 @@
-public import CumulusModel
+import CumulusModel
 public import CumulusStore
 import GRDB
 public import Logging
