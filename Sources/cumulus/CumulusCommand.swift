@@ -183,8 +183,8 @@ struct Serve: AsyncParsableCommand {
     var trustForwardedFor = false
     @Option(
         name: .customLong("push-recheck-interval"),
-        help: "Seconds between an open push connection's looks at the feeds, in case a wake-up was missed.")
-    var pushRecheckInterval: Int = 60
+        help: "Seconds between an open push connection's looks at the feeds, in case a wake-up was missed (default: 60).")
+    var pushRecheckInterval: Int?
     @Option(
         name: .customLong("max-push-connections"),
         help: "Courier polls and streams this instance holds open at once (default: $CUMULUS_MAX_PUSH_CONNECTIONS or 10000).")
@@ -229,54 +229,81 @@ struct Serve: AsyncParsableCommand {
             0 keeps none (default: $CUMULUS_HISTORY_RETENTION or 7d).
             """)
     var historyRetention: String?
+    @Option(
+        name: .customLong("config"),
+        help: """
+            A JSON file of settings, keyed by these flags' names without -- ({"port": 8080, "public-url": "…"}); a flag, \
+            then an environment variable, wins over it (default: $CUMULUS_CONFIG).
+            """)
+    var config: String?
     @OptionGroup var options: DataOptions
 
     func run() async throws {
-        LogSettings.current.withLock { settings in
-            settings.format = logFormat ?? settings.format
-            settings.level = logLevel ?? settings.level
-        }
         let environment = ProcessInfo.processInfo.environment
-        MemoryAllocatorTuning.apply(environment: environment)
-        let host = host ?? environment["CUMULUS_HOST"] ?? "127.0.0.1"
-        guard let port = port ?? Int(environment["CUMULUS_PORT"] ?? "8080") else {
-            throw ValidationError("CUMULUS_PORT must be a number")
+        let settings = try ServeSettings(file: config, environment: environment)
+        var format = logFormat
+        if format == nil, let text = settings.text("log-format") {
+            guard let named = LogSettings.Format(rawValue: text) else { throw ValidationError("log-format must be text, logfmt or json") }
+            format = named
         }
+        var level = logLevel
+        if level == nil, let text = settings.text("log-level") {
+            guard let named = Logger.Level(rawValue: text) else {
+                throw ValidationError("log-level must be trace, debug, info, notice, warning, error or critical")
+            }
+            level = named
+        }
+        LogSettings.current.withLock { current in current = (format ?? current.format, level ?? current.level) }
+        MemoryAllocatorTuning.apply(environment: environment)
+        let host = host ?? settings.text("host") ?? "127.0.0.1"
+        guard let port = port ?? Int(settings.text("port") ?? "8080") else {
+            throw ValidationError("port (CUMULUS_PORT) must be a number")
+        }
+        var options = self.options
+        if options.database == nil, options.data == nil {
+            // The environment's store, else the file's.
+            options.database =
+                settings.environmentText("database") ?? settings.environmentText("data") ?? settings.fileText("database") ?? settings.fileText("data")
+        }
+        options.databaseConnections = options.databaseConnections ?? settings.text("database-connections").flatMap { Int($0) }
         let logger = Logger(label: "cumulus")
         // The libraries' own metrics and the store's (through swift-metrics' global system) land in the same registry as
         // the server's: bootstrapped before the store opens and makes its metrics.
         let metrics = ServerMetrics()
         MetricsSystem.bootstrap(metrics.factory)
         let opened = try await options.location().open(logger: logger)
-        guard let maxPushConnections = maxPushConnections ?? Int(environment["CUMULUS_MAX_PUSH_CONNECTIONS"] ?? "10000"), maxPushConnections > 0
+        guard let maxPushConnections = maxPushConnections ?? Int(settings.text("max-push-connections") ?? "10000"), maxPushConnections > 0
         else {
             throw ValidationError("--max-push-connections (CUMULUS_MAX_PUSH_CONNECTIONS) must be a positive number")
         }
         var association: String?
-        if let path = appSiteAssociation {
+        if let path = appSiteAssociation ?? settings.text("apple-app-site-association") {
             guard let text = try? String(contentsOfFile: path, encoding: .utf8), (try? JSONValue(parsing: text)) != nil else {
                 throw ValidationError("--apple-app-site-association: \(path) is not a readable JSON file")
             }
             association = text
         }
+        guard let recheck = pushRecheckInterval ?? Int(settings.text("push-recheck-interval") ?? "60") else {
+            throw ValidationError("push-recheck-interval (CUMULUS_PUSH_RECHECK_INTERVAL) must be a number of seconds")
+        }
         var configuration = ServerConfiguration(
-            host: host, port: port, publicBaseURL: publicURL ?? environment["CUMULUS_PUBLIC_URL"], appleAppSiteAssociation: association,
-            appStoreID: appStoreID, trustsForwardedFor: trustForwardedFor || environment["CUMULUS_TRUST_FORWARDED_FOR"] == "1",
-            pushRecheckInterval: .seconds(max(pushRecheckInterval, 1)), pushLimits: PushLimits(maximumConnections: maxPushConnections)
+            host: host, port: port, publicBaseURL: publicURL ?? settings.text("public-url"), appleAppSiteAssociation: association,
+            appStoreID: appStoreID ?? settings.text("app-store-id"), trustsForwardedFor: trustForwardedFor || settings.flag("trust-forwarded-for"),
+            pushRecheckInterval: .seconds(max(recheck, 1)), pushLimits: PushLimits(maximumConnections: maxPushConnections)
         )
-        configuration.acceptsUnhashedLargeServerToServerBodies = acceptUnhashedLargeBodies
-        configuration.assetStorage = try options.assetStorage(directory: assets, store: opened.store, logger: logger)
-        guard let assetMiB = maxAssetSize ?? Int(environment["CUMULUS_MAX_ASSET_SIZE"] ?? "250"), assetMiB > 0 else {
+        configuration.acceptsUnhashedLargeServerToServerBodies = acceptUnhashedLargeBodies || settings.flag("accept-unhashed-large-bodies")
+        configuration.assetStorage = try options.assetStorage(directory: assets ?? settings.text("assets"), store: opened.store, logger: logger)
+        guard let assetMiB = maxAssetSize ?? Int(settings.text("max-asset-size") ?? "250"), assetMiB > 0 else {
             throw ValidationError("--max-asset-size (CUMULUS_MAX_ASSET_SIZE) must be a positive number of MiB")
         }
         configuration.assetLimits.maximumSize = Int64(assetMiB) * 1024 * 1024
         guard
-            let perAddress = maxConnectionsPerAddress ?? Int(environment["CUMULUS_MAX_CONNECTIONS_PER_ADDRESS"] ?? "512"), perAddress > 0
+            let perAddress = maxConnectionsPerAddress ?? Int(settings.text("max-connections-per-address") ?? "512"), perAddress > 0
         else {
             throw ValidationError("--max-connections-per-address (CUMULUS_MAX_CONNECTIONS_PER_ADDRESS) must be a positive number")
         }
         configuration.connectionLimits.maximumConnectionsPerAddress = perAddress
-        guard let rate = requestsPerSecond ?? Double(environment["CUMULUS_REQUESTS_PER_SECOND"] ?? "100"), rate >= 0 else {
+        guard let rate = requestsPerSecond ?? Double(settings.text("requests-per-second") ?? "100"), rate >= 0 else {
             throw ValidationError("--requests-per-second (CUMULUS_REQUESTS_PER_SECOND) must be a number, 0 or more")
         }
         configuration.requestLimits.requestsPerSecond = rate
@@ -284,8 +311,8 @@ struct Serve: AsyncParsableCommand {
         // Connections stay below the open-file limit (raised to its hard limit), with room for the store's files.
         let openFiles = OpenFileLimit.raiseToHardLimit()
         configuration.connectionLimits.maximumConnections = max(64, min(configuration.connectionLimits.maximumConnections, openFiles - 256))
-        configuration.metricsPort = metricsPort ?? environment["CUMULUS_METRICS_PORT"].flatMap { Int($0) }
-        guard let retention = HistoryWindow.duration(historyRetention ?? environment["CUMULUS_HISTORY_RETENTION"] ?? "7d") else {
+        configuration.metricsPort = metricsPort ?? settings.text("metrics-port").flatMap { Int($0) }
+        guard let retention = HistoryWindow.duration(historyRetention ?? settings.text("history-retention") ?? "7d") else {
             throw ValidationError("--history-retention (CUMULUS_HISTORY_RETENTION) must be 0 or a number followed by d, h or m, such as 7d")
         }
         configuration.historyRetention = retention

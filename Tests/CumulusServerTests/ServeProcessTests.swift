@@ -318,6 +318,63 @@ struct ServeProcessTests {
         #expect(again.status == 0 && again.stdout.isEmpty)
     }
 
+    /// `cumulus serve --config FILE`: settings from a JSON file, under the environment and the flags; a misspelled
+    /// key or a value of the wrong type stops the server before it starts, naming it.
+    @Test func settingsComeFromAFileUnderTheEnvironmentAndTheFlags() async throws {
+        let directory = try temporaryDirectory()
+        let data = directory.appendingPathComponent("from-the-file")
+        let config = directory.appendingPathComponent("cumulus.json")
+        try Data(#"{"public-url": "https://file.example.com", "log-format": "json", "data": "\#(data.path)", "requests-per-second": 50}"#.utf8)
+            .write(to: config)
+        func publicURL(_ server: Server) async throws -> String? {
+            let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: "\(server.url)/health"), timeout: .seconds(5))
+            return response.headers["X-Cumulus-Public-URL"].first
+        }
+        let log = directory.appendingPathComponent("server.log")
+        let server = try await Server.start(arguments: ["--config", config.path], standardError: log)
+        #expect(try await publicURL(server) == "https://file.example.com")
+        #expect(server.stop() == 0)
+        #expect(FileManager.default.fileExists(atPath: data.appendingPathComponent("cumulus.sqlite").path), "the file's data directory")
+        let lines = try String(contentsOf: log, encoding: .utf8).split(separator: "\n")
+        #expect(!lines.isEmpty && lines.allSatisfy { $0.hasPrefix("{") }, "the file's log format: \(lines.prefix(2))")
+
+        // A flag wins over the file.
+        let flagged = try await Server.start(arguments: ["--config", config.path, "--public-url", "https://flag.example.com"])
+        #expect(try await publicURL(flagged) == "https://flag.example.com")
+        #expect(flagged.stop() == 0)
+
+        for (text, reason) in [
+            (#"{"publik-url": "https://x.example.com"}"#, "publik-url is not a setting"), (#"{"port": "eighty"}"#, "port must be an integer"),
+            (#"{"trust-forwarded-for": "yes"}"#, "trust-forwarded-for must be true or false"), ("[1]", "is not a JSON object"),
+        ] {
+            try Data(text.utf8).write(to: config)
+            let refused = try await Self.run(["serve", "--port", "0", "--config", config.path, "--data", data.path])
+            #expect(refused.status != 0 && refused.stderr.contains(reason), "\(text): \(refused.stderr)")
+        }
+    }
+
+    /// Every setting of `cumulus serve` is in docs/OPERATIONS.md's list, and the list names no other.
+    @Test func everySettingIsInTheOperationsList() async throws {
+        let help = try await Self.run(["serve", "--help"]).stdout
+        let flags = Set(
+            help.split(separator: "\n").compactMap { line -> String? in
+                let trimmed = line.trimmingCharacters(in: .whitespaces)
+                guard trimmed.hasPrefix("--") else { return nil }
+                return String(trimmed.dropFirst(2).prefix { $0 != " " && $0 != "," && $0 != "=" })
+            }
+        ).subtracting(["help", "version"])
+        let reference = try String(contentsOf: DocumentationTests.root.appendingPathComponent("docs/OPERATIONS.md"), encoding: .utf8)
+        let section = try #require(reference.components(separatedBy: "## Settings").dropFirst().first?.components(separatedBy: "\n## ").first)
+        let listed = Set(
+            section.split(separator: "\n").compactMap { line -> String? in
+                guard line.hasPrefix("| `") else { return nil }
+                return String(line.dropFirst(3).prefix { $0 != "`" })
+            })
+        #expect(flags.count > 15)
+        #expect(flags.subtracting(listed).isEmpty, "settings missing from docs/OPERATIONS.md: \(flags.subtracting(listed).sorted())")
+        #expect(listed.subtracting(flags).isEmpty, "listed but not settings: \(listed.subtracting(flags).sorted())")
+    }
+
     /// `cumulus zones restore` (with a dry run first) and `cumulus records deleted`/`undelete`, on a store a server wrote.
     @Test func aZoneIsRestoredAndARecordUndeletedFromTheCommandLine() async throws {
         let data = try temporaryDirectory()
