@@ -48,22 +48,23 @@ public func buildApplication(
         push: push, heartbeat: configuration.pushHeartbeatInterval, metrics: metrics, logger: logger, serverName: serverName,
         refusalDelay: configuration.requestLimits.refusalDelay)
     let host = configuration.host
-    let cleanup = LinkCleanupService(
-        links: LinkService(store: store, clock: clock, limits: configuration.linkLimits), interval: configuration.linkCleanupInterval, logger: logger
-    )
     let linger = TimeAmount(configuration.refusedBodyLinger)
     let connections = ConnectionCounts(
         limits: configuration.connectionLimits, countsAddresses: !configuration.trustsForwardedFor, metrics: metrics)
+    // Nothing else removes expired share-a-copy snapshots, receipts and files no record holds, or history past its window.
+    let links = LinkService(store: store, clock: clock, limits: configuration.linkLimits)
+    let upkeep = DatabaseService(store: store, clock: clock, historyRetention: configuration.historyRetention)
+    let assets = AssetCleanup(database: upkeep, storage: assetStorage, clock: clock, limits: configuration.assetLimits)
     var services: [any Service] = [
-        cleanup,
-        AssetCleanupService(
-            cleanup: AssetCleanup(
-                database: DatabaseService(store: store, clock: clock, historyRetention: configuration.historyRetention), storage: assetStorage,
-                clock: clock, limits: configuration.assetLimits),
-            logger: logger),
-        HistoryPruningService(
-            database: DatabaseService(store: store, clock: clock, historyRetention: configuration.historyRetention),
-            interval: configuration.historyPruneInterval, logger: logger),
+        UpkeepService(name: "link cleanup", interval: configuration.linkCleanupInterval, logger: logger) {
+            (try await links.deleteExpired(logger: $0), "expired link snapshots")
+        },
+        UpkeepService(name: "asset cleanup", interval: configuration.assetLimits.cleanupInterval, logger: logger) {
+            (try await assets.run(logger: $0), "asset files no record holds")
+        },
+        UpkeepService(name: "history pruning", interval: configuration.historyPruneInterval, logger: logger) {
+            (try await upkeep.pruneHistory(logger: $0), "record versions past the history's window")
+        },
     ]
     if let broadcaster = store as? any ChangeBroadcasting { services.append(ChangeListener(store: broadcaster, changes: changes)) }
     if let maintained = store as? any BackgroundMaintenance { services.append(StoreMaintenance(store: maintained, logger: logger)) }

@@ -1,7 +1,6 @@
 import CumulusCore
 import CumulusStore
 import Logging
-import ServiceLifecycle
 
 /// Deletes what no record holds: receipts never saved in a record (after ``AssetLimits/unattachedLifetime``), receipts
 /// whose record dropped them or was deleted, or whose zone was deleted (after ``AssetLimits/detachedGrace``; kept as
@@ -23,25 +22,5 @@ struct AssetCleanup: Sendable {
         // The receipts are gone first: a file is never deleted while a receipt still names it.
         try await storage.delete(fileIDs: files)
         return files.count
-    }
-}
-
-/// Runs ``AssetCleanup`` every ``AssetLimits/cleanupInterval`` (and once at start).
-struct AssetCleanupService: Service {
-    let cleanup: AssetCleanup
-    let logger: Logger
-
-    func run() async throws {
-        while !Task.isShuttingDownGracefully, !Task.isCancelled {
-            do {
-                let deleted = try await cleanup.run(logger: logger)
-                if deleted > 0 { logger.info("deleted asset files no record holds", metadata: ["cumulus.assets.deleted": "\(deleted)"]) }
-            } catch  where Task.isCancelled {
-                return
-            } catch {
-                logger.error("asset cleanup failed", metadata: ["error": "\(error)"])
-            }
-            try? await cancelWhenGracefulShutdown { try await Task.sleep(for: cleanup.limits.cleanupInterval) }
-        }
     }
 }
