@@ -310,7 +310,7 @@ struct ConsoleTests {
             #expect(item.contains(#"<a href="/console/development/zones/private/"#) && item.contains("/Lists/list\">list</a>"), "the parent")
 
             // A zone's records filtered by type, and by a field's value; each row shows its first fields.
-            let lists = try await rendered("\(zone)?type=List")
+            let lists = try await rendered("\(zone)?type=List", screenshot: "console-zone.png")
             #expect(lists.contains("/Lists/list\">list</a>") && !lists.contains("/Lists/item\">item</a>"), "\(lists)")
             #expect(lists.contains("count: 3 · name: Weekend"), "the fields shown in the row")
             #expect(lists.contains("<td>alice, web</td>"), "who changed it last, by name, and from which device: \(lists)")
