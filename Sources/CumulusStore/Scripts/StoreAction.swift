@@ -154,6 +154,33 @@ public enum StoreAction {
     /// Gives every record seen under exactly one of two accesses a new position in the user's zone feed (the zone's
     /// sequence advances past them), so the feed reports it: as it is if they see it now, as a deletion if not.
     case recordAccessChange(zone: Int64, userRecordName: String, from: SharedViewAccess, to: SharedViewAccess)
+    // MARK: Users
+
+    /// The container of a user. Answers ``StoreAnswer/text(_:)``, `nil` for no such user.
+    case readUserContainer(userRecordName: String)
+    /// The names of a zone's live records a user created. Answers ``StoreAnswer/list(_:)``.
+    case readRecordsCreated(zone: Int64, by: String)
+    /// A user's live private zones in a container, locked where the store locks. Answers ``StoreAnswer/zones(_:)``.
+    case readUserZones(userRecordName: String, container: String)
+    /// How many live records (`records`) and shares (`shares`) these zones hold. Answers ``StoreAnswer/counts(_:)``.
+    case countZoneContents(zones: [Int64])
+    /// Deletes the history of these zones (only the versions of records `createdBy` created, when given). Answers
+    /// ``StoreAnswer/count(_:)``.
+    case deleteHistory(zones: [Int64], createdBy: String?)
+    /// The shares of other users a user takes part in (not as owner). Answers ``StoreAnswer/participations(_:)``.
+    case readParticipations(userRecordName: String)
+    /// Takes a user off every share they are a participant of.
+    case removeParticipant(userRecordName: String)
+    /// Deletes the asset receipts of a user's private zones and of their public records. Answers
+    /// ``StoreAnswer/removed(_:files:)`` with the files no receipt names any more.
+    case deleteAssetReceipts(userRecordName: String, container: String)
+    /// Records and versions a user created or last changed name `erased` instead (and receipts they uploaded). Answers
+    /// ``StoreAnswer/count(_:)``: the records changed.
+    case anonymizeAuthor(userRecordName: String, as: String)
+    /// Deletes a user's row and what hangs on it (shared database, views, subscriptions, push tokens, devices, web auth
+    /// tokens, their database's zone rows no view needs) and sign-in attempt counts whose keys start with a prefix.
+    /// Answers ``StoreAnswer/counts(_:)``: `subscriptions`, `pushTokens`, `devices`, `webAuthTokens`.
+    case deleteUserRows(userRecordName: String, attemptKeyPrefixes: [String])
 }
 
 /// How a ``StoreAction`` names a share.
@@ -182,6 +209,12 @@ public enum StoreAnswer {
     case view(StoredView?)
     /// Records' change sequences, by name: those an action found live before it changed them.
     case liveSequences([String: Int64])
+    case count(Int)
+    case counts([String: Int])
+    case zones([ZoneRow])
+    case participations([Participation])
+    /// Rows removed, and the files no row names any more.
+    case removed(Int, files: [String])
 }
 
 extension StoreAnswer {
@@ -232,5 +265,20 @@ extension StoreAnswer {
     }
     public var liveSequences: [String: Int64] {
         get throws { if case .liveSequences(let value) = self { return value } else { throw mismatch("live sequences") } }
+    }
+    public var count: Int {
+        get throws { if case .count(let value) = self { return value } else { throw mismatch("a count") } }
+    }
+    public var counts: [String: Int] {
+        get throws { if case .counts(let value) = self { return value } else { throw mismatch("counts") } }
+    }
+    public var zones: [ZoneRow] {
+        get throws { if case .zones(let value) = self { return value } else { throw mismatch("zones") } }
+    }
+    public var participations: [Participation] {
+        get throws { if case .participations(let value) = self { return value } else { throw mismatch("participations") } }
+    }
+    public var removed: (Int, [String]) {
+        get throws { if case .removed(let count, let files) = self { return (count, files) } else { throw mismatch("rows removed") } }
     }
 }

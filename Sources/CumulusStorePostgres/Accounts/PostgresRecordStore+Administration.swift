@@ -101,108 +101,93 @@ extension PostgresRecordStore {
 
     public func eraseUser(userRecordName: String, attemptKeyPrefixes: [String], timestamp: Int64, logger: Logger) async throws -> UserErasure {
         let planner = self.planner
+        // Deleted rows stay in the tables' files until VACUUM reclaims their space and later writes reuse it
+        // (`filesScrubbed` stays false): docs/OPERATIONS.md says what an operator runs for the bytes to be gone.
         return try await transaction(logger: logger) { connection in
-            var container: String?
-            for try await id in try await connection.query(
-                "SELECT container_id FROM users WHERE user_record_name = \(userRecordName) FOR UPDATE", logger: logger
+            try await Self.run(
+                UserScripts.erase(userRecordName: userRecordName, attemptKeyPrefixes: attemptKeyPrefixes, timestamp: timestamp, planner: planner),
+                connection, logger: logger)
+        }
+    }
+
+    /// The SQL of the ``UserScripts/erase(userRecordName:attemptKeyPrefixes:timestamp:planner:)`` actions.
+    static func performUserAction(_ action: StoreAction, _ connection: PostgresConnection, logger: Logger) async throws -> StoreAnswer {
+        /// Runs a statement; answers the rows it changed.
+        func changed(_ query: PostgresQuery) async throws -> Int {
+            var count = 0
+            for try await _ in try await connection.query(query, logger: logger) { count += 1 }
+            return count
+        }
+        switch action {
+        case .readUserContainer(let user):
+            for try await container in try await connection.query(
+                "SELECT container_id FROM users WHERE user_record_name = \(user) FOR UPDATE", logger: logger
             ).decode(String.self) {
-                container = id
+                return .text(container)
             }
-            guard let container else { throw StoreError(.notFound, "no such user") }
-            var erasure = UserErasure()
-            /// Runs a statement over `$1` (the user) and `$2` (their container); answers the rows it changed (or counted).
-            func run(_ sql: String) async throws -> Int {
-                var count = 0
-                for try await value in try await connection.query(
-                    PostgresQuery(
-                        unsafeSQL: "WITH done AS (\(sql) RETURNING 1) SELECT count(*)::bigint FROM done",
-                        binds: try Self.binds(userRecordName, container)),
-                    logger: logger
-                ).decode(Int64.self) {
-                    count = Int(value)
-                }
-                return count
+            return .text(nil)
+        case .readRecordsCreated(let zone, let user):
+            var names: [String] = []
+            for try await name in try await connection.query(
+                "SELECT record_name FROM records WHERE zone_id = \(zone) AND created_by = \(user) AND NOT deleted", logger: logger
+            ).decode(String.self) {
+                names.append(name)
             }
-            func value(_ sql: String) async throws -> Int {
-                var count = 0
-                for try await value in try await connection.query(
-                    PostgresQuery(unsafeSQL: sql, binds: try Self.binds(userRecordName, container)), logger: logger
-                ).decode(Int64.self) {
-                    count = Int(value)
-                }
-                return count
-            }
-            let theirZones = """
-                SELECT z.id FROM zones z JOIN databases d ON d.id = z.database_id
-                WHERE d.scope = 'private' AND d.owner_record_name = $1 AND d.container_id = $2
+            return .list(names)
+        case .readUserZones(let user, let container):
+            var zones: [ZoneRow] = []
+            for try await (id, databaseID, sequence) in try await connection.query(
                 """
-            // The records they created in the public database are deleted as a batch deletes them (feeds, digests, the
-            // deletions they cascade to), by no one.
-            for environment in ContainerEnvironment.allCases {
-                let publicDatabase = DatabaseRef.publicDatabase(container: container, environment: environment)
-                guard let zone = try await Self.zoneRow(connection, publicDatabase, zoneName: ZoneID.defaultZoneName, forUpdate: true, logger: logger)
-                else { continue }
-                var names: [String] = []
-                for try await name in try await connection.query(
-                    "SELECT record_name FROM records WHERE zone_id = \(zone.id) AND created_by = \(userRecordName) AND NOT deleted", logger: logger
-                ).decode(String.self) {
-                    names.append(name)
-                }
-                guard !names.isEmpty else { continue }
-                let batch = RecordBatch(
-                    database: publicDatabase, zoneName: ZoneID.defaultZoneName, atomic: false,
-                    operations: names.map { RecordModification(operationType: .forceDelete, recordName: $0) },
-                    author: UserErasure.erasedUserRecordName, deviceID: UserErasure.erasureDeviceID, timestamp: timestamp)
-                _ = try await Self.run(ModifyRecordsScript.script(batch, planner: planner), connection, logger: logger)
-                erasure.publicRecords += names.count
-                erasure.historyVersions += try await run("DELETE FROM record_history WHERE zone_id = \(zone.id) AND created_by = $1")
+                SELECT z.id, z.database_id, z.change_seq FROM zones z JOIN databases d ON d.id = z.database_id
+                WHERE d.scope = 'private' AND d.owner_record_name = \(user) AND d.container_id = \(container) AND NOT z.deleted
+                ORDER BY z.id FOR UPDATE OF z
+                """, logger: logger
+            ).decode((Int64, Int64, Int64).self) {
+                zones.append(ZoneRow(id: id, databaseID: databaseID, changeSequence: sequence))
             }
-            erasure.records = try await value("SELECT count(*)::bigint FROM records WHERE NOT deleted AND zone_id IN (\(theirZones))")
-            erasure.sharesStopped = try await value("SELECT count(*)::bigint FROM shares WHERE zone_id IN (\(theirZones) AND NOT z.deleted)")
-            erasure.historyVersions += try await run("DELETE FROM record_history WHERE zone_id IN (\(theirZones))")
-            // The user's zones go as a zone deletion goes: participants' devices drop them through their feeds.
-            var zones: [(Int64, Int64)] = []
-            for try await zone in try await connection.query(
+            return .zones(zones)
+        case .countZoneContents(let zones):
+            for try await (records, shares) in try await connection.query(
                 """
-                SELECT z.id, z.database_id FROM zones z JOIN databases d ON d.id = z.database_id
-                WHERE d.scope = 'private' AND d.owner_record_name = \(userRecordName) AND NOT z.deleted ORDER BY z.id FOR UPDATE OF z
+                SELECT (SELECT count(*) FROM records WHERE NOT deleted AND zone_id = ANY(\(zones)))::bigint,
+                    (SELECT count(*) FROM shares WHERE zone_id = ANY(\(zones)))::bigint
                 """, logger: logger
             ).decode((Int64, Int64).self) {
-                zones.append(zone)
+                return .counts(["records": Int(records), "shares": Int(shares)])
             }
-            for (zoneRowID, databaseID) in zones {
-                try await Self.run(ZoneScripts.delete(ZoneRow(id: zoneRowID, databaseID: databaseID, changeSequence: 0)), connection, logger: logger)
-            }
-            erasure.zones = zones.count
-            // Shares of other users list the user no more: each share takes a new change tag, and the user's views end.
-            var shares: [(Int64, String, Int64)] = []
-            for try await share in try await connection.query(
+            return .counts([:])
+        case .deleteHistory(let zones, let createdBy):
+            return .count(
+                try await changed(
+                    """
+                    DELETE FROM record_history WHERE zone_id = ANY(\(zones)) AND (\(createdBy)::text IS NULL OR created_by = \(createdBy))
+                    RETURNING 1
+                    """))
+        case .readParticipations(let user):
+            var participations: [Participation] = []
+            for try await (zone, databaseID, name) in try await connection.query(
                 """
-                SELECT s.zone_id, s.share_record_name, z.database_id FROM share_participants p JOIN shares s ON s.id = p.share_id
+                SELECT s.zone_id, z.database_id, s.share_record_name FROM share_participants p JOIN shares s ON s.id = p.share_id
                 JOIN zones z ON z.id = s.zone_id
-                WHERE p.user_record_name = \(userRecordName) AND p.type <> 'OWNER' ORDER BY s.zone_id, s.id
+                WHERE p.user_record_name = \(user) AND p.type <> 'OWNER' ORDER BY s.zone_id, s.id
                 """, logger: logger
-            ).decode((Int64, String, Int64).self) {
-                shares.append(share)
+            ).decode((Int64, Int64, String).self) {
+                participations.append(Participation(zone: ZoneRow(id: zone, databaseID: databaseID, changeSequence: 0), shareRecordName: name))
             }
-            try await connection.query("DELETE FROM share_participants WHERE user_record_name = \(userRecordName)", logger: logger)
-            for (zoneRowID, shareRecordName, databaseID) in shares {
-                try await Self.run(
-                    ShareScripts.touchShareRecord(shareRecordName, zone: ZoneRow(id: zoneRowID, databaseID: databaseID, changeSequence: 0)),
-                    connection,
-                    logger: logger)
-            }
-            erasure.participations = shares.count
-            // Their assets: the receipts of their zones and of their public records; files no other receipt names.
+            return .participations(participations)
+        case .removeParticipant(let user):
+            try await connection.query("DELETE FROM share_participants WHERE user_record_name = \(user)", logger: logger)
+        case .deleteAssetReceipts(let user, let container):
+            var receipts = 0
             var files = Set<String>()
             for try await file in try await connection.query(
                 """
                 DELETE FROM asset_uploads WHERE container_id = \(container)
-                AND ((database_scope = 'private' AND owner_record_name = \(userRecordName)) OR (database_scope = 'public' AND uploader = \(userRecordName)))
+                AND ((database_scope = 'private' AND owner_record_name = \(user)) OR (database_scope = 'public' AND uploader = \(user)))
                 RETURNING file_id
                 """, logger: logger
             ).decode(String?.self) {
-                erasure.assetReceipts += 1
+                receipts += 1
                 if let file { files.insert(file) }
             }
             for try await file in try await connection.query(
@@ -210,28 +195,33 @@ extension PostgresRecordStore {
             ).decode(String.self) {
                 files.remove(file)
             }
-            erasure.assetFiles = files.sorted()
-            // What they wrote in other users' zones stays, by no one.
-            let erased = UserErasure.erasedUserRecordName
+            return .removed(receipts, files: files.sorted())
+        case .anonymizeAuthor(let user, let erased):
+            var records = 0
             for table in ["records", "record_history"] {
                 for column in ["created_by", "modified_by"] {
-                    let changed = try await run("UPDATE \(table) SET \(column) = '\(erased)' WHERE \(column) = $1 AND $2 = $2")
-                    if table == "records" { erasure.recordsAnonymized += changed }
+                    let count = try await changed(
+                        PostgresQuery(
+                            unsafeSQL: "UPDATE \(table) SET \(column) = $1 WHERE \(column) = $2 RETURNING 1", binds: try Self.binds(erased, user)))
+                    if table == "records" { records += count }
                 }
             }
-            _ = try await run("UPDATE asset_uploads SET uploader = '\(erased)' WHERE uploader = $1 AND $2 = $2")
-            for prefix in attemptKeyPrefixes {
+            try await connection.query("UPDATE asset_uploads SET uploader = \(erased) WHERE uploader = \(user)", logger: logger)
+            return .count(records)
+        case .deleteUserRows(let user, let prefixes):
+            for prefix in prefixes {
                 try await connection.query("DELETE FROM attempt_counts WHERE starts_with(key, \(prefix))", logger: logger)
             }
             let databases = "SELECT id FROM databases WHERE scope = 'private' AND owner_record_name = $1"
+            var counts: [String: Int] = [:]
             for (statement, counted) in [
                 ("DELETE FROM shared_zone_views WHERE user_record_name = $1", nil),
                 ("DELETE FROM shared_databases WHERE user_record_name = $1", nil),
                 ("DELETE FROM participant_changes WHERE user_record_name = $1", nil),
-                ("DELETE FROM subscriptions WHERE user_record_name = $1", \UserErasure.subscriptions),
-                ("DELETE FROM push_tokens WHERE user_record_name = $1", \UserErasure.pushTokens),
-                ("DELETE FROM devices WHERE user_record_name = $1", \UserErasure.devices),
-                ("DELETE FROM web_auth_tokens WHERE user_record_name = $1", \UserErasure.webAuthTokens),
+                ("DELETE FROM subscriptions WHERE user_record_name = $1", "subscriptions"),
+                ("DELETE FROM push_tokens WHERE user_record_name = $1", "pushTokens"),
+                ("DELETE FROM devices WHERE user_record_name = $1", "devices"),
+                ("DELETE FROM web_auth_tokens WHERE user_record_name = $1", "webAuthTokens"),
                 // Zone rows other users' ended views still point at stay as tombstones; the rest go.
                 ("DELETE FROM zones WHERE database_id IN (\(databases)) AND id NOT IN (SELECT zone_id FROM shared_zone_views)", nil),
                 (
@@ -241,15 +231,15 @@ extension PostgresRecordStore {
                     """, nil
                 ),
                 ("DELETE FROM users WHERE user_record_name = $1", nil),
-            ] as [(String, WritableKeyPath<UserErasure, Int>?)] {
-                let changed = try await run(statement + " AND $2 = $2")
-                if let counted { erasure[keyPath: counted] = changed }
+            ] as [(String, String?)] {
+                let count = try await changed(PostgresQuery(unsafeSQL: statement + " RETURNING 1", binds: try Self.binds(user)))
+                if let counted { counts[counted] = count }
             }
-            // Deleted rows stay in the tables' files until VACUUM reclaims their space and later writes reuse it:
-            // docs/OPERATIONS.md says what an operator runs for the bytes to be gone.
-            erasure.filesScrubbed = false
-            return erasure
+            return .counts(counts)
+        default:
+            throw StoreError(.unexpected, "\(action) is not a user action")
         }
+        return .none
     }
 
     public func saveConsoleCredential(_ credential: ConsoleCredential, now: Int64, logger: Logger) async throws {

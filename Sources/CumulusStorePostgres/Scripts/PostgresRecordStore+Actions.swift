@@ -345,6 +345,10 @@ extension PostgresRecordStore {
                 """, logger: logger)
         case .recordAccessChange(let zone, let user, let old, let new):
             try await recordAccessChange(connection, zoneRowID: zone, user: user, from: old, to: new, logger: logger)
+
+        case .readUserContainer, .readRecordsCreated, .readUserZones, .countZoneContents, .deleteHistory, .readParticipations,
+            .removeParticipant, .deleteAssetReceipts, .anonymizeAuthor, .deleteUserRows:
+            return try await performUserAction(action, connection, logger: logger)
         }
         return .none
     }

@@ -93,98 +93,93 @@ extension SQLiteRecordStore {
     public func eraseUser(userRecordName: String, attemptKeyPrefixes: [String], timestamp: Int64, logger: Logger) async throws -> UserErasure {
         let planner = self.planner
         var erasure = try await write { db in
-            guard
-                let container = try String.fetchOne(db, sql: "SELECT container_id FROM users WHERE user_record_name = ?", arguments: [userRecordName])
-            else {
-                throw StoreError(.notFound, "no such user")
-            }
-            var erasure = UserErasure()
-            let count = { (sql: String) in try Int.fetchOne(db, sql: sql, arguments: [userRecordName, container]) ?? 0 }
-            let theirZones = """
-                SELECT z.id FROM zones z JOIN databases d ON d.id = z.database_id
-                WHERE d.scope = 'private' AND d.owner_record_name = ?1 AND d.container_id = ?2
-                """
-            // The records they created in the public database are deleted as a batch deletes them (feeds, digests, the
-            // deletions they cascade to), by no one.
-            for environment in ContainerEnvironment.allCases {
-                let publicDatabase = DatabaseRef.publicDatabase(container: container, environment: environment)
-                guard let databaseID = try Self.databaseID(db, publicDatabase),
-                    let zone = try Self.zoneRow(db, databaseID: databaseID, zoneName: ZoneID.defaultZoneName)
-                else { continue }
-                let names = try String.fetchAll(
-                    db, sql: "SELECT record_name FROM records WHERE zone_id = ? AND created_by = ? AND deleted = 0",
-                    arguments: [zone.id, userRecordName])
-                guard !names.isEmpty else { continue }
-                let batch = RecordBatch(
-                    database: publicDatabase, zoneName: ZoneID.defaultZoneName, atomic: false,
-                    operations: names.map { RecordModification(operationType: .forceDelete, recordName: $0) },
-                    author: UserErasure.erasedUserRecordName, deviceID: UserErasure.erasureDeviceID, timestamp: timestamp)
-                _ = try Self.run(ModifyRecordsScript.script(batch, planner: planner), db)
-                erasure.publicRecords += names.count
-                try db.execute(
-                    sql: "DELETE FROM record_history WHERE zone_id = ? AND created_by = ?", arguments: [zone.id, userRecordName])
-                erasure.historyVersions += db.changesCount
-            }
-            erasure.records = try count("SELECT COUNT(*) FROM records WHERE deleted = 0 AND zone_id IN (\(theirZones))")
-            erasure.sharesStopped = try count("SELECT COUNT(*) FROM shares WHERE zone_id IN (\(theirZones) AND z.deleted = 0)")
-            try db.execute(sql: "DELETE FROM record_history WHERE zone_id IN (\(theirZones))", arguments: [userRecordName, container])
-            erasure.historyVersions += db.changesCount
-            // The user's zones go as a zone deletion goes: participants' devices drop them through their feeds.
-            let zones = try Row.fetchAll(
+            try Self.run(
+                UserScripts.erase(userRecordName: userRecordName, attemptKeyPrefixes: attemptKeyPrefixes, timestamp: timestamp, planner: planner), db)
+        }
+        // The deleted rows' bytes stay in free pages and in the log until overwritten: the database is rewritten
+        // without them and the log emptied, so they are gone from the files.
+        erasure.filesScrubbed = try await scrubFiles()
+        return erasure
+    }
+
+    /// The SQL of the ``UserScripts/erase(userRecordName:attemptKeyPrefixes:timestamp:planner:)`` actions.
+    static func performUserAction(_ action: StoreAction, _ db: Database) throws -> StoreAnswer {
+        // Zone row IDs as a JSON array of numbers, for `json_each`.
+        func ids(_ zones: [Int64]) -> String { "[" + zones.map(String.init).joined(separator: ",") + "]" }
+        switch action {
+        case .readUserContainer(let user):
+            return .text(try String.fetchOne(db, sql: "SELECT container_id FROM users WHERE user_record_name = ?", arguments: [user]))
+        case .readRecordsCreated(let zone, let user):
+            return .list(
+                try String.fetchAll(
+                    db, sql: "SELECT record_name FROM records WHERE zone_id = ? AND created_by = ? AND deleted = 0", arguments: [zone, user]))
+        case .readUserZones(let user, let container):
+            let rows = try Row.fetchAll(
                 db,
                 sql: """
-                    SELECT z.id, z.database_id FROM zones z JOIN databases d ON d.id = z.database_id
-                    WHERE d.scope = 'private' AND d.owner_record_name = ? AND z.deleted = 0 ORDER BY z.id
-                    """, arguments: [userRecordName])
-            for zone in zones { try Self.run(ZoneScripts.delete(ZoneRow(id: zone[0], databaseID: zone[1], changeSequence: 0)), db) }
-            erasure.zones = zones.count
-            // Shares of other users list the user no more: each share takes a new change tag, and the user's views end.
-            let shares = try Row.fetchAll(
+                    SELECT z.id, z.database_id, z.change_seq FROM zones z JOIN databases d ON d.id = z.database_id
+                    WHERE d.scope = 'private' AND d.owner_record_name = ? AND d.container_id = ? AND z.deleted = 0 ORDER BY z.id
+                    """, arguments: [user, container])
+            return .zones(rows.map { ZoneRow(id: $0[0], databaseID: $0[1], changeSequence: $0[2]) })
+        case .countZoneContents(let zones):
+            let ids = ids(zones)
+            let records = try Int.fetchOne(
+                db, sql: "SELECT COUNT(*) FROM records WHERE deleted = 0 AND zone_id IN (SELECT value FROM json_each(?))", arguments: [ids])
+            let shares = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM shares WHERE zone_id IN (SELECT value FROM json_each(?))", arguments: [ids])
+            return .counts(["records": records ?? 0, "shares": shares ?? 0])
+        case .deleteHistory(let zones, let createdBy):
+            try db.execute(
+                sql: "DELETE FROM record_history WHERE zone_id IN (SELECT value FROM json_each(?)) AND (?2 IS NULL OR created_by = ?2)",
+                arguments: [ids(zones), createdBy])
+            return .count(db.changesCount)
+        case .readParticipations(let user):
+            let rows = try Row.fetchAll(
                 db,
                 sql: """
-                    SELECT s.zone_id, s.share_record_name, z.database_id FROM share_participants p JOIN shares s ON s.id = p.share_id
+                    SELECT s.zone_id, z.database_id, s.share_record_name FROM share_participants p JOIN shares s ON s.id = p.share_id
                     JOIN zones z ON z.id = s.zone_id
                     WHERE p.user_record_name = ? AND p.type <> 'OWNER' ORDER BY s.zone_id, s.id
-                    """, arguments: [userRecordName])
-            try db.execute(sql: "DELETE FROM share_participants WHERE user_record_name = ?", arguments: [userRecordName])
-            for row in shares {
-                try Self.run(ShareScripts.touchShareRecord(row[1], zone: ZoneRow(id: row[0], databaseID: row[2], changeSequence: 0)), db)
-            }
-            erasure.participations = shares.count
-            // Their assets: the receipts of their zones and of their public records; files no other receipt names.
+                    """, arguments: [user])
+            return .participations(rows.map { Participation(zone: ZoneRow(id: $0[0], databaseID: $0[1], changeSequence: 0), shareRecordName: $0[2]) })
+        case .removeParticipant(let user):
+            try db.execute(sql: "DELETE FROM share_participants WHERE user_record_name = ?", arguments: [user])
+        case .deleteAssetReceipts(let user, let container):
             let files = try String.fetchSet(
                 db,
                 sql: """
                     DELETE FROM asset_uploads WHERE container_id = ?2
                     AND ((database_scope = 'private' AND owner_record_name = ?1) OR (database_scope = 'public' AND uploader = ?1))
                     RETURNING file_id
-                    """, arguments: [userRecordName, container])
-            erasure.assetReceipts = db.changesCount
+                    """, arguments: [user, container])
+            let receipts = db.changesCount
             let stillNamed = try String.fetchSet(
                 db, sql: "SELECT DISTINCT file_id FROM asset_uploads WHERE file_id IN (SELECT value FROM json_each(?))",
                 arguments: [Array(files).jsonArray])
-            erasure.assetFiles = files.subtracting(stillNamed).sorted()
-            // What they wrote in other users' zones stays, by no one.
-            let erased = UserErasure.erasedUserRecordName
+            return .removed(receipts, files: files.subtracting(stillNamed).sorted())
+        case .anonymizeAuthor(let user, let erased):
+            var records = 0
             for table in ["records", "record_history"] {
                 for column in ["created_by", "modified_by"] {
-                    try db.execute(sql: "UPDATE \(table) SET \(column) = ? WHERE \(column) = ?", arguments: [erased, userRecordName])
-                    if table == "records" { erasure.recordsAnonymized += db.changesCount }
+                    try db.execute(sql: "UPDATE \(table) SET \(column) = ? WHERE \(column) = ?", arguments: [erased, user])
+                    if table == "records" { records += db.changesCount }
                 }
             }
-            try db.execute(sql: "UPDATE asset_uploads SET uploader = ? WHERE uploader = ?", arguments: [erased, userRecordName])
-            for prefix in attemptKeyPrefixes {
+            try db.execute(sql: "UPDATE asset_uploads SET uploader = ? WHERE uploader = ?", arguments: [erased, user])
+            return .count(records)
+        case .deleteUserRows(let user, let prefixes):
+            for prefix in prefixes {
                 try db.execute(sql: "DELETE FROM attempt_counts WHERE substr(key, 1, length(?1)) = ?1", arguments: [prefix])
             }
             let databases = "SELECT id FROM databases WHERE scope = 'private' AND owner_record_name = ?"
+            var counts: [String: Int] = [:]
             for (statement, counted) in [
                 ("DELETE FROM shared_zone_views WHERE user_record_name = ?", nil),
                 ("DELETE FROM shared_databases WHERE user_record_name = ?", nil),
                 ("DELETE FROM participant_changes WHERE user_record_name = ?", nil),
-                ("DELETE FROM subscriptions WHERE user_record_name = ?", \UserErasure.subscriptions),
-                ("DELETE FROM push_tokens WHERE user_record_name = ?", \UserErasure.pushTokens),
-                ("DELETE FROM devices WHERE user_record_name = ?", \UserErasure.devices),
-                ("DELETE FROM web_auth_tokens WHERE user_record_name = ?", \UserErasure.webAuthTokens),
+                ("DELETE FROM subscriptions WHERE user_record_name = ?", "subscriptions"),
+                ("DELETE FROM push_tokens WHERE user_record_name = ?", "pushTokens"),
+                ("DELETE FROM devices WHERE user_record_name = ?", "devices"),
+                ("DELETE FROM web_auth_tokens WHERE user_record_name = ?", "webAuthTokens"),
                 // Zone rows other users' ended views still point at stay as tombstones; the rest go.
                 ("DELETE FROM zones WHERE database_id IN (\(databases)) AND id NOT IN (SELECT zone_id FROM shared_zone_views)", nil),
                 (
@@ -194,27 +189,32 @@ extension SQLiteRecordStore {
                     """, nil
                 ),
                 ("DELETE FROM users WHERE user_record_name = ?", nil),
-            ] as [(String, WritableKeyPath<UserErasure, Int>?)] {
-                try db.execute(sql: statement, arguments: [userRecordName])
-                if let counted { erasure[keyPath: counted] = db.changesCount }
+            ] as [(String, String?)] {
+                try db.execute(sql: statement, arguments: [user])
+                if let counted { counts[counted] = db.changesCount }
             }
-            return erasure
+            return .counts(counts)
+        default:
+            throw StoreError(.unexpected, "\(action) is not a user action")
         }
-        // The deleted rows' bytes stay in free pages and in the log until overwritten: the database is rewritten
-        // without them and the log emptied, so they are gone from the files.
-        erasure.filesScrubbed = try await scrubFiles()
-        return erasure
+        return .none
     }
 
     /// Rewrites the database file (`VACUUM`) and truncates the write-ahead log; answers whether the log could be
     /// truncated (a reader holding an old snapshot keeps it, and its bytes, until it ends).
     func scrubFiles() async throws -> Bool {
         try await translatingErrors("could not rewrite the database") {
-            try await writer.barrierWriteWithoutTransaction { db in
-                try db.execute(sql: "VACUUM")
-                let row = try Row.fetchOne(db, sql: "PRAGMA wal_checkpoint(TRUNCATE)")
-                return (row?[0] as Int?) == 0
+            try await writer.barrierWriteWithoutTransaction { db in try db.execute(sql: "VACUUM") }
+            // A request reading at that moment keeps the log; reads are short, so a few tries a tenth of a second
+            // apart find a moment with none (each try holds the writer only for the checkpoint).
+            for _ in 0..<50 {
+                let truncated = try await writer.barrierWriteWithoutTransaction { db in
+                    (try Row.fetchOne(db, sql: "PRAGMA wal_checkpoint(TRUNCATE)")?[0] as Int?) == 0
+                }
+                if truncated { return true }
+                try await Task.sleep(for: .milliseconds(100))
             }
+            return false
         }
     }
 

@@ -234,6 +234,10 @@ extension SQLiteRecordStore {
                 .execute(arguments: [position, json(access), user, zone])
         case .recordAccessChange(let zone, let user, let old, let new):
             try recordAccessChange(db, zoneRowID: zone, user: user, from: old, to: new)
+
+        case .readUserContainer, .readRecordsCreated, .readUserZones, .countZoneContents, .deleteHistory, .readParticipations,
+            .removeParticipant, .deleteAssetReceipts, .anonymizeAuthor, .deleteUserRows:
+            return try performUserAction(action, db)
         }
         return .none
     }
