@@ -180,4 +180,53 @@ struct TransactionScriptTests {
             _ = try run(ZoneScripts.records(named: ["r"], zoneName: "Z", in: database, access: nil)) { _ in .none }
         }
     }
+
+    /// Erasing a user: public records first (as a batch deletes them), then their zones, then their participations,
+    /// assets, authorship and rows, each once; the receipt adds up what each step answered.
+    @Test func erasingAUserDeletesTheirPublicRecordsThenTheirZonesThenWhatHangsOnThem() throws {
+        let publicZone = ZoneRow(id: 1, databaseID: 1, changeSequence: 10)
+        let theirZone = ZoneRow(id: 7, databaseID: 3, changeSequence: 40)
+        let others = ZoneRow(id: 9, databaseID: 5, changeSequence: 2)
+        let (receipt, actions) = try run(
+            UserScripts.erase(userRecordName: "_me", attemptKeyPrefixes: ["signin-account:c\nme"], timestamp: 5, planner: RecordBatchPlanner { "g" })
+        ) { action in
+            switch action {
+            case .readUserContainer: return .text("c")
+            case .findZone(let database, _, _): return .zone(database.environment == .development ? publicZone : nil)
+            case .readRecordsCreated: return .list(["post"])
+            case .readRecords(_, _, let names): return .records(Dictionary(uniqueKeysWithValues: names.map { ($0, Self.stored($0)) }))
+            case .readShareRows: return .shareRows([])
+            case .readReferrers: return .list([])
+            case .deleteHistory(let zones, _): return .count(zones.count * 2)
+            case .readUserZones: return .zones([theirZone])
+            case .countZoneContents: return .counts(["records": 12, "shares": 1])
+            case .readParticipations: return .participations([Participation(zone: others, shareRecordName: "share-1")])
+            case .takeZoneSequence: return .sequence(3)
+            case .deleteAssetReceipts: return .removed(2, files: ["f1"])
+            case .anonymizeAuthor: return .count(4)
+            case .deleteUserRows: return .counts(["subscriptions": 1, "pushTokens": 2, "devices": 3, "webAuthTokens": 4])
+            default: return .none
+            }
+        }
+        let order = names(actions)
+        #expect(order.first == "readUserContainer" && order.last == "deleteUserRows")
+        let first = { (name: String) in order.firstIndex(of: name) ?? -1 }
+        #expect(first("deleteRecords") < first("readUserZones"), "public records before the user's zones")
+        #expect(first("readUserZones") < first("deleteZone") && first("deleteZone") < first("readParticipations"))
+        #expect(first("removeParticipant") < first("renumberRecords"), "each share record a new change tag once they are off it")
+        #expect(order.filter { $0 == "deleteZone" }.count == 1 && order.filter { $0 == "deleteUserRows" }.count == 1)
+        #expect(receipt.publicRecords == 1 && receipt.zones == 1 && receipt.records == 12 && receipt.sharesStopped == 1)
+        #expect(receipt.historyVersions == 4 && receipt.participations == 1 && receipt.assetReceipts == 2 && receipt.assetFiles == ["f1"])
+        #expect(receipt.recordsAnonymized == 4 && receipt.webAuthTokens == 4 && receipt.devices == 3)
+        guard case .deleteRecords(_, let deleted, _, let stamp) = actions[order.firstIndex(of: "deleteRecords")!] else { return }
+        #expect(deleted == ["post"] && stamp.userRecordName == UserErasure.erasedUserRecordName && stamp.timestamp == 5)
+    }
+
+    static func stored(_ name: String) -> StoredRecord {
+        StoredRecord(
+            header: RecordHeader(
+                recordName: name, recordType: "T", recordChangeTag: "a", created: RecordStamp(timestamp: 1, userRecordName: "_me", deviceID: "d"),
+                modified: RecordStamp(timestamp: 1, userRecordName: "_me", deviceID: "d"), zoneID: ZoneID(zoneName: ZoneID.defaultZoneName)),
+            fieldsJSON: Array("{}".utf8), changeSequence: 1)
+    }
 }
