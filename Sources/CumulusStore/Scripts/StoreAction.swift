@@ -100,6 +100,15 @@ public enum StoreAction {
     case renumberRecords(zone: Int64, names: [String], sequences: [Int64])
     /// Records that `names` left the hierarchy under `root` at these sequences, for its participants' feeds.
     case recordExits(zone: Int64, root: String, names: [String], sequences: [Int64])
+    /// The next `limit` record names of the zone after `after` (live or deleted), in byte order, with when each was last
+    /// written or deleted. Answers ``StoreAnswer/modifiedTimes(_:)``.
+    case scanRecordNames(zone: Int64, after: String, limit: Int)
+    /// The names in `(after, through]` with a version in the history that was live at `since` and replaced after it.
+    /// Answers ``StoreAnswer/list(_:)``.
+    case readNamesReplaced(zone: Int64, after: String, through: String, since: Int64)
+    /// The versions these records had at a moment, from the history (those replaced after it while live then).
+    /// Answers ``StoreAnswer/records(_:)``.
+    case readVersions(zone: Int64, zoneID: ZoneID, names: [String], at: Int64)
     /// Copies the live versions of these records into the zone's history, replaced at `replacedAt`, before a write
     /// replaces or deletes them (``RecordHistoryStore``).
     case keepVersions(zone: Int64, names: [String], replacedAt: Int64)
@@ -211,6 +220,8 @@ public enum StoreAnswer {
     case liveSequences([String: Int64])
     case count(Int)
     case counts([String: Int])
+    /// Record names with when each was last written or deleted, in order.
+    case modifiedTimes([(name: String, modified: Int64)])
     case zones([ZoneRow])
     case participations([Participation])
     /// Rows removed, and the files no row names any more.
@@ -265,6 +276,9 @@ extension StoreAnswer {
     }
     public var liveSequences: [String: Int64] {
         get throws { if case .liveSequences(let value) = self { return value } else { throw mismatch("live sequences") } }
+    }
+    public var modifiedTimes: [(name: String, modified: Int64)] {
+        get throws { if case .modifiedTimes(let value) = self { return value } else { throw mismatch("modification times") } }
     }
     public var count: Int {
         get throws { if case .count(let value) = self { return value } else { throw mismatch("a count") } }

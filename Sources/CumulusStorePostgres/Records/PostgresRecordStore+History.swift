@@ -34,53 +34,59 @@ extension PostgresRecordStore {
     public func recordsChanged(
         since time: Int64, zoneName: String, in database: DatabaseRef, after: String?, limit: Int, logger: Logger
     ) async throws -> RecordChangesSincePage {
-        let zoneID = database.zoneID(zoneName)
-        return try await transaction(snapshot: true, logger: logger) { connection in
-            let zone = try await Self.liveZone(connection, database, zoneName: zoneName, logger: logger)
-            // The next names of the zone (every record deleted keeps its row), and those of them written or deleted
-            // after the moment; then those replaced after it while live then, from the history, in the same range. Both
-            // walk an index in order, whatever the planner's statistics say.
-            let after = after ?? ""
-            var scanned = 0
-            var upper: String?
-            var changed = Set<String>()
-            for try await (name, modified) in try await connection.query(
-                "SELECT record_name, modified_at FROM records WHERE zone_id = \(zone) AND record_name > \(after) ORDER BY record_name LIMIT \(limit)",
-                logger: logger
-            ).decode((String, Int64).self) {
-                scanned += 1
-                upper = name
-                if modified > time { changed.insert(name) }
-            }
-            guard let upper else { return RecordChangesSincePage(changes: [], next: nil) }
-            for try await name in try await connection.query(
-                """
-                SELECT DISTINCT record_name FROM record_history
-                WHERE zone_id = \(zone) AND record_name > \(after) AND record_name <= \(upper) AND replaced_at + 0 > \(time) AND modified_at <= \(time)
-                """, logger: logger
-            ).decode(String.self) {
-                changed.insert(name)
-            }
-            let next = scanned < limit ? nil : upper
-            guard !changed.isEmpty else { return RecordChangesSincePage(changes: [], next: next) }
-            let names = RecordChangesSincePage.byteOrder(changed)
-            let current = try await Self.liveRecords(connection, zoneRowID: zone, zoneID: zoneID, names: names, logger: logger)
-            var past: [String: StoredRecord] = [:]
-            // `replaced_at + 0`: through the zone's index by name, never the age index. Statistics gathered before the
-            // latest writes say no version was replaced after a recent moment, so the planner would walk the age index
-            // from the moment, reading every version replaced since, for every page.
-            for try await row in try await connection.query(
-                """
-                SELECT \(unescaped: Self.historyColumns) FROM record_history h
-                WHERE h.zone_id = \(zone) AND h.record_name = ANY(\(names)) AND h.modified_at <= \(time) AND h.replaced_at + 0 > \(time)
-                """, logger: logger)
-            {
-                let record = try Self.storedRecord(RowReader(row), zoneID: zoneID)
-                past[record.header.recordName] = record
-            }
-            return RecordChangesSincePage(
-                changes: names.map { RecordChangeSince(recordName: $0, current: current[$0], past: past[$0]) }, next: next)
+        try await transaction(snapshot: true, logger: logger) { connection in
+            try await Self.run(
+                HistoryScripts.recordsChanged(since: time, zoneName: zoneName, in: database, after: after, limit: limit), connection, logger: logger)
         }
+    }
+
+    /// ``StoreAction/scanRecordNames(zone:after:limit:)``: a walk of the zone's name index.
+    static func scanRecordNames(_ connection: PostgresConnection, zone: Int64, after: String, limit: Int, logger: Logger) async throws
+        -> [(name: String, modified: Int64)]
+    {
+        var scanned: [(name: String, modified: Int64)] = []
+        for try await (name, modified) in try await connection.query(
+            "SELECT record_name, modified_at FROM records WHERE zone_id = \(zone) AND record_name > \(after) ORDER BY record_name LIMIT \(limit)",
+            logger: logger
+        ).decode((String, Int64).self) {
+            scanned.append((name, modified))
+        }
+        return scanned
+    }
+
+    /// ``StoreAction/readNamesReplaced(zone:after:through:since:)``. `replaced_at + 0`: through the zone's index by
+    /// name, never the age index. Statistics gathered before the latest writes say no version was replaced after a
+    /// recent moment, so the planner would walk the age index from the moment, reading every version replaced since.
+    static func namesReplaced(_ connection: PostgresConnection, zone: Int64, after: String, through upper: String, since time: Int64, logger: Logger)
+        async throws -> [String]
+    {
+        var names: [String] = []
+        for try await name in try await connection.query(
+            """
+            SELECT DISTINCT record_name FROM record_history
+            WHERE zone_id = \(zone) AND record_name > \(after) AND record_name <= \(upper) AND replaced_at + 0 > \(time) AND modified_at <= \(time)
+            """, logger: logger
+        ).decode(String.self) {
+            names.append(name)
+        }
+        return names
+    }
+
+    /// ``StoreAction/readVersions(zone:zoneID:names:at:)`` (`replaced_at + 0`, as above).
+    static func versions(_ connection: PostgresConnection, zone: Int64, zoneID: ZoneID, names: [String], at time: Int64, logger: Logger)
+        async throws -> [String: StoredRecord]
+    {
+        var past: [String: StoredRecord] = [:]
+        for try await row in try await connection.query(
+            """
+            SELECT \(unescaped: historyColumns) FROM record_history h
+            WHERE h.zone_id = \(zone) AND h.record_name = ANY(\(names)) AND h.modified_at <= \(time) AND h.replaced_at + 0 > \(time)
+            """, logger: logger)
+        {
+            let record = try storedRecord(RowReader(row), zoneID: zoneID)
+            past[record.header.recordName] = record
+        }
+        return past
     }
 
     public func deletedRecords(

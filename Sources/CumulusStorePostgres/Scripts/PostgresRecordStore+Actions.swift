@@ -176,6 +176,12 @@ extension PostgresRecordStore {
                 SELECT \(zone), \(root), u.name, u.seq FROM UNNEST(\(names), \(sequences)) AS u(name, seq)
                 ON CONFLICT (zone_id, root_record_name, record_name) DO UPDATE SET change_seq = excluded.change_seq
                 """, logger: logger)
+        case .scanRecordNames(let zone, let after, let limit):
+            return .modifiedTimes(try await scanRecordNames(connection, zone: zone, after: after, limit: limit, logger: logger))
+        case .readNamesReplaced(let zone, let after, let upper, let time):
+            return .list(try await namesReplaced(connection, zone: zone, after: after, through: upper, since: time, logger: logger))
+        case .readVersions(let zone, let zoneID, let names, let time):
+            return .records(try await versions(connection, zone: zone, zoneID: zoneID, names: names, at: time, logger: logger))
         case .keepVersions(let zone, let names, let replacedAt):
             try await keepVersions(connection, zone: zone, names: names, replacedAt: replacedAt, logger: logger)
         case .attachAssets(let attachments):

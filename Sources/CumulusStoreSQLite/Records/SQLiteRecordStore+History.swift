@@ -35,45 +35,47 @@ extension SQLiteRecordStore {
     public func recordsChanged(
         since time: Int64, zoneName: String, in database: DatabaseRef, after: String?, limit: Int, logger: Logger
     ) async throws -> RecordChangesSincePage {
-        let zoneID = database.zoneID(zoneName)
-        return try await read { db in
-            let zone = try Self.liveZone(db, database, zoneName: zoneName)
-            // The next names of the zone (every record deleted keeps its row), and those of them written or deleted
-            // after the moment; then those replaced after it while live then, from the history, in the same range
-            // (`+replaced_at`: through the zone's index by name, never the age index, whatever the statistics say).
-            let scanned = try Row.fetchAll(
-                db.cachedStatement(
-                    sql: "SELECT record_name, modified_at FROM records WHERE zone_id = ? AND record_name > ? ORDER BY record_name LIMIT ?"),
-                arguments: [zone, after ?? "", limit])
-            guard let upper: String = scanned.last?[0] else { return RecordChangesSincePage(changes: [], next: nil) }
-            var changed = Set(scanned.compactMap { row in (row[1] as Int64) > time ? row[0] as String : nil })
-            changed.formUnion(
-                try String.fetchAll(
-                    db.cachedStatement(
-                        sql: """
-                            SELECT DISTINCT record_name FROM record_history
-                            WHERE zone_id = ? AND record_name > ? AND record_name <= ? AND +replaced_at > ?4 AND modified_at <= ?4
-                            """),
-                    arguments: [zone, after ?? "", upper, time]))
-            let next = scanned.count < limit ? nil : upper
-            guard !changed.isEmpty else { return RecordChangesSincePage(changes: [], next: next) }
-            let names = RecordChangesSincePage.byteOrder(changed)
-            let current = try Self.liveRecords(db, zoneRowID: zone, zoneID: zoneID, names: names)
-            var past: [String: StoredRecord] = [:]
-            let rows = try Row.fetchCursor(
-                db.cachedStatement(
-                    sql: """
-                        SELECT \(Self.historyColumns) FROM record_history h
-                        WHERE h.zone_id = ? AND h.record_name IN (SELECT value FROM json_each(?)) AND h.modified_at <= ?3 AND +h.replaced_at > ?3
-                        """),
-                arguments: [zone, names.jsonArray, time])
-            while let row = try rows.next() {
-                let record = Self.storedRecord(row, zoneID: zoneID)
-                past[record.header.recordName] = record
-            }
-            return RecordChangesSincePage(
-                changes: names.map { RecordChangeSince(recordName: $0, current: current[$0], past: past[$0]) }, next: next)
+        try await read { db in
+            try Self.run(HistoryScripts.recordsChanged(since: time, zoneName: zoneName, in: database, after: after, limit: limit), db)
         }
+    }
+
+    /// ``StoreAction/scanRecordNames(zone:after:limit:)``: a walk of the zone's name index.
+    static func scanRecordNames(_ db: Database, zone: Int64, after: String, limit: Int) throws -> [(name: String, modified: Int64)] {
+        try Row.fetchAll(
+            db.cachedStatement(
+                sql: "SELECT record_name, modified_at FROM records WHERE zone_id = ? AND record_name > ? ORDER BY record_name LIMIT ?"),
+            arguments: [zone, after, limit]
+        ).map { (name: $0[0], modified: $0[1]) }
+    }
+
+    /// ``StoreAction/readNamesReplaced(zone:after:through:since:)``. `+replaced_at`: through the zone's index by
+    /// name, never the age index, whatever the statistics say.
+    static func namesReplaced(_ db: Database, zone: Int64, after: String, through upper: String, since time: Int64) throws -> [String] {
+        try String.fetchAll(
+            db.cachedStatement(
+                sql: """
+                    SELECT DISTINCT record_name FROM record_history
+                    WHERE zone_id = ? AND record_name > ? AND record_name <= ? AND +replaced_at > ?4 AND modified_at <= ?4
+                    """),
+            arguments: [zone, after, upper, time])
+    }
+
+    /// ``StoreAction/readVersions(zone:zoneID:names:at:)``.
+    static func versions(_ db: Database, zone: Int64, zoneID: ZoneID, names: [String], at time: Int64) throws -> [String: StoredRecord] {
+        var past: [String: StoredRecord] = [:]
+        let rows = try Row.fetchCursor(
+            db.cachedStatement(
+                sql: """
+                    SELECT \(historyColumns) FROM record_history h
+                    WHERE h.zone_id = ? AND h.record_name IN (SELECT value FROM json_each(?)) AND h.modified_at <= ?3 AND +h.replaced_at > ?3
+                    """),
+            arguments: [zone, names.jsonArray, time])
+        while let row = try rows.next() {
+            let record = storedRecord(row, zoneID: zoneID)
+            past[record.header.recordName] = record
+        }
+        return past
     }
 
     public func deletedRecords(

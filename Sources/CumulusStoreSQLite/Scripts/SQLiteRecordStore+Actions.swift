@@ -122,6 +122,12 @@ extension SQLiteRecordStore {
                     ON CONFLICT (zone_id, root_record_name, record_name) DO UPDATE SET change_seq = excluded.change_seq
                     """)
             for (name, sequence) in zip(names, sequences) { try exit.execute(arguments: [zone, root, name, sequence]) }
+        case .scanRecordNames(let zone, let after, let limit):
+            return .modifiedTimes(try scanRecordNames(db, zone: zone, after: after, limit: limit))
+        case .readNamesReplaced(let zone, let after, let upper, let time):
+            return .list(try namesReplaced(db, zone: zone, after: after, through: upper, since: time))
+        case .readVersions(let zone, let zoneID, let names, let time):
+            return .records(try versions(db, zone: zone, zoneID: zoneID, names: names, at: time))
         case .keepVersions(let zone, let names, let replacedAt):
             try keepVersions(db, zone: zone, names: names, replacedAt: replacedAt)
         case .attachAssets(let attachments):
