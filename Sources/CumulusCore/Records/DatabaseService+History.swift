@@ -45,7 +45,7 @@ extension DatabaseService {
     /// as an ordinary conflict. Share records and who a zone is shared with are left as they are.
     ///
     /// The zone is read and written in pages of `pageSize` records, each page one transaction: a restore stopped midway
-    /// has restored some pages, and running it again finishes it (a page already restored is written again, unchanged).
+    /// has restored some pages, and running it again finishes it (records already restored show no difference).
     /// Operations that name a parent restored by a later page are retried at the end.
     ///
     /// - Parameter difference: Called with each difference, in the byte order of record names (before it is written).
