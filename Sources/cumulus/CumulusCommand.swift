@@ -312,10 +312,7 @@ struct Serve: AsyncParsableCommand {
         let openFiles = OpenFileLimit.raiseToHardLimit()
         configuration.connectionLimits.maximumConnections = max(64, min(configuration.connectionLimits.maximumConnections, openFiles - 256))
         configuration.metricsPort = metricsPort ?? settings.text("metrics-port").flatMap { Int($0) }
-        guard let retention = HistoryWindow.duration(historyRetention ?? settings.text("history-retention") ?? "7d") else {
-            throw ValidationError("--history-retention (CUMULUS_HISTORY_RETENTION) must be 0 or a number followed by d, h or m, such as 7d")
-        }
-        configuration.historyRetention = retention
+        configuration.historyRetention = try HistoryWindow.retention(historyRetention ?? settings.text("history-retention"))
         let tracing = try RequestTracing.start(&configuration, logger: logger)
         var app = buildApplication(
             configuration: configuration,

@@ -19,6 +19,15 @@ enum HistoryWindow {
         default: return nil
         }
     }
+
+    /// The retention `text` names, or the default (a week) without one.
+    static func retention(_ text: String?) throws -> Duration {
+        guard let text else { return DatabaseService.defaultHistoryRetention }
+        guard let retention = duration(text) else {
+            throw ValidationError("--history-retention (CUMULUS_HISTORY_RETENTION) must be 0 or a number followed by d, h, m or s, such as 7d")
+        }
+        return retention
+    }
 }
 
 /// Which zone a history command acts on.
@@ -41,9 +50,9 @@ struct ZoneOptions: ParsableArguments {
     }
 
     func service(_ store: any RecordStore) throws -> DatabaseService {
-        guard let retention = HistoryWindow.duration(historyRetention ?? ProcessInfo.processInfo.environment["CUMULUS_HISTORY_RETENTION"] ?? "7d")
-        else { throw ValidationError("--history-retention must be 0 or a number followed by d, h or m, such as 7d") }
-        return DatabaseService(store: store, historyRetention: retention)
+        DatabaseService(
+            store: store,
+            historyRetention: try HistoryWindow.retention(historyRetention ?? ProcessInfo.processInfo.environment["CUMULUS_HISTORY_RETENTION"]))
     }
 }
 
