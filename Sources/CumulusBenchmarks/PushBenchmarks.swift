@@ -81,6 +81,38 @@ extension Benchmarks {
             return ServerProcess(process: process, url: String(text[range.upperBound...].prefix { !$0.isWhitespace }))
         }
 
+        /// `cumulus serve` as an operator runs it, on the store the benchmark prepared: the `cumulus` executable built
+        /// beside this one (`swift build -c release --product cumulus`), with its default limits and log level; only the
+        /// per-user request rate is raised, since one benchmark user sends every request. `nil` when no `cumulus` was
+        /// built beside the benchmark.
+        static func startDeployed(store: String, databaseConnections: Int? = nil) throws -> ServerProcess? {
+            let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
+                .appendingPathComponent("cumulus")
+            guard FileManager.default.isExecutableFile(atPath: executable.path) else { return nil }
+            let process = Process()
+            process.executableURL = executable
+            let location =
+                store.hasPrefix("postgres")
+                ? ["--database", store] : ["--data", URL(fileURLWithPath: store).deletingLastPathComponent().path]
+            process.arguments =
+                ["serve", "--port", "0", "--requests-per-second", "1000000"] + location
+                + (databaseConnections.map { ["--database-connections", "\($0)"] } ?? [])
+            let output = Pipe()
+            process.standardOutput = output
+            // The access log, one line a request, is written as deployed, and dropped here.
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            var line = Data()
+            while !line.contains(UInt8(ascii: "\n")) {
+                let chunk = output.fileHandleForReading.availableData
+                guard !chunk.isEmpty else { throw CancellationError() }
+                line.append(chunk)
+            }
+            let url = String(decoding: line, as: UTF8.self).prefix { !$0.isWhitespace }
+            guard url.hasPrefix("http") else { throw BenchmarkError("cumulus serve printed \(url)") }
+            return ServerProcess(process: process, url: String(url))
+        }
+
         /// Resident memory now, in MiB.
         var residentMiB: Double { status("VmRSS:") }
 

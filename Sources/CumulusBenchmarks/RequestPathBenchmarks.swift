@@ -15,18 +15,34 @@ extension Benchmarks {
         let (store, cleanUp, location) = try await kind.makeLocated()
         defer { cleanUp() }
         let (container, apiToken, webToken) = try await benchAccount(store)
+        // Sixteen users for the phase with sixteen connections: a deployed server lets one user have 8 requests at once.
+        var others: [String] = []
+        let accounts = AccountService(store: store)
+        for index in 0..<16 {
+            let user = try await accounts.createUser(
+                container: container, name: "writer\(index)", password: nil, email: nil, logger: Logger(label: "bench"))
+            others.append(try await accounts.issueWebAuthToken(for: user, logger: Logger(label: "bench")))
+        }
 
         // SQLite's ceiling first, while nothing else runs: the same rows inserted straight into the database.
         let ceiling = kind.name == BenchStore.sqlite.name ? try directSQLiteInserts(records: records) : nil
 
         let launched = ContinuousClock.now
-        let server = try ServerProcess.start(store: location)
+        // `cumulus serve` when it was built beside the benchmark (as `--only requests` asks); else this executable's
+        // `--serve`, the same server with the benchmark's own limits.
+        let deployed = try ServerProcess.startDeployed(store: location)
+        let server = try deployed ?? ServerProcess.start(store: location)
         defer { server.stop() }
-        let http = HTTPClient.shared
+        print(
+            "| request path \(kind.name): the server | | | | "
+                + (deployed != nil
+                    ? "`cumulus serve` in its own process, default limits, `--requests-per-second 1000000` |"
+                    : "the benchmark's `--serve` in its own process (no `cumulus` built beside the benchmark) |"))
+        let http = Self.manyConnections
         let base = "\(server.url)/database/1/\(container)/development/private"
         let credentials = "ckAPIToken=\(apiToken)&ckWebAuthToken=\(webToken)"
-        @Sendable func post(_ path: String, _ body: String) async throws -> ByteBuffer {
-            var request = HTTPClientRequest(url: "\(base)/\(path)?\(credentials)")
+        @Sendable func post(_ path: String, _ body: String, as webToken: String = webToken) async throws -> ByteBuffer {
+            var request = HTTPClientRequest(url: "\(base)/\(path)?ckAPIToken=\(apiToken)&ckWebAuthToken=\(webToken)")
             request.method = .POST
             request.body = .bytes(ByteBuffer(string: body))
             let response = try await http.execute(request, timeout: .seconds(120))
@@ -51,10 +67,14 @@ extension Benchmarks {
             _ = try await response.body.collect(upTo: 1024)
         }
         let floorSeconds = (ContinuousClock.now - floorStart).seconds
+        let floor = (server.cpuSeconds - floorCPU) * 1000 / Double(probes)
         print(
             "| request path \(kind.name): the floor, `GET /health`, 1 connection | \(probes) | \(format(floorSeconds)) | "
-                + "\(Int(Double(probes) / floorSeconds)) requests/s | server CPU "
-                + "\(String(format: "%.3f", (server.cpuSeconds - floorCPU) * 1000 / Double(probes))) ms a request |")
+                + "\(Int(Double(probes) / floorSeconds)) requests/s | server CPU \(String(format: "%.3f", floor)) ms a request |")
+        /// A figure of server CPU in milliseconds, and how many floors it is.
+        func cpu(_ milliseconds: Double) -> String {
+            String(format: "%.3f ms (%.1f× the floor)", milliseconds, milliseconds / floor)
+        }
 
         // One record a request, one connection, as an app saving one edit: the client asks for no fields back.
         let singles = 3_000
@@ -73,7 +93,7 @@ extension Benchmarks {
         latencies.sort()
         print(
             "| request path \(kind.name): single-record writes, 1 connection | \(singles) | \(format(singleSeconds)) | "
-                + "\(Int(Double(singles) / singleSeconds)) requests/s | server CPU \(String(format: "%.3f", singleCPUms)) ms a request; "
+                + "\(Int(Double(singles) / singleSeconds)) requests/s | server CPU \(cpu(singleCPUms)) a request; "
                 + "latency p50 \(percentile(latencies, 0.5)) ms, p99 \(percentile(latencies, 0.99)) ms |")
 
         // The same write paced as an app saves edits, one at a time with a pause between (issue 41): what a request
@@ -92,9 +112,36 @@ extension Benchmarks {
             let pacedCPUms = (server.cpuSeconds - pacedCPU) * 1000 / Double(count)
             print(
                 "| request path \(kind.name): single-record writes \(pause) ms apart, 1 connection | \(count) | | | "
-                    + "server CPU \(String(format: "%.3f", pacedCPUms)) ms a request (the pauses' idle CPU included); "
+                    + "server CPU \(cpu(pacedCPUms)) a request (the pauses' idle CPU included); "
                     + "latency p50 \(percentile(pacedLatencies, 0.5)) ms, p99 \(percentile(pacedLatencies, 0.99)) ms |")
         }
+
+        // Sixteen connections writing at once: what a write costs when requests overlap (PostgreSQL's round trips are
+        // then shared with other work).
+        // One at a time first: a credential's first request counts against its address (all of them here share one).
+        for writer in others {
+            _ = try await post("zones/modify", #"{"operations":[{"operationType":"create","zone":{"zoneID":{"zoneName":"Drives"}}}]}"#, as: writer)
+        }
+        let concurrentCPU = server.cpuSeconds
+        let concurrentStart = ContinuousClock.now
+        let perConnection = 200
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for connection in 0..<16 {
+                let writer = others[connection]
+                group.addTask {
+                    for index in 0..<perConnection { _ = try await post("records/modify", singleWrite("sixteen-\(index)"), as: writer) }
+                }
+            }
+            try await group.waitForAll()
+        }
+        let concurrentSeconds = (ContinuousClock.now - concurrentStart).seconds
+        print(
+            "| request path \(kind.name): single-record writes, 16 connections | \(16 * perConnection) | \(format(concurrentSeconds)) | "
+                + "\(Int(Double(16 * perConnection) / concurrentSeconds)) requests/s | server CPU "
+                + "\(cpu((server.cpuSeconds - concurrentCPU) * 1000 / Double(16 * perConnection))) a request |")
+
+        try await notificationCosts(
+            server: server, container: container, credentials: credentials, post: { try await post($0, $1) }, cpu: cpu, kind: kind)
 
         // Batches of 200 creates of the 1 KB drive, one connection; the bodies are made before the clock starts.
         let bodies = stride(from: 0, to: records, by: batchSize).map { batch in
@@ -167,6 +214,88 @@ extension Benchmarks {
         print(
             "| request path \(kind.name): server memory after the run | | | | resident \(String(format: "%.0f", server.residentMiB)) MiB, "
                 + "peak \(String(format: "%.0f", server.peakResidentMiB)) MiB |")
+    }
+
+    /// What delivering a notification costs the server (issue 41): the same write paced the same way, first with nobody
+    /// waiting, then with a long poll waiting for it (the answer, and the renewed poll the client sends at once), then
+    /// with an event stream open. The difference is the delivery's.
+    static func notificationCosts(
+        server: ServerProcess, container: String, credentials: String, post: @Sendable (String, String) async throws -> ByteBuffer,
+        cpu: (Double) -> String, kind: BenchStore
+    ) async throws {
+        let http = Self.manyConnections
+        _ = try await post(
+            "subscriptions/modify",
+            #"{"operations":[{"operationType":"create","subscription":{"subscriptionID":"all","subscriptionType":"database"}}]}"#)
+        var tokenRequest = HTTPClientRequest(url: "\(server.url)/device/1/\(container)/development/tokens/create?\(credentials)")
+        tokenRequest.method = .POST
+        tokenRequest.body = .bytes(ByteBuffer(string: "{}"))
+        let tokenResponse = try await http.execute(tokenRequest, timeout: .seconds(10))
+        let tokenBody = try await tokenResponse.body.collect(upTo: 1 << 16)
+        guard let courier = try JSONValue(parsing: Array(tokenBody.readableBytesView))["webcourierURL"]?.stringValue else {
+            throw BenchmarkError("tokens/create: \(String(buffer: tokenBody))")
+        }
+        let pause = Duration.milliseconds(5)
+        let count = 300
+        // The same pause before each write in all three, so that waking from it costs each the same.
+        let quietCPU = server.cpuSeconds
+        for index in 0..<count {
+            try await Task.sleep(for: pause)
+            _ = try await post("records/modify", singleWrite("quiet-\(index)"))
+        }
+        let quiet = (server.cpuSeconds - quietCPU) * 1000 / Double(count)
+
+        @Sendable func poll() async throws -> ByteBuffer {
+            let response = try await http.execute(HTTPClientRequest(url: courier), timeout: .seconds(60))
+            return try await response.body.collect(upTo: 1 << 16)
+        }
+        var pollLatencies: [Double] = []
+        let pollCPU = server.cpuSeconds
+        for index in 0..<count {
+            let waiting = Task { try await poll() }
+            try await Task.sleep(for: pause)
+            let start = ContinuousClock.now
+            _ = try await post("records/modify", singleWrite("polled-\(index)"))
+            let answer = try await waiting.value
+            pollLatencies.append((ContinuousClock.now - start).seconds * 1000)
+            guard answer.readableBytes > 0 else { throw BenchmarkError("a poll answered no notification") }
+        }
+        let polled = (server.cpuSeconds - pollCPU) * 1000 / Double(count)
+
+        // A stream: events arrive on one connection; each write is followed by its event.
+        var streamRequest = HTTPClientRequest(url: courier)
+        streamRequest.headers.add(name: "Accept", value: "text/event-stream")
+        let streamResponse = try await http.execute(streamRequest, timeout: .hours(1))
+        let (events, arrived) = AsyncStream.makeStream(of: Void.self)
+        let reader = Task {
+            for try await chunk in streamResponse.body where String(buffer: chunk).contains("id: ") { arrived.yield() }
+            arrived.finish()
+        }
+        defer { reader.cancel() }
+        var eventIterator = events.makeAsyncIterator()
+        try await Task.sleep(for: .milliseconds(200))
+        var streamLatencies: [Double] = []
+        let streamCPU = server.cpuSeconds
+        for index in 0..<count {
+            try await Task.sleep(for: pause)
+            let start = ContinuousClock.now
+            _ = try await post("records/modify", singleWrite("streamed-\(index)"))
+            guard await eventIterator.next() != nil else { throw BenchmarkError("the stream ended") }
+            streamLatencies.append((ContinuousClock.now - start).seconds * 1000)
+        }
+        let streamed = (server.cpuSeconds - streamCPU) * 1000 / Double(count)
+        pollLatencies.sort()
+        streamLatencies.sort()
+        print(
+            "| request path \(kind.name): a write 5 ms after the last, nobody waiting | \(count) | | | server CPU \(cpu(quiet)) a write |")
+        print(
+            "| request path \(kind.name): a notification delivered to a long poll, and the poll renewed | \(count) | | | server CPU "
+                + "\(cpu(polled)) with its write; the delivery adds \(cpu(polled - quiet)); write to answer p50 "
+                + "\(percentile(pollLatencies, 0.5)) ms, p99 \(percentile(pollLatencies, 0.99)) ms |")
+        print(
+            "| request path \(kind.name): a notification delivered to an event stream | \(count) | | | server CPU "
+                + "\(cpu(streamed)) with its write; the delivery adds \(cpu(streamed - quiet)); write to event p50 "
+                + "\(percentile(streamLatencies, 0.5)) ms, p99 \(percentile(streamLatencies, 0.99)) ms |")
     }
 
     /// A container with an API token and one signed-in user, as a benchmark against a server process uses them.

@@ -30,6 +30,9 @@ public final class PostgresRecordStore: RecordStore {
     let metrics: StoreMetrics
     /// Change announcements to other instances (``announceChange()``).
     let announcements = Mutex(AnnouncementState())
+    /// Names this instance's announcements, so that its listener skips its own: this instance woke its connections at
+    /// the commit already, and a second wake-up would make each look at the feeds again for nothing.
+    let instance = "@" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
 
     /// - Parameters:
     ///   - client: The connection pool, run by the caller.

@@ -95,6 +95,59 @@ struct PushTests {
         }
     }
 
+    /// A delivered notification costs one look at the feeds: the poll renewed after it takes over its token's last look
+    /// and reads nothing, unless a commit came in between, which it then delivers at once. A stream looks again after an
+    /// event only when more was due: two subscriptions moved by one write give two events from two looks.
+    @Test(arguments: TestStore.all) func aRenewedPollTakesOverItsTokensLastLook(_ store: TestStore) async throws {
+        let world = try await TestWorld.make(store: store)
+        let alice = world.alice
+        try await world.test { client in
+            let courier = try await PushStreamTests.subscribeAndMakeToken(client, as: alice)
+            func looks() async throws -> Double {
+                let response = try await client.client.execute(uri: "/metrics", method: .get, headers: [:], body: nil)
+                return metricSample("cumulus_push_looks_total", in: String(buffer: response.body)) ?? 0
+            }
+            // The token's first poll looks once and finds nothing.
+            #expect(try await Self.poll(client, courier, timeout: 1) == .null)
+            let afterFirst = try await looks()
+            #expect(afterFirst >= 1)
+
+            // The next poll starts from that look: a write wakes it, and one look finds the notification.
+            async let waiting = Self.poll(client, courier, timeout: 20)
+            try await client.waitForIdlePushConnections(1)
+            #expect(try await looks() == afterFirst)
+            _ = try await client.modify([Self.drive("one", distance: 1)], zone: "Drives", as: .user(alice))
+            #expect(try await waiting["ck"]?["met"]?["sid"]?.stringValue == "drives")
+            let afterDelivery = try await looks()
+            #expect(afterDelivery == afterFirst + 1)
+
+            // Renewed with nothing new: no look at all.
+            #expect(try await Self.poll(client, courier, timeout: 1) == .null)
+            #expect(try await looks() == afterDelivery)
+
+            // A write while no poll waits wakes the parked registration: the next poll looks at once and delivers it.
+            _ = try await client.modify([Self.drive("two", distance: 2)], zone: "Drives", as: .user(alice))
+            #expect(try await Self.poll(client, courier, timeout: 20)["ck"]?["met"]?["sid"]?.stringValue == "drives")
+            #expect(try await looks() == afterDelivery + 1)
+
+            // A second subscription (saving it makes the user's connections look, so it starts from now): one write
+            // moves both, and a stream carries both events from two looks, the first seeing that more was due.
+            let subscribed = try await client.send(
+                "subscriptions/modify", as: .user(alice),
+                body: #"{"operations":[{"operationType":"create","subscription":{"subscriptionID":"all","subscriptionType":"database"}}]}"#)
+            #expect(subscribed.status == 200, "\(subscribed.json)")
+            var (stream, _) = try await EventStreamReader.open(client, courier)
+            try await client.waitForIdlePushConnections(1)
+            let beforeBoth = try await looks()
+            _ = try await client.modify([Self.drive("three", distance: 3)], zone: "Drives", as: .user(alice))
+            let first = try JSONValue(parsing: try #require(try await stream.nextEvent()?.data))
+            let second = try JSONValue(parsing: try #require(try await stream.nextEvent()?.data))
+            #expect(Set([first["ck"]?["met"]?["sid"]?.stringValue, second["ck"]?["met"]?["sid"]?.stringValue]) == ["drives", "all"])
+            try await client.waitForIdlePushConnections(1)
+            #expect(try await looks() == beforeBoth + 2)
+        }
+    }
+
     /// `tokens/create` and `tokens/register` answer at CloudKit JS's path (`/device/1/…`), at the reference's (no database
     /// segment) and at Apple's page's (with one).
     @Test(arguments: [

@@ -169,6 +169,70 @@ struct RecordStoreConformanceTests {
         #expect(try await store.trimPushTokens(of: "_alice", container: Self.container, environment: .development, keeping: 2, logger: logger) == 0)
     }
 
+    /// A push token's look reads in one go what the separate reads answer: its user's subscriptions by database, the
+    /// zones of the databases that have some (a database never written has its default zone at 0), and nothing for a
+    /// token bound to nobody or a token that is not stored.
+    @Test(arguments: StoreFactory.all)
+    func aPushTokensFeedsAreWhatTheSeparateReadsAnswer(_ factory: StoreFactory) async throws {
+        let store = try await prepared(factory)
+        let publicDatabase = DatabaseRef.publicDatabase(container: Self.container, environment: .development)
+        try await store.savePushToken(
+            StoredPushToken(token: "alice", container: Self.container, environment: .development, userRecordName: "_alice", createdAt: 0),
+            logger: logger)
+        try await store.savePushToken(
+            StoredPushToken(token: "nobody", container: Self.container, environment: .development, userRecordName: nil, createdAt: 0),
+            logger: logger)
+        #expect(try await store.pushTokenFeeds("missing", logger: logger) == nil)
+        let anonymous = try #require(try await store.pushTokenFeeds("nobody", logger: logger))
+        #expect(anonymous.token == (try await store.pushToken("nobody", logger: logger)) && anonymous.subscriptions.isEmpty)
+        #expect(try await store.pushTokenFeeds("alice", logger: logger)?.subscriptions.isEmpty == true)
+
+        func subscribe(_ scope: DatabaseScope, _ ids: [String]) async throws {
+            let owner = SubscriptionOwner(container: Self.container, environment: .development, scope: scope, userRecordName: "_alice")
+            let saving = ids.enumerated().map { StoredSubscription(subscriptionID: $1, json: Array("{}".utf8), createdAt: Int64(10 - $0)) }
+            try await store.modifySubscriptions(of: owner, saving: saving, deleting: [], logger: logger)
+        }
+        func expectSeparateReads(_ sourceLocation: SourceLocation = #_sourceLocation) async throws {
+            let feeds = try #require(try await store.pushTokenFeeds("alice", logger: logger), sourceLocation: sourceLocation)
+            #expect(feeds.token == (try await store.pushToken("alice", logger: logger)), sourceLocation: sourceLocation)
+            for scope in [DatabaseScope.private, .shared, .public] {
+                let owner = SubscriptionOwner(container: Self.container, environment: .development, scope: scope, userRecordName: "_alice")
+                let separate = try await store.subscriptions(of: owner, ids: nil, logger: logger)
+                #expect(feeds.subscriptions[scope] ?? [] == separate, "\(factory.name) \(scope)", sourceLocation: sourceLocation)
+            }
+            #expect(
+                feeds.privateZones == (feeds.subscriptions[.private] == nil ? [] : try await store.zones(in: alice, logger: logger)),
+                "\(factory.name)", sourceLocation: sourceLocation)
+            #expect(
+                feeds.publicZones == (feeds.subscriptions[.public] == nil ? [] : try await store.zones(in: publicDatabase, logger: logger)),
+                "\(factory.name)", sourceLocation: sourceLocation)
+            let shared = try await store.sharedZones(userRecordName: "_alice", container: Self.container, environment: .development, logger: logger)
+            #expect(feeds.sharedZones == (feeds.subscriptions[.shared] == nil ? [] : shared), sourceLocation: sourceLocation)
+        }
+
+        // Never written: the default zone at 0, as `zones(in:)` says.
+        try await subscribe(.private, ["b", "a"])
+        try await expectSeparateReads()
+        #expect(try await store.pushTokenFeeds("alice", logger: logger)?.privateZones.map(\.changeSequence) == [0])
+        // Zones made and written, in `zones(in:)`'s order; the public database once subscribed.
+        _ = try await store.modifyZones(
+            [
+                ZoneOperation(operationType: .create, zoneID: ZoneID(zoneName: "Zeta")),
+                ZoneOperation(operationType: .create, zoneID: ZoneID(zoneName: "Alpha")),
+            ],
+            in: alice, timestamp: 0, logger: logger)
+        _ = try await store.modifyRecords(
+            batch(alice, zone: "Alpha", [RecordModification(operationType: .create, recordName: "n", recordType: "Note")]), logger: logger)
+        try await subscribe(.public, ["p"])
+        try await subscribe(.shared, ["s"])
+        try await expectSeparateReads()
+        #expect(try await store.pushTokenFeeds("alice", logger: logger)?.privateZones.count == 3)
+        // A deleted zone is gone from both.
+        _ = try await store.modifyZones(
+            [ZoneOperation(operationType: .delete, zoneID: ZoneID(zoneName: "Zeta"))], in: alice, timestamp: 0, logger: logger)
+        try await expectSeparateReads()
+    }
+
     /// Field indexes are a budget: container A's development queries fill the store's, yet container B's fields declared
     /// in production, and A's own, get their indexes; a container under its fair share takes a place from the one over
     /// it; an operator lists and drops them.

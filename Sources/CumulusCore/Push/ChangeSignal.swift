@@ -143,6 +143,11 @@ public final class ChangeSignal: Sendable {
         }
     }
 
+    /// Sets what a registration's wake-ups call (`nil`: nothing), as when it passes from one connection to the next.
+    public func setWaker(_ registration: Registration, _ onWake: (@Sendable () -> Void)?) {
+        state.withLock { $0.waiters[registration.id]?.onWake = onWake }
+    }
+
     /// Whether a wake-up came since the last ``consume(_:)``.
     public func isWoken(_ registration: Registration) -> Bool {
         state.withLock { $0.waiters[registration.id]?.woken ?? false }

@@ -13,6 +13,8 @@ public struct PushConnection: Sendable {
     let generation: UInt64
     /// Whether its token was bound to no user when it opened: it holds one of the anonymous places.
     let anonymous: Bool
+    /// The user its token was bound to when it opened, whose own databases it watches from the start.
+    let user: String?
     /// The connection's standing interest in the databases its user's subscriptions watch (and in its token, so a newer
     /// connection can end it), kept for as long as the connection is open so that no wake-up falls between two waits.
     private var registration: ChangeSignal.Registration?
@@ -20,13 +22,16 @@ public struct PushConnection: Sendable {
     /// When the feeds were last checked; `nil` when a check is due.
     private var checkedAt: ContinuousClock.Instant?
 
-    init(service: PushService, token: String, container: String, environment: ContainerEnvironment, generation: UInt64, anonymous: Bool) {
+    init(
+        service: PushService, token: String, container: String, environment: ContainerEnvironment, generation: UInt64, anonymous: Bool, user: String?
+    ) {
         self.service = service
         self.token = token
         self.container = container
         self.environment = environment
         self.generation = generation
         self.anonymous = anonymous
+        self.user = user
     }
 
     /// Whether a newer connection for the same token took over; this one then carries nothing more.
@@ -40,7 +45,7 @@ public struct PushConnection: Sendable {
     /// task of its own (the server's courier channel handler) looks again from there.
     public mutating func register(logger: Logger, onWake: (@Sendable () -> Void)? = nil) async throws {
         guard registration == nil else { return }
-        keys = try await service.ownKeys(token, logger: logger)
+        keys = user.map { PushService.ownKeys(user: $0, container: container, environment: environment) } ?? []
         registration = service.signal.register(keys.union([ChangeSignal.key(token: token)]), onWake: onWake)
     }
 
@@ -60,7 +65,7 @@ public struct PushConnection: Sendable {
     }
 
     /// Looks at the feeds once: the first notification due, advancing the token's positions past it, or `nil`. Call
-    /// ``register(logger:onWake:)`` first; after a notification another look is due at once (more may be waiting).
+    /// ``register(logger:onWake:)`` first; when more than one notification was due, another look is due at once.
     public mutating func look(logger: Logger) async throws -> PushNotification? {
         guard let registration else {
             try await register(logger: logger)
@@ -79,7 +84,7 @@ public struct PushConnection: Sendable {
             // A commit to a newly watched database between the check and the update woke nobody: look again.
             if added && check.notification == nil { checkedAt = nil }
         }
-        if check.notification != nil { checkedAt = nil }
+        if check.moreDue { checkedAt = nil }
         return check.notification
     }
 
@@ -120,10 +125,119 @@ public struct PushConnection: Sendable {
         try await service.rewind(token, after: id, logger: logger)
     }
 
-    /// Ends the connection, freeing its place.
+    /// Ends the connection, freeing its place. A connection that has looked at everything that changed hands its
+    /// registration to the token's next connection on this instance (``ParkedRegistrations``), which then starts
+    /// without a look unless a commit came in between.
     public func close() {
-        if let registration { service.signal.unregister(registration) }
+        if let registration {
+            if let user, let checkedAt, !isSuperseded, !isDue() {
+                service.parked.park(
+                    ParkedRegistrations.Parked(
+                        token: token, container: container, environment: environment, user: user, registration: registration, keys: keys,
+                        checkedAt: checkedAt))
+            } else {
+                service.signal.unregister(registration)
+            }
+        }
         service.connections.close(token, generation: generation, anonymous: anonymous)
+    }
+
+    /// Takes over a registration a previous connection of the token parked.
+    mutating func adopt(_ parked: ParkedRegistrations.Parked, onWake: (@Sendable () -> Void)?) {
+        registration = parked.registration
+        keys = parked.keys
+        checkedAt = parked.checkedAt
+        service.signal.setWaker(parked.registration, onWake)
+    }
+}
+
+/// Registrations of push connections that ended with nothing left to tell, kept a short while for their token's next
+/// connection on this instance: a long poll renewed at once after its answer, a stream that reconnects. The next
+/// connection takes the registration over, with the wake-ups it remembered, and so needs no look at the feeds unless a
+/// commit came in between; a delivered notification then costs one look instead of two. Entries older than
+/// ``lifetime`` are dropped, and at most ``maximum`` are kept (the oldest go first).
+final class ParkedRegistrations: Sendable {
+    struct Parked: Sendable {
+        var token: String
+        var container: String
+        var environment: ContainerEnvironment
+        var user: String
+        var registration: ChangeSignal.Registration
+        var keys: Set<String>
+        var checkedAt: ContinuousClock.Instant
+        var parkedAt = ContinuousClock.now
+    }
+
+    private struct State {
+        var byToken: [String: Parked] = [:]
+        /// Tokens in the order they were parked, with the registration parked then (a token parked again leaves its
+        /// older entry here, skipped when its turn comes).
+        var order: [(token: String, registration: ChangeSignal.Registration)] = []
+        var head = 0
+
+        /// Removes the oldest entries while there are more than `maximum` or they were parked before `cutoff`; returns
+        /// the registrations to drop.
+        mutating func dropOldest(parkedBefore cutoff: ContinuousClock.Instant, beyond maximum: Int = .max) -> [ChangeSignal.Registration] {
+            var dropped: [ChangeSignal.Registration] = []
+            while head < order.count {
+                let (token, registration) = order[head]
+                if let parked = byToken[token], parked.registration == registration {
+                    guard byToken.count > maximum || parked.parkedAt < cutoff else { break }
+                    byToken[token] = nil
+                    dropped.append(registration)
+                }
+                head += 1
+            }
+            if head > 1_024, head * 2 > order.count {
+                order.removeFirst(head)
+                head = 0
+            }
+            return dropped
+        }
+    }
+
+    private let state = Mutex(State())
+    private let signal: ChangeSignal
+    let lifetime: Duration
+    let maximum: Int
+
+    init(signal: ChangeSignal, lifetime: Duration = .seconds(30), maximum: Int) {
+        self.signal = signal
+        self.lifetime = lifetime
+        self.maximum = max(1, maximum)
+    }
+
+    /// How many are parked (for tests).
+    var count: Int { state.withLock { $0.byToken.count } }
+
+    func park(_ parked: Parked) {
+        signal.setWaker(parked.registration, nil)
+        let (lifetime, maximum) = (lifetime, maximum)
+        let dropped = state.withLock { state -> [ChangeSignal.Registration] in
+            var dropped: [ChangeSignal.Registration] = []
+            if let older = state.byToken.updateValue(parked, forKey: parked.token) { dropped.append(older.registration) }
+            state.order.append((parked.token, parked.registration))
+            dropped += state.dropOldest(parkedBefore: ContinuousClock.now - lifetime, beyond: maximum)
+            return dropped
+        }
+        for registration in dropped { signal.unregister(registration) }
+    }
+
+    /// The registration parked for `token` by a connection of the same container environment, taken out; `nil` when
+    /// there is none (or it is too old).
+    func take(_ token: String, container: String, environment: ContainerEnvironment) -> Parked? {
+        let lifetime = lifetime
+        let (found, dropped) = state.withLock { state -> (Parked?, [ChangeSignal.Registration]) in
+            var dropped = state.dropOldest(parkedBefore: ContinuousClock.now - lifetime)
+            guard let parked = state.byToken.removeValue(forKey: token) else { return (nil, dropped) }
+            guard parked.container == container, parked.environment == environment else {
+                dropped.append(parked.registration)
+                return (nil, dropped)
+            }
+            return (parked, dropped)
+        }
+        for registration in dropped { signal.unregister(registration) }
+        return found
     }
 }
 

@@ -48,6 +48,8 @@ public struct PushService: Sendable {
     /// connections it concerns (one instance on its own store).
     public var recheckInterval: Duration?
     let connections: PushConnectionRegistry
+    /// Registrations of ended connections, for their tokens' next ones on this instance.
+    let parked: ParkedRegistrations
     /// The server's secret, which signs push tokens.
     let secrets: TokenSecrets
 
@@ -62,6 +64,7 @@ public struct PushService: Sendable {
         self.limits = limits
         self.recheckInterval = recheckInterval
         self.connections = PushConnectionRegistry(maximum: limits.maximumConnections, maximumAnonymous: limits.maximumAnonymousConnections)
+        self.parked = ParkedRegistrations(signal: signal, maximum: limits.maximumConnections)
         self.secrets = secrets ?? TokenSecrets(store: store)
     }
 
@@ -118,12 +121,16 @@ public struct PushService: Sendable {
         var token = token
         token.userRecordName = user
         token.createdAt = clock.milliseconds()
-        var state = DeliveryState()
-        for (subscription, scope, zones) in try await watched(user: user, token: token, logger: logger).subscriptions {
-            for zone in zones { state.positions[Self.key(subscription, scope: scope, zone: zone.zoneID)] = zone.sequence }
-        }
-        token.positions = state.json
+        // Stored first, then read back with the feeds it watches (the read a check makes), then given their positions.
         try await mapStoreErrors { try await store.savePushToken(token, logger: logger) }
+        if let feeds = try await mapStoreErrors({ try await store.pushTokenFeeds(token.token, logger: logger) }) {
+            var state = DeliveryState()
+            for (subscription, scope, zones) in Self.watched(feeds, user: user).subscriptions {
+                for zone in zones { state.positions[Self.key(subscription, scope: scope, zone: zone.zoneID)] = zone.sequence }
+            }
+            token.positions = state.json
+            try await mapStoreErrors { try await store.savePushToken(token, logger: logger) }
+        }
         let trimmed = try await mapStoreErrors {
             try await store.trimPushTokens(
                 of: user, container: token.container, environment: token.environment, keeping: limits.maximumTokensPerUser, logger: logger)
@@ -139,12 +146,31 @@ public struct PushService: Sendable {
     /// before it holds anything. An issued token that is not stored (made before signing in and never registered)
     /// opens a connection that never carries a notification, as a poll on it would in CloudKit, in a pool of its own
     /// (``PushLimits/maximumAnonymousConnections``), so such tokens cannot take signed-in devices' places.
-    public func connect(token: String, container: String, environment: ContainerEnvironment, logger: Logger) async throws -> PushConnection {
+    ///
+    /// When the token's previous connection on this instance ended with nothing left to tell (a long poll renewed after
+    /// its answer), the new one takes over its registration and reads nothing: `onWake` is then called at its wake-ups
+    /// (as ``PushConnection/register(logger:onWake:)`` would arrange), and a look is due only if a commit came between.
+    public func connect(
+        token: String, container: String, environment: ContainerEnvironment, onWake: (@Sendable () -> Void)? = nil, logger: Logger
+    ) async throws -> PushConnection {
         let codec = try await mapStoreErrors { try await secrets.codec(logger: logger) }
         guard codec.isPushToken(token, container: container, environment: environment) else {
             throw CumulusError(.notFound, "token: no such push token")
         }
+        if let parked = parked.take(token, container: container, environment: environment) {
+            guard let generation = connections.open(token, anonymous: false) else {
+                signal.unregister(parked.registration)
+                throw CumulusError(.unavailable, "this server holds as many push connections as it may; retry", retryAfter: 5)
+            }
+            if generation.replaced { signal.wake([ChangeSignal.key(token: token)]) }
+            var connection = PushConnection(
+                service: self, token: token, container: container, environment: environment, generation: generation.number, anonymous: false,
+                user: parked.user)
+            connection.adopt(parked, onWake: onWake)
+            return connection
+        }
         let stored = try await mapStoreErrors { try await store.pushToken(token, logger: logger) }
+        let user = stored.flatMap { $0.container == container && $0.environment == environment ? $0.userRecordName : nil }
         let anonymous = stored?.userRecordName == nil
         guard let generation = connections.open(token, anonymous: anonymous) else {
             let which = anonymous ? "push connections of tokens no user registered" : "push connections"
@@ -152,7 +178,8 @@ public struct PushService: Sendable {
         }
         if generation.replaced { signal.wake([ChangeSignal.key(token: token)]) }
         return PushConnection(
-            service: self, token: token, container: container, environment: environment, generation: generation.number, anonymous: anonymous)
+            service: self, token: token, container: container, environment: environment, generation: generation.number, anonymous: anonymous,
+            user: user)
     }
 
     /// The courier's long poll: the next notification for a token, waiting up to `timeout`; `nil` when none came.
@@ -275,40 +302,27 @@ public struct PushService: Sendable {
         ]
     }
 
-    /// The keys of the databases of a token's user, without the shared zones' owners (which only a check finds).
-    func ownKeys(_ value: String, logger: Logger) async throws -> Set<String> {
-        guard let token = try await mapStoreErrors({ try await store.pushToken(value, logger: logger) }), let user = token.userRecordName else {
-            return []
-        }
-        return Self.ownKeys(user: user, container: token.container, environment: token.environment)
-    }
-
     /// The user's subscriptions with the zones each watches, and the ``ChangeSignal`` keys of the databases whose
     /// commits may concern them.
-    func watched(user: String, token: StoredPushToken, logger: Logger) async throws
-        -> (subscriptions: [(Subscription, DatabaseScope, [WatchedZone])], keys: Set<String>)
-    {
+    static func watched(_ feeds: PushTokenFeeds, user: String) -> (subscriptions: [(Subscription, DatabaseScope, [WatchedZone])], keys: Set<String>) {
+        let token = feeds.token
         let privateDatabase = DatabaseRef(container: token.container, environment: token.environment, scope: .private, ownerRecordName: user)
         let publicDatabase = DatabaseRef.publicDatabase(container: token.container, environment: token.environment)
         var keys = Self.ownKeys(user: user, container: token.container, environment: token.environment)
         var result: [(Subscription, DatabaseScope, [WatchedZone])] = []
         for scope in [DatabaseScope.private, .shared, .public] {
-            let owner = SubscriptionOwner(container: token.container, environment: token.environment, scope: scope, userRecordName: user)
-            let subscriptions = try await mapStoreErrors { try await store.subscriptions(of: owner, ids: nil, logger: logger) }
-            let decoded = subscriptions.compactMap(\.subscription)
+            let decoded = (feeds.subscriptions[scope] ?? []).compactMap(\.subscription)
             guard !decoded.isEmpty else { continue }
             var zones: [WatchedZone] = []
             switch scope {
             case .private, .public:
                 let database = scope == .public ? publicDatabase : privateDatabase
-                for zone in try await mapStoreErrors({ try await store.zones(in: database, logger: logger) }) {
+                for zone in scope == .public ? feeds.publicZones : feeds.privateZones {
                     zones.append(
                         WatchedZone(database: database, scope: scope, zoneID: ZoneID(zoneName: zone.zoneID.zoneName), sequence: zone.changeSequence))
                 }
             case .shared:
-                for zone in try await mapStoreErrors({
-                    try await store.sharedZones(userRecordName: user, container: token.container, environment: token.environment, logger: logger)
-                }) {
+                for zone in feeds.sharedZones {
                     let database = DatabaseRef(
                         container: token.container, environment: token.environment, scope: .private,
                         ownerRecordName: zone.zoneID.ownerRecordName ?? "")
@@ -336,19 +350,24 @@ public struct PushService: Sendable {
     struct Check {
         var notification: PushNotification?
         var keys: Set<String>
+        /// Whether another notification may be due already (a subscription or zone past the one notified has moved on):
+        /// the connection then looks again at once instead of waiting for a wake-up.
+        var moreDue = false
     }
 
     /// Checks a token's feeds: the first notification due, advancing its positions past it.
     func check(_ value: String, container: String, environment: ContainerEnvironment, logger: Logger) async throws -> Check {
-        guard let token = try await mapStoreErrors({ try await store.pushToken(value, logger: logger) }) else {
+        guard let feeds = try await mapStoreErrors({ try await store.pushTokenFeeds(value, logger: logger) }) else {
             return Check(notification: nil, keys: [])
         }
+        let token = feeds.token
         guard token.container == container, token.environment == environment else { throw CumulusError(.notFound, "token: no such push token") }
         guard let user = token.userRecordName else { return Check(notification: nil, keys: []) }
         var state = DeliveryState(json: token.positions)
         let before = state
         var notification: PushNotification?
-        let (subscriptions, keys) = try await watched(user: user, token: token, logger: logger)
+        var moreDue = false
+        let (subscriptions, keys) = Self.watched(feeds, user: user)
         search: for (subscription, scope, zones) in subscriptions {
             for zone in zones {
                 let key = Self.key(subscription, scope: scope, zone: zone.zoneID)
@@ -360,6 +379,11 @@ public struct PushService: Sendable {
                 // A zone deleted and created again starts its sequence over.
                 let from = zone.sequence < seen ? 0 : seen
                 guard zone.sequence > from else { continue }
+                // One notification a look: past it, only whether the next look has one to find (it reads what it needs).
+                if notification != nil {
+                    moreDue = true
+                    break search
+                }
                 // In the shared database a participant is told only of changes to records their shares cover.
                 var access: ParticipantAccess?
                 if scope == .shared {
@@ -407,6 +431,7 @@ public struct PushService: Sendable {
                         if !page.moreComing { break }
                     }
                     state.positions[key] = reached
+                    if reached < zone.sequence { moreDue = true }
                 }
                 if let payload {
                     notification = PushNotification(id: state.notified(key, previous: seen), payload: payload)
@@ -416,12 +441,11 @@ public struct PushService: Sendable {
                             try await store.modifySubscriptions(of: owner, saving: [], deleting: [subscription.subscriptionID], logger: logger)
                         }
                     }
-                    break search
                 }
             }
         }
         try await save(state, of: token, ifChangedFrom: before, logger: logger)
-        return Check(notification: notification, keys: keys)
+        return Check(notification: notification, keys: keys, moreDue: moreDue)
     }
 
     /// Moves a token's delivery back to just after notification `id` (a stream's `Last-Event-ID`).

@@ -108,6 +108,14 @@ extension DatabaseService {
         try await mapStoreErrors {
             try await store.modifySubscriptions(of: owner, saving: Array(saving.values), deleting: deleting, logger: logger)
         }
+        // The user's push connections look now, so a new subscription starts from here rather than from whichever
+        // later commit makes them look (every connection of the user watches their private database).
+        if !saving.isEmpty {
+            changes?.changed([
+                ChangeSignal.key(
+                    DatabaseRef(container: owner.container, environment: owner.environment, scope: .private, ownerRecordName: owner.userRecordName))
+            ])
+        }
         return results
     }
 

@@ -38,6 +38,7 @@ public final class ServerMetrics: Sendable {
     private let changes = Mutex<ChangeSignal?>(nil)
     private let openConnections: CoreMetrics.Meter
     private let pushNotifications: CoreMetrics.Counter
+    private let pushLooks: CoreMetrics.Counter
     private let linkUploads: CoreMetrics.Counter
     private let devicesBehind: ValueHistogram
     private let activeDevices: CoreMetrics.Meter
@@ -64,6 +65,7 @@ public final class ServerMetrics: Sendable {
         idlePushConnections = Meter(label: "cumulus_push_idle_connections", factory: factory)
         openConnections = Meter(label: "cumulus_open_connections", factory: factory)
         pushNotifications = Counter(label: "cumulus_push_notifications_total", factory: factory)
+        pushLooks = Counter(label: "cumulus_push_looks_total", factory: factory)
         linkUploads = Counter(label: "cumulus_link_uploads_total", factory: factory)
         devicesBehind = registry.makeValueHistogram(
             descriptor: MetricNameDescriptor(
@@ -132,6 +134,9 @@ public final class ServerMetrics: Sendable {
     }
 
     func pushNotificationSent() { pushNotifications.increment() }
+
+    /// A push connection looked at the feeds (a read of the store): about one a delivered notification when all is well.
+    func pushLooked() { pushLooks.increment() }
 
     /// An HTTP connection was admitted or closed.
     func connection(opened: Bool) {

@@ -261,8 +261,9 @@ final class CourierExchange {
     func start() {
         let (push, request, logger) = (courier.push, request, courier.logger)
         // The token's signature, then whether a user registered it (which pool its place comes from).
-        run { _ in
-            try await push.connect(token: request.token, container: request.container, environment: request.environment, logger: logger)
+        run { waker in
+            try await push.connect(
+                token: request.token, container: request.container, environment: request.environment, onWake: waker.wake, logger: logger)
         } then: { exchange, result in
             switch result {
             case .success(let connection) where exchange.ended:
@@ -285,7 +286,7 @@ final class CourierExchange {
         switch request.kind {
         case .poll(let wait):
             deadline = started + wait
-            look()
+            lookIfDue()
         case .stream(let lastEventID?):
             let logger = courier.logger
             run { _ in
@@ -303,8 +304,14 @@ final class CourierExchange {
             }
         case .stream(nil):
             openStream(.resumed)
-            look()
+            lookIfDue()
         }
+    }
+
+    /// Looks at the feeds when something may have changed since the token's last look; otherwise waits (a connection
+    /// that took over its token's previous registration, with no commit since, has nothing to read).
+    private func lookIfDue() {
+        if connection?.isDue() == true { look() } else { schedule() }
     }
 
     /// Runs async work in a short task of its own, then `then` back on the event loop. With a gate, the task starts
@@ -339,6 +346,7 @@ final class CourierExchange {
         }
         looking = true
         retryAt = nil
+        courier.metrics.pushLooked()
         // Only the heartbeat is timed while the look is under way (it may wait for the gate, or for a slow store).
         schedule()
         let logger = courier.logger
@@ -407,7 +415,8 @@ final class CourierExchange {
             event.writeBytes(notification.payload)
             event.writeString("\n\n")
             context.writeAndFlush(NIOAny(HTTPResponsePart.body(event)), promise: nil)
-            look()
+            // Another look now only when more was due, or a commit came during this one.
+            lookIfDue()
         } else {
             answer(ByteBuffer(bytes: notification.payload))
         }

@@ -15,6 +15,12 @@ public protocol SubscriptionStore: Sendable {
     /// The push token with this value.
     func pushToken(_ token: String, logger: Logger) async throws -> StoredPushToken?
 
+    /// A push token with what its look at the feeds reads, in one read (one snapshot): its user's subscriptions and the
+    /// zones of each database that has some. A delivered notification pays for this look twice (the one that finds it
+    /// and the renewed poll's), so it is one round to the store rather than one a database. `nil` when no such token is
+    /// stored.
+    func pushTokenFeeds(_ token: String, logger: Logger) async throws -> PushTokenFeeds?
+
     /// Deletes a user's push tokens beyond the `keeping` most recently bound (``StoredPushToken/createdAt``), so one
     /// user cannot pile up tokens. Returns how many were deleted.
     func trimPushTokens(of userRecordName: String, container: String, environment: ContainerEnvironment, keeping: Int, logger: Logger)

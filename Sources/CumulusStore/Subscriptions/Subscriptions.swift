@@ -54,11 +54,39 @@ public struct StoredPushToken: Sendable, Hashable {
     }
 }
 
+/// What a push token's look at the feeds needs, read at once (``SubscriptionStore/pushTokenFeeds(_:logger:)``): the
+/// token, its user's subscriptions, and the positions of the zones they may watch.
+public struct PushTokenFeeds: Sendable, Hashable {
+    public var token: StoredPushToken
+    /// The user's subscriptions in each database, oldest first; a database with none is absent (and so is every one
+    /// when the token is bound to no user).
+    public var subscriptions: [DatabaseScope: [StoredSubscription]]
+    /// The zones of the user's private database, when it has subscriptions (a database never written has its default
+    /// zone, at position 0, as ``RecordZoneStore/zones(in:logger:)`` answers).
+    public var privateZones: [ZoneState]
+    /// The zones of the container's public database, when the user has subscriptions there.
+    public var publicZones: [ZoneState]
+    /// The zones shared with the user, when they have subscriptions in their shared database.
+    public var sharedZones: [SharedZone]
+
+    public init(
+        token: StoredPushToken, subscriptions: [DatabaseScope: [StoredSubscription]], privateZones: [ZoneState] = [],
+        publicZones: [ZoneState] = [], sharedZones: [SharedZone] = []
+    ) {
+        self.token = token
+        self.subscriptions = subscriptions
+        self.privateZones = privateZones
+        self.publicZones = publicZones
+        self.sharedZones = sharedZones
+    }
+}
+
 /// A store that several instances share tells them of each other's commits, so a push poll waiting on one instance
 /// wakes when another commits. The SQLite store, with one instance, does not need it.
 public protocol ChangeBroadcasting: Sendable {
-    /// Tells every instance, this one included, that something was committed under these keys (the databases it
-    /// changed). Cheap and batched: call after each write, outside its transaction.
+    /// Tells the other instances that something was committed under these keys (the databases it changed); this one
+    /// wakes its own connections itself (``ChangeSignal``). Cheap and batched: call after each write, outside its
+    /// transaction.
     func announceChange(_ keys: Set<String>)
     /// Calls `changed` with the keys any instance announced, until the task is cancelled; reconnects by itself. `nil`
     /// means anything may have changed: announcements may have been missed (while connecting), or were too many to name.

@@ -11,7 +11,7 @@ extension PostgresRecordStore: ChangeBroadcasting {
     /// The payload meaning "anything may have changed".
     static let anythingPayload = "*"
 
-    /// Sends `NOTIFY` on its own connection, never in a user's write transaction (a `NOTIFY` there would serialize every
+    /// Tells the other instances (this one's connections were woken at the commit). Sends `NOTIFY` on its own connection, never in a user's write transaction (a `NOTIFY` there would serialize every
     /// commit on PostgreSQL's notification queue), and at most one at a time: keys announced while one is in flight go
     /// together in the next.
     public func announceChange(_ keys: Set<String>) {
@@ -34,7 +34,7 @@ extension PostgresRecordStore: ChangeBroadcasting {
                     return state.pending
                 }
                 guard let keys else { return }
-                let payload = Self.payload(keys)
+                let payload = self.instance + "\n" + Self.payload(keys)
                 _ = try? await self.client.query("SELECT pg_notify(\(Self.changeChannel), \(payload))", logger: logger)
             }
         }
@@ -56,8 +56,13 @@ extension PostgresRecordStore: ChangeBroadcasting {
                         // Changes made while no one listened (starting, reconnecting) may concern anyone.
                         changed(nil)
                         for try await notification in notifications {
-                            let payload = notification.payload
-                            changed(payload == Self.anythingPayload || payload.isEmpty ? nil : Set(payload.split(separator: "\n").map(String.init)))
+                            var lines = notification.payload.split(separator: "\n", omittingEmptySubsequences: false)
+                            // The sender's name first (an earlier version sent none): this instance's own are skipped.
+                            if let first = lines.first, first.hasPrefix("@") {
+                                if first == self.instance { continue }
+                                lines.removeFirst()
+                            }
+                            changed(lines.isEmpty || lines == [Substring(Self.anythingPayload)] ? nil : Set(lines.map(String.init)))
                         }
                     }
                 }
