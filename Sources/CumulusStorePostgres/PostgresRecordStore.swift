@@ -2,6 +2,8 @@ import CumulusModel
 public import CumulusStore
 import Foundation
 import Logging
+import NIOCore
+import NIOPosix
 public import PostgresNIO
 import Synchronization
 
@@ -78,20 +80,24 @@ public final class PostgresRecordStore: RecordStore {
                 outcome.finish(.failure(error))
             }
         }
-        let deadline = Task {
-            try await Task.sleep(for: wait)
+        // Timers on an event loop (the caller's own, when it runs on one), not a task sleeping: cancelling a sleeping
+        // task wakes a thread of the concurrency pool at every operation.
+        let loop = MultiThreadedEventLoopGroup.singleton.any()
+        let deadline = OperationDeadline()
+        deadline.schedule(on: loop, in: wait) {
             guard let leasedAt = outcome.leasedAt else {
                 outcome.finish(
                     .failure(StoreError(.unavailable, "no PostgreSQL connection within \(wait); PostgreSQL is down or every connection is busy")))
                 return
             }
-            try await Task.sleep(until: leasedAt + timeout)
-            outcome.finish(
-                .failure(
-                    StoreError(
-                        .unavailable,
-                        "PostgreSQL did not finish within \(timeout); whether a write was applied is unknown (sending it again is safe: change tags make it idempotent)"
-                    )))
+            deadline.schedule(on: loop, in: ContinuousClock.now.duration(to: leasedAt + timeout)) {
+                outcome.finish(
+                    .failure(
+                        StoreError(
+                            .unavailable,
+                            "PostgreSQL did not finish within \(timeout); whether a write was applied is unknown (sending it again is safe: change tags make it idempotent)"
+                        )))
+            }
         }
         defer {
             deadline.cancel()
@@ -163,6 +169,50 @@ extension StoreError {
 
 /// The first outcome of an operation or its deadline, handed to the one caller waiting for it; and when the operation
 /// got its connection.
+/// An operation's deadline: one timer at a time, replaced as the operation moves from waiting for a connection to
+/// running on it, and cancelled when it ends.
+private final class OperationDeadline: Sendable {
+    private struct State {
+        var timer: Scheduled<Void>?
+        var cancelled = false
+    }
+
+    private let state = Mutex(State())
+
+    func schedule(on loop: any EventLoop, in delay: Duration, _ fire: @escaping @Sendable () -> Void) {
+        let nanoseconds = delay.components.seconds * 1_000_000_000 + delay.components.attoseconds / 1_000_000_000
+        let timer = loop.scheduleTask(in: .nanoseconds(max(0, nanoseconds)), fire)
+        let cancel = state.withLock { state -> Bool in
+            state.timer = timer
+            return state.cancelled
+        }
+        if cancel { timer.cancel() }
+    }
+
+    func cancel() {
+        let timer = state.withLock { state -> Scheduled<Void>? in
+            state.cancelled = true
+            return state.timer
+        }
+        timer?.cancel()
+    }
+}
+
+/// Runs a task's jobs on one event loop: a transaction's, on its connection's, so that each statement's answer resumes
+/// it on the thread that read the answer, instead of waking a thread of the concurrency pool at every round trip.
+final class ConnectionLoopExecutor: TaskExecutor {
+    let eventLoop: any EventLoop
+
+    init(_ eventLoop: any EventLoop) {
+        self.eventLoop = eventLoop
+    }
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        eventLoop.execute { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
+    }
+}
+
 private final class FirstOutcome<T: Sendable>: Sendable {
     private struct State {
         var result: Result<T, any Error>?

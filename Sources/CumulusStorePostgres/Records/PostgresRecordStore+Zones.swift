@@ -34,15 +34,17 @@ extension PostgresRecordStore {
                 try await withConnectionWait { leased in
                     try await client.withConnection { connection in
                         leased()
-                        // BEGIN with its isolation in one statement: a round trip fewer than BEGIN then SET TRANSACTION.
-                        try await connection.query(snapshot ? "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY" : "BEGIN", logger: logger)
-                        do {
-                            let value = try await body(connection)
-                            try await connection.query("COMMIT", logger: logger)
-                            return value
-                        } catch {
-                            _ = try? await connection.query("ROLLBACK", logger: logger)
-                            throw error
+                        return try await withTaskExecutorPreference(ConnectionLoopExecutor(connection.eventLoop)) {
+                            // BEGIN with its isolation in one statement: a round trip fewer than BEGIN then SET TRANSACTION.
+                            try await connection.query(snapshot ? "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY" : "BEGIN", logger: logger)
+                            do {
+                                let value = try await body(connection)
+                                try await connection.query("COMMIT", logger: logger)
+                                return value
+                            } catch {
+                                _ = try? await connection.query("ROLLBACK", logger: logger)
+                                throw error
+                            }
                         }
                     }
                 }
