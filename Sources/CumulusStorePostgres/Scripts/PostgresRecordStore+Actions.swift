@@ -142,7 +142,8 @@ extension PostgresRecordStore {
             for try await source in rows.decode(String.self) { sources.append(source) }
             return .list(sources)
         case .deleteRecords(let zone, let names, let sequences, let modified):
-            // The live rows' sequences before the update, from the statement's snapshot, in the same round trip.
+            // The live rows' sequences before the update, from the statement's snapshot, and their references dropped, in the
+            // same round trip.
             let replaced = try await liveSequences(
                 connection.query(
                     """
@@ -152,10 +153,10 @@ extension PostgresRecordStore {
                             modified_at = \(modified.timestamp), modified_by = \(modified.userRecordName), modified_device = \(modified.deviceID)
                         FROM UNNEST(\(names), \(sequences)) AS u(name, seq)
                         WHERE r.zone_id = \(zone) AND r.record_name = u.name AND NOT r.deleted
-                    )
+                    ),
+                    gone AS (DELETE FROM record_references WHERE zone_id = \(zone) AND source_name = ANY(\(names)))
                     SELECT record_name, change_seq FROM old
                     """, logger: logger))
-            try await connection.query("DELETE FROM record_references WHERE zone_id = \(zone) AND source_name = ANY(\(names))", logger: logger)
             return .liveSequences(replaced)
         case .renumberRecords(let zone, let names, let sequences):
             return .liveSequences(
@@ -381,7 +382,8 @@ extension PostgresRecordStore {
         for (index, write) in writes.enumerated() { lastWrite[write.recordName] = index }
         let rows = writes.indices.filter { lastWrite[writes[$0].recordName] == $0 }
         let last = rows.map { writes[$0] }
-        // The rows it replaces that were live, read in the statement's snapshot, before the upsert: one round trip.
+        // The rows it replaces that were live, read in the statement's snapshot, before the upsert, and the saved
+        // records' references dropped (the ones they keep are inserted after): one round trip.
         let replaced = try await liveSequences(
             connection.query(
                 """
@@ -403,11 +405,11 @@ extension PostgresRecordStore {
                         parent_name = excluded.parent_name, share_name = excluded.share_name, short_guid = excluded.short_guid,
                         created_at = excluded.created_at, created_by = excluded.created_by, created_device = excluded.created_device,
                         modified_at = excluded.modified_at, modified_by = excluded.modified_by, modified_device = excluded.modified_device
-                )
+                ),
+                gone AS (DELETE FROM record_references WHERE zone_id = \(zone) AND source_name = ANY(\(last.map(\.recordName))))
                 SELECT record_name, change_seq FROM old
                 """, logger: logger))
-        let sources = last.map(\.recordName)
-        try await connection.query("DELETE FROM record_references WHERE zone_id = \(zone) AND source_name = ANY(\(sources))", logger: logger)
+        // In a statement of their own: one that also deleted would not see its own deletions, and would keep none.
         let references = last.flatMap { write in write.deleteSelfTargets.map { (target: $0, source: write.recordName) } }
         if !references.isEmpty {
             try await connection.query(
