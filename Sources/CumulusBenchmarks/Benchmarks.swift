@@ -19,7 +19,12 @@ import PostgresNIO
 import Synchronization
 
 /// Cumulus benchmarks. Run in release mode: `swift run -c release CumulusBenchmarks [--records N] [--concurrency C]`
-/// `[--subscribers N] [--idle-streams N] [--only sync|verify|history|feed|modify|push|abuse|requests|assets]`.
+/// `[--subscribers N] [--idle-streams N] [--only sync|verify|history|feed|modify|push|abuse|requests|assets]`
+/// `[--in-process-server]`.
+///
+/// `--only requests` drives `cumulus serve` built beside the benchmark (`swift build -c release --product cumulus`), as
+/// an operator runs it; `--in-process-server` drives this executable's own `--serve` instead (the same server, no
+/// request limits, warnings only in its log), the configuration of the figures measured before issue 41.
 ///
 /// With `--store postgres://user:password@host:port/database` (a role that may create databases), the write, feed and
 /// query benchmarks run on SQLite and on PostgreSQL side by side, with PostgreSQL's own ceiling (`COPY`).
@@ -40,6 +45,7 @@ struct Benchmarks {
         var feedRecords = 100_000
         var only: String?
         var postgres: PostgresLocation?
+        var inProcessServer = false
         while let argument = arguments.popFirst() {
             switch argument {
             case "--only": only = arguments.popFirst()
@@ -49,10 +55,11 @@ struct Benchmarks {
             case "--feed-records": feedRecords = Int(arguments.popFirst() ?? "") ?? feedRecords
             case "--subscribers": subscribers = Int(arguments.popFirst() ?? "") ?? subscribers
             case "--idle-streams": idleStreams = Int(arguments.popFirst() ?? "") ?? idleStreams
+            case "--in-process-server": inProcessServer = true
             default:
                 let usage =
                     "usage: CumulusBenchmarks [--records N] [--concurrency C] [--feed-records N] [--subscribers N] [--idle-streams N] "
-                    + "[--only sync|verify|history|feed|modify|push|abuse|requests|assets] [--store postgres://…]\n"
+                    + "[--only sync|verify|history|feed|modify|push|abuse|requests|assets] [--store postgres://…] [--in-process-server]\n"
                 let message = (argument == "--help" ? "" : "unknown argument \(argument)\n") + usage
                 FileHandle.standardError.write(Data(message.utf8))
                 exit(argument == "--help" ? 0 : 2)
@@ -74,7 +81,7 @@ struct Benchmarks {
         }
         if only == "requests" {
             for store in [BenchStore.sqlite] + (postgres.map { [.postgres($0)] } ?? []) {
-                try await requestPath(records: records, on: store)
+                try await requestPath(records: records, on: store, deployed: !inProcessServer)
             }
             return
         }

@@ -11,7 +11,7 @@ import NIOHTTP1
 /// again with `--serve`), driven over loopback by this process, with the server's CPU time read from `/proc` around each
 /// phase, so a figure is what the server spent, not what the client and the server spent together on two cores.
 extension Benchmarks {
-    static func requestPath(records: Int, on kind: BenchStore) async throws {
+    static func requestPath(records: Int, on kind: BenchStore, deployed asDeployed: Bool = true) async throws {
         let (store, cleanUp, location) = try await kind.makeLocated()
         defer { cleanUp() }
         let (container, apiToken, webToken) = try await benchAccount(store)
@@ -30,14 +30,14 @@ extension Benchmarks {
         let launched = ContinuousClock.now
         // `cumulus serve` when it was built beside the benchmark (as `--only requests` asks); else this executable's
         // `--serve`, the same server with the benchmark's own limits.
-        let deployed = try ServerProcess.startDeployed(store: location)
+        let deployed = asDeployed ? try ServerProcess.startDeployed(store: location) : nil
         let server = try deployed ?? ServerProcess.start(store: location)
         defer { server.stop() }
         print(
             "| request path \(kind.name): the server | | | | "
                 + (deployed != nil
                     ? "`cumulus serve` in its own process, default limits, `--requests-per-second 1000000` |"
-                    : "the benchmark's `--serve` in its own process (no `cumulus` built beside the benchmark) |"))
+                    : "the benchmark's `--serve` in its own process: no request limits, warnings only in its log |"))
         let http = Self.manyConnections
         let base = "\(server.url)/database/1/\(container)/development/private"
         let credentials = "ckAPIToken=\(apiToken)&ckWebAuthToken=\(webToken)"
@@ -75,6 +75,17 @@ extension Benchmarks {
         func cpu(_ milliseconds: Double) -> String {
             String(format: "%.3f ms (%.1f× the floor)", milliseconds, milliseconds / floor)
         }
+        // The floor again, 10 ms apart: what waking an idle server costs before it does any work of its own.
+        let pacedProbes = 150
+        let pacedFloorCPU = server.cpuSeconds
+        for _ in 0..<pacedProbes {
+            try await Task.sleep(for: .milliseconds(10))
+            let response = try await http.execute(HTTPClientRequest(url: "\(server.url)/health"), timeout: .seconds(10))
+            _ = try await response.body.collect(upTo: 1024)
+        }
+        print(
+            "| request path \(kind.name): the floor 10 ms apart, `GET /health` | \(pacedProbes) | | | server CPU "
+                + "\(cpu((server.cpuSeconds - pacedFloorCPU) * 1000 / Double(pacedProbes))) a request (the pauses' idle CPU included) |")
 
         // One record a request, one connection, as an app saving one edit: the client asks for no fields back.
         let singles = 3_000
@@ -139,9 +150,6 @@ extension Benchmarks {
             "| request path \(kind.name): single-record writes, 16 connections | \(16 * perConnection) | \(format(concurrentSeconds)) | "
                 + "\(Int(Double(16 * perConnection) / concurrentSeconds)) requests/s | server CPU "
                 + "\(cpu((server.cpuSeconds - concurrentCPU) * 1000 / Double(16 * perConnection))) a request |")
-
-        try await notificationCosts(
-            server: server, container: container, credentials: credentials, post: { try await post($0, $1) }, cpu: cpu, kind: kind)
 
         // Batches of 200 creates of the 1 KB drive, one connection; the bodies are made before the clock starts.
         let bodies = stride(from: 0, to: records, by: batchSize).map { batch in
@@ -211,6 +219,9 @@ extension Benchmarks {
             "| request path \(kind.name): query pages, filter and sort, 200 a page | \(pages) pages | \(format(querySeconds)) | | "
                 + "\(String(format: "%.1f", querySeconds * 1000 / Double(pages))) ms a page, server CPU "
                 + "\(String(format: "%.1f", (server.cpuSeconds - queryCPU) * 1000 / Double(pages))) ms a page |")
+        // Last: the subscription and token it makes must not change what the writes above cost.
+        try await notificationCosts(
+            server: server, container: container, credentials: credentials, post: { try await post($0, $1) }, cpu: cpu, kind: kind)
         print(
             "| request path \(kind.name): server memory after the run | | | | resident \(String(format: "%.0f", server.residentMiB)) MiB, "
                 + "peak \(String(format: "%.0f", server.peakResidentMiB)) MiB |")
