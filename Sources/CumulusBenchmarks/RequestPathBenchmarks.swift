@@ -40,7 +40,6 @@ extension Benchmarks {
                     : "the benchmark's `--serve` in its own process: no request limits, warnings only in its log |"))
         let http = Self.manyConnections
         let base = "\(server.url)/database/1/\(container)/development/private"
-        let credentials = "ckAPIToken=\(apiToken)&ckWebAuthToken=\(webToken)"
         @Sendable func post(_ path: String, _ body: String, as webToken: String = webToken) async throws -> ByteBuffer {
             var request = HTTPClientRequest(url: "\(base)/\(path)?ckAPIToken=\(apiToken)&ckWebAuthToken=\(webToken)")
             request.method = .POST
@@ -221,60 +220,45 @@ extension Benchmarks {
                 + "\(String(format: "%.1f", (server.cpuSeconds - queryCPU) * 1000 / Double(pages))) ms a page |")
         // Last: the subscription and token it makes must not change what the writes above cost.
         try await notificationCosts(
-            server: server, container: container, credentials: credentials, post: { try await post($0, $1) }, cpu: cpu, kind: kind)
+            server: server, container: container, apiToken: apiToken, users: (webToken, others[1], others[0]),
+            post: { try await post($0, $1, as: $2) }, cpu: cpu, kind: kind)
         print(
             "| request path \(kind.name): server memory after the run | | | | resident \(String(format: "%.0f", server.residentMiB)) MiB, "
                 + "peak \(String(format: "%.0f", server.peakResidentMiB)) MiB |")
     }
 
-    /// What delivering a notification costs the server (issue 41): the same write paced the same way, first with nobody
-    /// waiting, then with a long poll waiting for it (the answer, and the renewed poll the client sends at once), then
-    /// with an event stream open. The difference is the delivery's.
+    /// What delivering a notification costs the server (issue 41): the same small write, paced the same way, by three
+    /// users: one nobody waits for, one whose device long-polls (the poll's answer, and the renewed poll the client sends
+    /// at once), one whose device holds an event stream. The difference is the delivery's. The three take turns in
+    /// rounds, so the machine's drift falls on each alike, and the server's CPU is read per thread in nanoseconds
+    /// (`/proc/PID/task/*/schedstat`) rather than in 10 ms ticks.
     static func notificationCosts(
-        server: ServerProcess, container: String, credentials: String, post: @Sendable (String, String) async throws -> ByteBuffer,
-        cpu: (Double) -> String, kind: BenchStore
+        server: ServerProcess, container: String, apiToken: String, users: (poller: String, streamer: String, quiet: String),
+        post: @Sendable (String, String, String) async throws -> ByteBuffer, cpu: (Double) -> String, kind: BenchStore
     ) async throws {
         let http = Self.manyConnections
-        _ = try await post(
-            "subscriptions/modify",
-            #"{"operations":[{"operationType":"create","subscription":{"subscriptionID":"all","subscriptionType":"database"}}]}"#)
-        var tokenRequest = HTTPClientRequest(url: "\(server.url)/device/1/\(container)/development/tokens/create?\(credentials)")
-        tokenRequest.method = .POST
-        tokenRequest.body = .bytes(ByteBuffer(string: "{}"))
-        let tokenResponse = try await http.execute(tokenRequest, timeout: .seconds(10))
-        let tokenBody = try await tokenResponse.body.collect(upTo: 1 << 16)
-        guard let courier = try JSONValue(parsing: Array(tokenBody.readableBytesView))["webcourierURL"]?.stringValue else {
-            throw BenchmarkError("tokens/create: \(String(buffer: tokenBody))")
+        func courier(of user: String) async throws -> String {
+            _ = try await post(
+                "subscriptions/modify",
+                #"{"operations":[{"operationType":"create","subscription":{"subscriptionID":"all","subscriptionType":"database"}}]}"#, user)
+            var request = HTTPClientRequest(
+                url: "\(server.url)/device/1/\(container)/development/tokens/create?ckAPIToken=\(apiToken)&ckWebAuthToken=\(user)")
+            request.method = .POST
+            request.body = .bytes(ByteBuffer(string: "{}"))
+            let response = try await http.execute(request, timeout: .seconds(10))
+            let body = try await response.body.collect(upTo: 1 << 16)
+            guard let courier = try JSONValue(parsing: Array(body.readableBytesView))["webcourierURL"]?.stringValue else {
+                throw BenchmarkError("tokens/create: \(String(buffer: body))")
+            }
+            return courier
         }
-        let pause = Duration.milliseconds(5)
-        let count = 300
-        // The same pause before each write in all three, so that waking from it costs each the same.
-        let quietCPU = server.cpuSeconds
-        for index in 0..<count {
-            try await Task.sleep(for: pause)
-            _ = try await post("records/modify", singleWrite("quiet-\(index)"))
-        }
-        let quiet = (server.cpuSeconds - quietCPU) * 1000 / Double(count)
-
+        let pollCourier = try await courier(of: users.poller)
+        let streamCourier = try await courier(of: users.streamer)
         @Sendable func poll() async throws -> ByteBuffer {
-            let response = try await http.execute(HTTPClientRequest(url: courier), timeout: .seconds(60))
+            let response = try await http.execute(HTTPClientRequest(url: pollCourier), timeout: .seconds(60))
             return try await response.body.collect(upTo: 1 << 16)
         }
-        var pollLatencies: [Double] = []
-        let pollCPU = server.cpuSeconds
-        for index in 0..<count {
-            let waiting = Task { try await poll() }
-            try await Task.sleep(for: pause)
-            let start = ContinuousClock.now
-            _ = try await post("records/modify", singleWrite("polled-\(index)"))
-            let answer = try await waiting.value
-            pollLatencies.append((ContinuousClock.now - start).seconds * 1000)
-            guard answer.readableBytes > 0 else { throw BenchmarkError("a poll answered no notification") }
-        }
-        let polled = (server.cpuSeconds - pollCPU) * 1000 / Double(count)
-
-        // A stream: events arrive on one connection; each write is followed by its event.
-        var streamRequest = HTTPClientRequest(url: courier)
+        var streamRequest = HTTPClientRequest(url: streamCourier)
         streamRequest.headers.add(name: "Accept", value: "text/event-stream")
         let streamResponse = try await http.execute(streamRequest, timeout: .hours(1))
         let (events, arrived) = AsyncStream.makeStream(of: Void.self)
@@ -284,27 +268,58 @@ extension Benchmarks {
         }
         defer { reader.cancel() }
         var eventIterator = events.makeAsyncIterator()
+        // The first poll looks at the feeds; the ones after it start from there.
+        _ = try await http.execute(HTTPClientRequest(url: pollCourier + "?timeout=0"), timeout: .seconds(10)).body.collect(upTo: 1 << 16)
         try await Task.sleep(for: .milliseconds(200))
+
+        let pause = Duration.milliseconds(5)
+        let (rounds, perRound) = (10, 30)
+        var (quiet, polled, streamed) = (0.0, 0.0, 0.0)
+        var pollLatencies: [Double] = []
         var streamLatencies: [Double] = []
-        let streamCPU = server.cpuSeconds
-        for index in 0..<count {
-            try await Task.sleep(for: pause)
-            let start = ContinuousClock.now
-            _ = try await post("records/modify", singleWrite("streamed-\(index)"))
-            guard await eventIterator.next() != nil else { throw BenchmarkError("the stream ended") }
-            streamLatencies.append((ContinuousClock.now - start).seconds * 1000)
+        for round in 0..<rounds {
+            var snapshot = server.threadCPU
+            for index in 0..<perRound {
+                try await Task.sleep(for: pause)
+                _ = try await post("records/modify", singleWrite("quiet-\(round)-\(index)"), users.quiet)
+            }
+            quiet += server.cpuMilliseconds(since: snapshot)
+
+            snapshot = server.threadCPU
+            for index in 0..<perRound {
+                let waiting = Task { try await poll() }
+                try await Task.sleep(for: pause)
+                let start = ContinuousClock.now
+                _ = try await post("records/modify", singleWrite("polled-\(round)-\(index)"), users.poller)
+                let answer = try await waiting.value
+                pollLatencies.append((ContinuousClock.now - start).seconds * 1000)
+                guard answer.readableBytes > 0 else { throw BenchmarkError("a poll answered no notification") }
+            }
+            polled += server.cpuMilliseconds(since: snapshot)
+
+            snapshot = server.threadCPU
+            for index in 0..<perRound {
+                try await Task.sleep(for: pause)
+                let start = ContinuousClock.now
+                _ = try await post("records/modify", singleWrite("streamed-\(round)-\(index)"), users.streamer)
+                guard await eventIterator.next() != nil else { throw BenchmarkError("the stream ended") }
+                streamLatencies.append((ContinuousClock.now - start).seconds * 1000)
+            }
+            streamed += server.cpuMilliseconds(since: snapshot)
         }
-        let streamed = (server.cpuSeconds - streamCPU) * 1000 / Double(count)
+        let count = Double(rounds * perRound)
+        (quiet, polled, streamed) = (quiet / count, polled / count, streamed / count)
         pollLatencies.sort()
         streamLatencies.sort()
         print(
-            "| request path \(kind.name): a write 5 ms after the last, nobody waiting | \(count) | | | server CPU \(cpu(quiet)) a write |")
+            "| request path \(kind.name): a write 5 ms after the last, nobody waiting | \(rounds * perRound) | | | server CPU \(cpu(quiet)) a write |"
+        )
         print(
-            "| request path \(kind.name): a notification delivered to a long poll, and the poll renewed | \(count) | | | server CPU "
+            "| request path \(kind.name): a notification delivered to a long poll, and the poll renewed | \(rounds * perRound) | | | server CPU "
                 + "\(cpu(polled)) with its write; the delivery adds \(cpu(polled - quiet)); write to answer p50 "
                 + "\(percentile(pollLatencies, 0.5)) ms, p99 \(percentile(pollLatencies, 0.99)) ms |")
         print(
-            "| request path \(kind.name): a notification delivered to an event stream | \(count) | | | server CPU "
+            "| request path \(kind.name): a notification delivered to an event stream | \(rounds * perRound) | | | server CPU "
                 + "\(cpu(streamed)) with its write; the delivery adds \(cpu(streamed - quiet)); write to event p50 "
                 + "\(percentile(streamLatencies, 0.5)) ms, p99 \(percentile(streamLatencies, 0.99)) ms |")
     }
@@ -376,6 +391,27 @@ extension Benchmarks {
 }
 
 extension Benchmarks.ServerProcess {
+    /// Each thread's CPU time so far, in nanoseconds (`/proc/PID/task/TID/schedstat`), by thread.
+    var threadCPU: [Int: UInt64] {
+        let tasks = "/proc/\(process.processIdentifier)/task"
+        var times: [Int: UInt64] = [:]
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: tasks)) ?? [] {
+            guard let thread = Int(name), let stat = try? String(contentsOfFile: "\(tasks)/\(name)/schedstat", encoding: .utf8),
+                let nanoseconds = stat.split(separator: " ").first.flatMap({ UInt64($0) })
+            else { continue }
+            times[thread] = nanoseconds
+        }
+        return times
+    }
+
+    /// The server's CPU time since `snapshot`, in milliseconds: what each thread used since (a thread started since
+    /// counts whole; one that ended since is lost, which the pool's threads rarely do within a phase).
+    func cpuMilliseconds(since snapshot: [Int: UInt64]) -> Double {
+        var total: UInt64 = 0
+        for (thread, now) in threadCPU { total += now - min(now, snapshot[thread] ?? 0) }
+        return Double(total) / 1_000_000
+    }
+
     /// User and system CPU time the server has used, in seconds (from `/proc/PID/stat`, in clock ticks).
     var cpuSeconds: Double {
         guard let stat = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/stat", encoding: .utf8),

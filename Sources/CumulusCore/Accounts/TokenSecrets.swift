@@ -9,10 +9,14 @@ import Synchronization
 public final class TokenSecrets: Sendable {
     private let store: any ContainerStore
     private let loading = Mutex<Task<SyncTokenCodec, any Error>?>(nil)
+    private let loaded = Mutex<SyncTokenCodec?>(nil)
 
     public init(store: any ContainerStore) {
         self.store = store
     }
+
+    /// The codec, if a call to ``codec(logger:)`` has loaded it: for work that must not wait (on an event loop).
+    public var codecIfLoaded: SyncTokenCodec? { loaded.withLock { $0 } }
 
     /// The codec; the first call reads (or creates) the secret in the store.
     public func codec(logger: Logger) async throws -> SyncTokenCodec {
@@ -24,7 +28,9 @@ public final class TokenSecrets: Sendable {
             return task
         }
         do {
-            return try await task.value
+            let codec = try await task.value
+            loaded.withLock { $0 = codec }
+            return codec
         } catch {
             loading.withLock { if $0 == task { $0 = nil } }
             throw error

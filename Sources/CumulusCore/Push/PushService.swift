@@ -157,18 +157,7 @@ public struct PushService: Sendable {
         guard codec.isPushToken(token, container: container, environment: environment) else {
             throw CumulusError(.notFound, "token: no such push token")
         }
-        if let parked = parked.take(token, container: container, environment: environment) {
-            guard let generation = connections.open(token, anonymous: false) else {
-                signal.unregister(parked.registration)
-                throw CumulusError(.unavailable, "this server holds as many push connections as it may; retry", retryAfter: 5)
-            }
-            if generation.replaced { signal.wake([ChangeSignal.key(token: token)]) }
-            var connection = PushConnection(
-                service: self, token: token, container: container, environment: environment, generation: generation.number, anonymous: false,
-                user: parked.user)
-            connection.adopt(parked, onWake: onWake)
-            return connection
-        }
+        if let parked = parked.take(token, container: container, environment: environment) { return try adopt(parked, onWake: onWake) }
         let stored = try await mapStoreErrors { try await store.pushToken(token, logger: logger) }
         let user = stored.flatMap { $0.container == container && $0.environment == environment ? $0.userRecordName : nil }
         let anonymous = stored?.userRecordName == nil
@@ -180,6 +169,33 @@ public struct PushService: Sendable {
         return PushConnection(
             service: self, token: token, container: container, environment: environment, generation: generation.number, anonymous: anonymous,
             user: user)
+    }
+
+    /// The token's next connection on this instance, opened without waiting for anything, when its previous one
+    /// parked its registration (a poll renewed after its answer): `nil` when there is none (or the token is not one
+    /// this server issued, or the secret is not loaded yet), and the caller connects with
+    /// ``connect(token:container:environment:onWake:logger:)``. Called on an event loop, it saves the renewed poll the
+    /// hop to a task and back.
+    public func reconnect(token: String, container: String, environment: ContainerEnvironment, onWake: (@Sendable () -> Void)?) throws
+        -> PushConnection?
+    {
+        guard let codec = secrets.codecIfLoaded, codec.isPushToken(token, container: container, environment: environment),
+            let parked = parked.take(token, container: container, environment: environment)
+        else { return nil }
+        return try adopt(parked, onWake: onWake)
+    }
+
+    private func adopt(_ parked: ParkedRegistrations.Parked, onWake: (@Sendable () -> Void)?) throws -> PushConnection {
+        guard let generation = connections.open(parked.token, anonymous: false) else {
+            signal.unregister(parked.registration)
+            throw CumulusError(.unavailable, "this server holds as many push connections as it may; retry", retryAfter: 5)
+        }
+        if generation.replaced { signal.wake([ChangeSignal.key(token: parked.token)]) }
+        var connection = PushConnection(
+            service: self, token: parked.token, container: parked.container, environment: parked.environment, generation: generation.number,
+            anonymous: false, user: parked.user)
+        connection.adopt(parked, onWake: onWake)
+        return connection
     }
 
     /// The courier's long poll: the next notification for a token, waiting up to `timeout`; `nil` when none came.

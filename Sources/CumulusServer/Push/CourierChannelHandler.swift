@@ -231,6 +231,7 @@ final class CourierExchange {
     private let context: ChannelHandlerContext
     private let onEnd: () -> Void
     private let requestID = UUID().uuidString.lowercased()
+    private let executor: EventLoopTaskExecutor
     private let started = ContinuousClock.now
     /// The push connection, once opened; a look works on a copy and hands back the connection moved on.
     private var connection: PushConnection?
@@ -247,6 +248,7 @@ final class CourierExchange {
     private var retryAt: ContinuousClock.Instant?
 
     init(request: CourierRequest, courier: Courier, context: ChannelHandlerContext, onEnd: @escaping () -> Void) {
+        self.executor = EventLoopTaskExecutor(context.eventLoop)
         self.request = request
         self.courier = courier
         self.context = context
@@ -260,6 +262,19 @@ final class CourierExchange {
 
     func start() {
         let (push, request, logger) = (courier.push, request, courier.logger)
+        // A poll renewed after its answer takes over its token's parked registration here, on the event loop.
+        do {
+            let waker = ExchangeWaker(loop: context.eventLoop, exchange: NIOLoopBound(self, eventLoop: context.eventLoop))
+            if let connection = try push.reconnect(
+                token: request.token, container: request.container, environment: request.environment, onWake: waker.wake)
+            {
+                opened(connection)
+                return
+            }
+        } catch {
+            refuse(error)
+            return
+        }
         // The token's signature, then whether a user registered it (which pool its place comes from).
         run { waker in
             try await push.connect(
@@ -325,8 +340,11 @@ final class CourierExchange {
         let this = NIOLoopBound(self, eventLoop: loop)
         let then = NIOLoopBound(then, eventLoop: loop)
         let waker = ExchangeWaker(loop: loop, exchange: this)
+        let executor = self.executor
         let start: @Sendable () -> Void = {
-            Task {
+            // On the connection's event loop, as a request's task: the store's answers resume the look here, and its end
+            // hands back to the exchange without a wake-up of the concurrency pool.
+            Task(executorPreference: executor) {
                 let result: Result<Value, any Error>
                 do { result = .success(try await work(waker)) } catch { result = .failure(error) }
                 gate?.leave()
