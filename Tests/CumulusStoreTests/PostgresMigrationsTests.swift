@@ -1,10 +1,11 @@
 import CumulusModel
 import CumulusStore
-import CumulusStorePostgres
 import Foundation
 import Logging
 import PostgresNIO
 import Testing
+
+@testable import CumulusStorePostgres
 
 /// A real PostgreSQL server for the PostgreSQL suites, named by `CUMULUS_TEST_POSTGRES`
 /// (`postgres://user:password@127.0.0.1:5432/database`, a role that may create databases). `.ci/run` starts one and sets
@@ -313,7 +314,7 @@ struct PostgresConcurrencyTests {
     static let alice = DatabaseRef(container: "c", environment: .development, scope: .private, ownerRecordName: "_alice")
 
     /// Runs `body` with two stores over one fresh, migrated database holding container `c` and zones `A` and `B`.
-    private func withTwoInstances(_ body: @Sendable (PostgresRecordStore, PostgresRecordStore, PostgresLocation) async throws -> Void)
+    func withTwoInstances(_ body: @Sendable (PostgresRecordStore, PostgresRecordStore, PostgresLocation) async throws -> Void)
         async throws
     {
         try await PostgresTestServer.withFreshDatabase { client, location in
@@ -328,7 +329,7 @@ struct PostgresConcurrencyTests {
         }
     }
 
-    private static func batch(_ zone: String, _ operations: [RecordModification]) -> RecordBatch {
+    static func batch(_ zone: String, _ operations: [RecordModification]) -> RecordBatch {
         RecordBatch(database: alice, zoneName: zone, atomic: true, operations: operations, author: "_alice", deviceID: "d", timestamp: 1)
     }
 
@@ -455,6 +456,96 @@ struct PostgresConcurrencyTests {
             }
             let written = try await second.records(named: ["a"], zoneName: "A", in: Self.alice, access: nil, logger: logger)
             #expect(written["a"]?.header.recordChangeTag == "1")
+        }
+    }
+}
+
+extension PostgresConcurrencyTests {
+    /// A write reads its records with its zone's lock in one statement, from a snapshot taken before the lock: a writer
+    /// that commits to the zone while it waits must not leave it a stale record. Here the waiting update names the tag
+    /// the record had before the other writer changed it, and is refused, as it would be had it read after the lock.
+    @Test func aWriteThatWaitedForItsZoneReadsWhatTheWriterBeforeItCommitted() async throws {
+        try await withTwoInstances { first, _, location in
+            let logger = PostgresTestServer.logger
+            let created = try await first.modifyRecords(
+                Self.batch("A", [RecordModification(operationType: .create, recordName: "a", recordType: "T")]), logger: logger)
+            guard case .saved(let record) = created.first else {
+                Issue.record("not created: \(created)")
+                return
+            }
+            let blocked = try await PostgresTestServer.withClient(location) { holder in
+                try await holder.withTransaction(logger: logger) { connection in
+                    try await connection.query("SELECT id FROM zones WHERE zone_name = 'A' FOR UPDATE", logger: logger)
+                    let blocked = Task {
+                        try await first.modifyRecords(
+                            Self.batch(
+                                "A",
+                                [
+                                    RecordModification(
+                                        operationType: .update, recordName: "a", recordType: "T", recordChangeTag: record.header.recordChangeTag,
+                                        fields: ["v": .int64(2)])
+                                ]), logger: logger)
+                    }
+                    var waiting = false
+                    let deadline = ContinuousClock.now + .seconds(60)
+                    while !waiting, ContinuousClock.now < deadline {
+                        let rows = try await connection.query(
+                            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'", logger: logger)
+                        for try await count in rows.decode(Int.self) { waiting = count > 0 }
+                        if !waiting { try await Task.sleep(for: .milliseconds(10)) }
+                    }
+                    #expect(waiting, "the update never waited for the zone's lock")
+                    // Another writer changes the record, as a batch does: a new sequence for it and for the zone.
+                    try await connection.query(
+                        """
+                        UPDATE records SET change_seq = 50, fields = '{"v":{"value":1,"type":"INT64"}}'
+                        WHERE record_name = 'a' AND zone_id = (SELECT id FROM zones WHERE zone_name = 'A')
+                        """, logger: logger)
+                    try await connection.query("UPDATE zones SET change_seq = 50 WHERE zone_name = 'A'", logger: logger)
+                    return blocked
+                }
+            }
+            let results = try await blocked.value
+            guard case .failed(let failure) = results.first else {
+                Issue.record("the stale update was saved: \(results)")
+                return
+            }
+            #expect(failure.code == .conflict, "\(failure)")
+        }
+    }
+}
+
+@Suite("PostgreSQL store: change announcements", .enabled(if: PostgresTestServer.url != nil, PostgresTestServer.skipped), .timeLimit(.minutes(10)))
+struct PostgresAnnouncementTests {
+    /// An instance alone on its database sends no `NOTIFY`; once another listens, it is seen within seconds and told of
+    /// every commit; when that one goes, the instance is alone again.
+    @Test func anInstanceAnnouncesOnlyWhileAnotherListens() async throws {
+        try await PostgresTestServer.withFreshDatabase { client, location in
+            try await PostgresMigrations.migrate(client, logger: PostgresTestServer.logger)
+            let store = PostgresRecordStore(client: client)
+            let listening = Task { await store.listenForChanges { _ in } }
+            defer { listening.cancel() }
+            /// Waits, generously, until the store's view of the other listeners is `expected`.
+            @Sendable func waitUntil(announcing expected: Bool) async throws {
+                let deadline = ContinuousClock.now + .seconds(60)
+                while store.announcesChanges != expected, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
+                #expect(store.announcesChanges == expected)
+            }
+            try await waitUntil(announcing: false)
+
+            // Another instance: a connection of its own listening on the channel.
+            let received = try await PostgresTestServer.withClient(location) { other in
+                try await other.withConnection { connection in
+                    try await connection.listen(on: "cumulus_changes") { notifications in
+                        try await waitUntil(announcing: true)
+                        store.announceChange(["db|c|development|private|_alice"])
+                        for try await notification in notifications { return notification.payload }
+                        return ""
+                    }
+                }
+            }
+            #expect(received.hasSuffix("\ndb|c|development|private|_alice"), "\(received)")
+            try await waitUntil(announcing: false)
         }
     }
 }

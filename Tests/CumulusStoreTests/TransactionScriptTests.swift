@@ -51,7 +51,7 @@ struct TransactionScriptTests {
             }
         }
         #expect(names(actions) == ["findZone", "readRecords", "saveRecords", "finishZoneWrite"])
-        guard case .findZone(_, _, let lock) = actions[0] else { return }
+        guard case .findZone(_, _, let lock, _) = actions[0] else { return }
         #expect(lock, "a writer locks the zone first")
         guard case .saveRecords(let zoneRowID, let writes, let sequences) = actions[2] else { return }
         #expect(zoneRowID == 7 && writes.map(\.recordName) == ["r"] && sequences == [41])
@@ -192,7 +192,7 @@ struct TransactionScriptTests {
         ) { action in
             switch action {
             case .readUserContainer: return .text("c")
-            case .findZone(let database, _, _): return .zone(database.environment == .development ? publicZone : nil)
+            case .findZone(let database, _, _, _): return .zone(database.environment == .development ? publicZone : nil)
             case .readRecordsCreated: return .list(["post"])
             case .readRecords(_, _, let names): return .records(Dictionary(uniqueKeysWithValues: names.map { ($0, Self.stored($0)) }))
             case .readShareRows: return .shareRows([])

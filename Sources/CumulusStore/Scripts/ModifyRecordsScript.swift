@@ -18,7 +18,8 @@ public struct ModifyRecordsScript {
     }
 
     private func start() -> TransactionScript<[RecordModificationResult]> {
-        .perform(.findZone(batch.database, zoneName: batch.zoneName, lock: true)) { answer in
+        let reading = batch.operations.isEmpty ? [] : Array(batch.namesToRead)
+        return .perform(.findZone(batch.database, zoneName: batch.zoneName, lock: true, thenReading: reading)) { answer in
             if let zone = try answer.zone { return try write(in: zone) }
             guard batch.zoneName == ZoneID.defaultZoneName else { throw StoreError(.zoneNotFound, "zone \(batch.zoneName) does not exist") }
             // The database's first write: it and its default zone are created.

@@ -49,7 +49,11 @@ public enum StoreAction {
 
     /// The live zone, and its database's row ID; PostgreSQL locks the zone's row until commit, so writers of one zone
     /// take its change sequences one after the other. Answers ``StoreAnswer/zone(_:)``.
-    case findZone(DatabaseRef, zoneName: String, lock: Bool)
+    ///
+    /// `thenReading` names the records the script reads next (``readRecords(zone:zoneID:names:)``), if any: a store may
+    /// read them with the zone, when it can tell that what it read is what that read would answer (PostgreSQL does, in
+    /// the same round trip, when no writer of the zone committed between its snapshot and its lock).
+    case findZone(DatabaseRef, zoneName: String, lock: Bool, thenReading: [String] = [])
     /// Creates the database and its default zone if they do not exist (instances doing it at once meet on its key).
     case createDatabase(DatabaseRef, timestamp: Int64)
     /// Creates a zone if no live one has the name. Answers ``StoreAnswer/createdZone(_:created:)``.

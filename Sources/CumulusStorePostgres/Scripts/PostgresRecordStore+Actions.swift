@@ -11,18 +11,75 @@ extension PostgresRecordStore {
     /// set-based (one statement for all the rows an action names).
     static func run<Output>(_ script: TransactionScript<Output>, _ connection: PostgresConnection, logger: Logger) async throws -> Output {
         var script = script
+        // Records read with their zone, for the script's next action if it reads them.
+        var prefetched: (zone: Int64, names: Set<String>, records: [String: StoredRecord])?
         while true {
             switch script {
             case .done(let output): return output
-            case .run(let action, let then): script = try then(try await perform(action, connection, logger: logger))
+            case .run(.readRecords(let zone, _, let names), let then)
+            where prefetched.map { $0.zone == zone && $0.names.isSuperset(of: names) } ?? false:
+                let records = prefetched?.records ?? [:]
+                prefetched = nil
+                script = try then(.records(records.filter { names.contains($0.key) }))
+            case .run(.findZone(let database, let zoneName, true, let reading), let then) where !reading.isEmpty:
+                let found = try await zoneRowReading(reading, connection, database, zoneName: zoneName, logger: logger)
+                prefetched = found.records.map { (found.zone?.id ?? 0, Set(reading), $0) }
+                script = try then(.zone(found.zone))
+            case .run(let action, let then):
+                prefetched = nil
+                script = try then(try await perform(action, connection, logger: logger))
             }
         }
+    }
+
+    /// A zone locked, with the records a write reads next, in one round trip. The records come from the statement's
+    /// snapshot, taken before the lock: when a writer of the zone committed in between (the zone's sequence as locked is
+    /// not the one the snapshot saw), they are dropped, and the script's own read runs after the lock as always.
+    private static func zoneRowReading(
+        _ names: [String], _ connection: PostgresConnection, _ database: DatabaseRef, zoneName: String, logger: Logger
+    ) async throws -> (zone: ZoneRow?, records: [String: StoredRecord]?) {
+        let rows = try await connection.query(
+            """
+            WITH seen AS (
+                SELECT z.id, z.change_seq FROM zones z JOIN databases d ON d.id = z.database_id
+                WHERE d.container_id = \(database.container) AND d.environment = \(database.environment.rawValue)
+                AND d.scope = \(database.scope.rawValue) AND d.owner_record_name = \(database.ownerRecordName)
+                AND z.zone_name = \(zoneName) AND NOT z.deleted
+            ),
+            locked AS (SELECT z.id, z.change_seq, z.database_id, z.deleted FROM zones z WHERE z.id IN (SELECT id FROM seen) FOR UPDATE)
+            SELECT l.id, l.change_seq, l.database_id, l.deleted, s.change_seq, \(unescaped: recordColumns("r"))
+            FROM locked l JOIN seen s ON s.id = l.id
+            LEFT JOIN records r ON r.zone_id = l.id AND NOT r.deleted AND r.record_name = ANY(\(names))
+            """, logger: logger)
+        let zoneID = database.zoneID(zoneName)
+        var zone: ZoneRow?
+        var consistent = true
+        var records: [String: StoredRecord] = [:]
+        for try await row in rows {
+            let reader = RowReader(row)
+            let (id, sequence, databaseID, deleted, seen): (Int64, Int64, Int64, Bool, Int64) = (
+                try reader[0], try reader[1], try reader[2], try reader[3], try reader[4]
+            )
+            zone = ZoneRow(id: id, databaseID: databaseID, changeSequence: sequence)
+            consistent = consistent && !deleted && sequence == seen
+            if consistent, try reader[5, as: String?.self] != nil {
+                let record = try storedRecord(reader, zoneID: zoneID, offset: 5)
+                records[record.header.recordName] = record
+            }
+        }
+        guard let zone else { return (nil, nil) }
+        guard consistent else {
+            // Changed or deleted since the snapshot: the zone read again, now that it is locked.
+            let again = try await zoneRow(connection, database, zoneName: zoneName, forUpdate: true, logger: logger)
+            return (again.map { ZoneRow(id: $0.id, databaseID: $0.databaseID, changeSequence: $0.changeSequence) }, nil)
+        }
+        return (zone, records)
     }
 
     // The actions, each the SQL that does it; none decides anything.
     static func perform(_ action: StoreAction, _ connection: PostgresConnection, logger: Logger) async throws -> StoreAnswer {
         switch action {
-        case .findZone(let database, let zoneName, let lock):
+        case .findZone(let database, let zoneName, let lock, _):
             let zone = try await zoneRow(connection, database, zoneName: zoneName, forUpdate: lock, logger: logger)
             return .zone(zone.map { ZoneRow(id: $0.id, databaseID: $0.databaseID, changeSequence: $0.changeSequence) })
         case .createDatabase(let database, let timestamp):

@@ -20,7 +20,7 @@ extension SQLiteRecordStore {
     // The actions, each the SQL that does it; none decides anything.
     static func perform(_ action: StoreAction, _ db: Database) throws -> StoreAnswer {
         switch action {
-        case .findZone(let database, let zoneName, _):
+        case .findZone(let database, let zoneName, _, _):
             // One writer at a time: SQLite's write transaction is the lock.
             let row = try Row.fetchOne(
                 db.cachedStatement(
