@@ -67,6 +67,13 @@ extension Benchmarks {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
             process.arguments = ["--serve", store] + (requestLimits ? ["--request-limits"] : [])
+            let text = try firstLine(of: process)
+            guard let range = text.range(of: "URL ") else { throw CancellationError() }
+            return ServerProcess(process: process, url: String(text[range.upperBound...].prefix { !$0.isWhitespace }))
+        }
+
+        /// Starts `process` and returns the first line it writes on its standard output (where a server says its URL).
+        static func firstLine(of process: Process) throws -> String {
             let output = Pipe()
             process.standardOutput = output
             try process.run()
@@ -76,9 +83,7 @@ extension Benchmarks {
                 guard !chunk.isEmpty else { throw CancellationError() }
                 line.append(chunk)
             }
-            let text = String(decoding: line, as: UTF8.self)
-            guard let range = text.range(of: "URL ") else { throw CancellationError() }
-            return ServerProcess(process: process, url: String(text[range.upperBound...].prefix { !$0.isWhitespace }))
+            return String(decoding: line, as: UTF8.self)
         }
 
         /// `cumulus serve` as an operator runs it, on the store the benchmark prepared: the `cumulus` executable built
@@ -97,18 +102,9 @@ extension Benchmarks {
             process.arguments =
                 ["serve", "--port", "0", "--requests-per-second", "1000000"] + location
                 + (databaseConnections.map { ["--database-connections", "\($0)"] } ?? [])
-            let output = Pipe()
-            process.standardOutput = output
             // The access log, one line a request, is written as deployed, and dropped here.
             process.standardError = FileHandle.nullDevice
-            try process.run()
-            var line = Data()
-            while !line.contains(UInt8(ascii: "\n")) {
-                let chunk = output.fileHandleForReading.availableData
-                guard !chunk.isEmpty else { throw CancellationError() }
-                line.append(chunk)
-            }
-            let url = String(decoding: line, as: UTF8.self).prefix { !$0.isWhitespace }
+            let url = try firstLine(of: process).prefix { !$0.isWhitespace }
             guard url.hasPrefix("http") else { throw BenchmarkError("cumulus serve printed \(url)") }
             return ServerProcess(process: process, url: String(url))
         }

@@ -329,6 +329,19 @@ struct PostgresConcurrencyTests {
         }
     }
 
+    /// Whether a backend of this database waits for a lock, as PostgreSQL says, within a generous deadline.
+    static func someoneWaitsForALock(_ connection: PostgresConnection) async throws -> Bool {
+        let deadline = ContinuousClock.now + .seconds(60)
+        while ContinuousClock.now < deadline {
+            let rows = try await connection.query(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'",
+                logger: PostgresTestServer.logger)
+            for try await count in rows.decode(Int.self) where count > 0 { return true }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        return false
+    }
+
     static func batch(_ zone: String, _ operations: [RecordModification]) -> RecordBatch {
         RecordBatch(database: alice, zoneName: zone, atomic: true, operations: operations, author: "_alice", deviceID: "d", timestamp: 1)
     }
@@ -434,14 +447,7 @@ struct PostgresConcurrencyTests {
                         Self.batch("B", [RecordModification(operationType: .create, recordName: "b", recordType: "T")]), logger: logger)
                     guard case .saved = other.first else { Issue.record("zone B was not written: \(other)"); return blocked }
                     // The write to A is seen waiting for the lock (PostgreSQL says so), not guessed to be after a while.
-                    var waiting = false
-                    let deadline = ContinuousClock.now + .seconds(60)
-                    while !waiting, ContinuousClock.now < deadline {
-                        let rows = try await connection.query(
-                            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'", logger: logger)
-                        for try await count in rows.decode(Int.self) { waiting = count > 0 }
-                        if !waiting { try await Task.sleep(for: .milliseconds(10)) }
-                    }
+                    let waiting = try await Self.someoneWaitsForALock(connection)
                     #expect(waiting, "the write to zone A never waited for the lock")
                     let heldRows = try await second.records(named: ["a"], zoneName: "A", in: Self.alice, access: nil, logger: logger)
                     #expect(heldRows.isEmpty, "the write to zone A waits for the lock")
@@ -486,14 +492,7 @@ extension PostgresConcurrencyTests {
                                         fields: ["v": .int64(2)])
                                 ]), logger: logger)
                     }
-                    var waiting = false
-                    let deadline = ContinuousClock.now + .seconds(60)
-                    while !waiting, ContinuousClock.now < deadline {
-                        let rows = try await connection.query(
-                            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'", logger: logger)
-                        for try await count in rows.decode(Int.self) { waiting = count > 0 }
-                        if !waiting { try await Task.sleep(for: .milliseconds(10)) }
-                    }
+                    let waiting = try await Self.someoneWaitsForALock(connection)
                     #expect(waiting, "the update never waited for the zone's lock")
                     // Another writer changes the record, as a batch does: a new sequence for it and for the zone.
                     try await connection.query(

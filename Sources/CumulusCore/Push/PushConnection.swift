@@ -207,9 +207,6 @@ final class ParkedRegistrations: Sendable {
         self.maximum = max(1, maximum)
     }
 
-    /// How many are parked (for tests).
-    var count: Int { state.withLock { $0.byToken.count } }
-
     func park(_ parked: Parked) {
         signal.setWaker(parked.registration, nil)
         let (lifetime, maximum) = (lifetime, maximum)

@@ -90,8 +90,9 @@ extension PostgresRecordStore: ChangeBroadcasting {
     }
 
     /// Every second, whether another instance listens: a backend of this database whose last statement was the `LISTEN`
-    /// (or one whose statements this role may not see). An instance that starts listening is seen within a second, and
-    /// wakes all its own connections once more after two, for the commits announced to nobody in between.
+    /// (or one whose statements this role may not see). An instance that starts listening is seen within a second, and,
+    /// when others listen, wakes all its own connections once more after two, for the commits announced to nobody in
+    /// between.
     func watchListeners(besides listener: Int32, changed: @escaping @Sendable (Set<String>?) -> Void, logger: Logger) async throws {
         var rounds = 0
         while !Task.isCancelled {
@@ -109,7 +110,8 @@ extension PostgresRecordStore: ChangeBroadcasting {
             }
             announcements.withLock { $0.othersListening = others }
             rounds += 1
-            if rounds == 3 { changed(nil) }
+            // Alone, nobody's commits went unannounced to this instance.
+            if rounds == 3, others { changed(nil) }
             try await Task.sleep(for: .seconds(1))
         }
     }

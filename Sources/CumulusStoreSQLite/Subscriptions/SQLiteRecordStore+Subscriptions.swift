@@ -65,32 +65,25 @@ extension SQLiteRecordStore {
     }
 
     public func pushToken(_ token: String, logger: Logger) async throws -> StoredPushToken? {
-        try await read { db in
-            guard
-                let row = try Row.fetchOne(
-                    db.cachedStatement(
-                        sql: "SELECT container_id, environment, user_record_name, positions, created_at FROM push_tokens WHERE token = ?"),
-                    arguments: [token])
-            else { return nil }
-            guard let environment = ContainerEnvironment(rawValue: row[1]) else { throw StoreError(.corrupt, "unknown environment") }
-            return StoredPushToken(
-                token: token, container: row[0], environment: environment, userRecordName: row[2], positions: Array((row[3] as String).utf8),
-                createdAt: row[4])
-        }
+        try await read { db in try Self.pushToken(db, token) }
+    }
+
+    static func pushToken(_ db: Database, _ token: String) throws -> StoredPushToken? {
+        guard
+            let row = try Row.fetchOne(
+                db.cachedStatement(sql: "SELECT container_id, environment, user_record_name, positions, created_at FROM push_tokens WHERE token = ?"),
+                arguments: [token])
+        else { return nil }
+        guard let environment = ContainerEnvironment(rawValue: row[1]) else { throw StoreError(.corrupt, "unknown environment") }
+        return StoredPushToken(
+            token: token, container: row[0], environment: environment, userRecordName: row[2], positions: Array((row[3] as String).utf8),
+            createdAt: row[4])
     }
 
     public func pushTokenFeeds(_ token: String, logger: Logger) async throws -> PushTokenFeeds? {
         try await read { db in
-            guard
-                let row = try Row.fetchOne(
-                    db.cachedStatement(
-                        sql: "SELECT container_id, environment, user_record_name, positions, created_at FROM push_tokens WHERE token = ?"),
-                    arguments: [token])
-            else { return nil }
-            guard let environment = ContainerEnvironment(rawValue: row[1]) else { throw StoreError(.corrupt, "unknown environment") }
-            let stored = StoredPushToken(
-                token: token, container: row[0], environment: environment, userRecordName: row[2], positions: Array((row[3] as String).utf8),
-                createdAt: row[4])
+            guard let stored = try Self.pushToken(db, token) else { return nil }
+            let environment = stored.environment
             var feeds = PushTokenFeeds(token: stored, subscriptions: [:])
             guard let user = stored.userRecordName else { return feeds }
             for row in try Row.fetchAll(
