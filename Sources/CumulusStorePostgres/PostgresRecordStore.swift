@@ -167,8 +167,6 @@ extension StoreError {
     }
 }
 
-/// The first outcome of an operation or its deadline, handed to the one caller waiting for it; and when the operation
-/// got its connection.
 /// An operation's deadline: one timer at a time, replaced as the operation moves from waiting for a connection to
 /// running on it, and cancelled when it ends.
 private final class OperationDeadline: Sendable {
@@ -199,7 +197,8 @@ private final class OperationDeadline: Sendable {
 }
 
 /// Runs a task's jobs on one event loop: a transaction's, on its connection's, so that each statement's answer resumes
-/// it on the thread that read the answer, instead of waking a thread of the concurrency pool at every round trip.
+/// it on the thread that read the answer, instead of waking a thread of the concurrency pool at every round trip. (The
+/// server's `EventLoopTaskExecutor` is its twin for requests; a store does not depend on the server's transport.)
 final class ConnectionLoopExecutor: TaskExecutor {
     let eventLoop: any EventLoop
 
@@ -213,6 +212,8 @@ final class ConnectionLoopExecutor: TaskExecutor {
     }
 }
 
+/// The first outcome of an operation or its deadline, handed to the one caller waiting for it; and when the operation
+/// got its connection.
 private final class FirstOutcome<T: Sendable>: Sendable {
     private struct State {
         var result: Result<T, any Error>?

@@ -11,9 +11,9 @@ extension PostgresRecordStore: ChangeBroadcasting {
     /// The payload meaning "anything may have changed".
     static let anythingPayload = "*"
 
-    /// Tells the other instances (this one's connections were woken at the commit). Sends `NOTIFY` on its own connection, never in a user's write transaction (a `NOTIFY` there would serialize every
-    /// commit on PostgreSQL's notification queue), and at most one at a time: keys announced while one is in flight go
-    /// together in the next.
+    /// Tells the other instances (this one's connections were woken at the commit). Sends `NOTIFY` on its own
+    /// connection, never in a user's write transaction (a `NOTIFY` there would serialize every commit on PostgreSQL's
+    /// notification queue), and at most one at a time: keys announced while one is in flight go together in the next.
     ///
     /// When no other instance listens (``listenForChanges(_:)`` looks every second), nothing is sent: the `NOTIFY` is a
     /// round trip and a connection of its own at every write, about a tenth of a single write's CPU, for nobody.
