@@ -35,6 +35,8 @@ public final class PostgresRecordStore: RecordStore {
     /// Names this instance's announcements, so that its listener skips its own: this instance woke its connections at
     /// the commit already, and a second wake-up would make each look at the feeds again for nothing.
     let instance = "@" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
+    /// Fails an operation whose connection closes under it (``withConnectionWait(_:)``).
+    let lostConnections = LostConnections()
 
     /// - Parameters:
     ///   - client: The connection pool, run by the caller.
@@ -58,22 +60,35 @@ public final class PostgresRecordStore: RecordStore {
     }
 
     /// Runs `work`, failing with ``StoreError/Code/unavailable`` if it has not called `leased` within
-    /// ``connectionWait``, or has not finished ``operationTimeout`` after that. Cancelling a waiting lease takes the
-    /// request off the pool's queue.
+    /// ``connectionWait``, or has not finished ``operationTimeout`` after that, or at once if the connection it passed
+    /// to `leased` closes before it finishes. Cancelling a waiting lease takes the request off the pool's queue.
     ///
     /// The work runs in a task of its own, and the caller is answered when either deadline passes even if the work does
     /// not respond to cancellation (a statement whose connection PostgreSQL dropped, or that it never answers): every
     /// request gets an answer in bounded time, whatever the database does. Work left behind ends when its connection
     /// fails or answers; a write's outcome is then unknown, and the error says so.
-    func withConnectionWait<T: Sendable>(_ work: @escaping @Sendable (_ leased: @escaping @Sendable () -> Void) async throws -> T) async throws -> T {
+    func withConnectionWait<T: Sendable>(
+        _ work: @escaping @Sendable (_ leased: @escaping @Sendable (_ connection: PostgresConnection?) -> Void) async throws -> T
+    ) async throws -> T {
         let outcome = FirstOutcome<T>()
-        let (wait, timeout, metrics) = (connectionWait, operationTimeout, self.metrics)
+        let (wait, timeout, metrics, lostConnections) = (connectionWait, operationTimeout, self.metrics, self.lostConnections)
         let start = ContinuousClock.now
         let worker = Task {
             do {
-                let value = try await work {
+                let value = try await work { connection in
                     outcome.leased()
                     metrics.waitedForConnection(ContinuousClock.now - start)
+                    // The pool can lease a connection whose close it has not heard of yet, and a statement written to
+                    // a closed channel is never answered: without this, the request would wait for the timeout.
+                    guard let connection else { return }
+                    lostConnections.watch(connection) {
+                        outcome.finish(
+                            .failure(
+                                StoreError(
+                                    .unavailable,
+                                    "the PostgreSQL connection closed during the operation; whether a write was applied is unknown (sending it again is safe: change tags make it idempotent)"
+                                )))
+                    }
                 }
                 outcome.finish(.success(value))
             } catch {
@@ -120,8 +135,9 @@ public final class PostgresRecordStore: RecordStore {
             let client = self.client
             return try await metrics.measure(.query) {
                 try await withConnectionWait { leased in
+                    // The whole query is within the connection wait: the pool's client gives no connection to watch.
                     let rows = try await client.query(query, logger: logger)
-                    leased()
+                    leased(nil)
                     return rows
                 }
             }
@@ -193,6 +209,32 @@ private final class OperationDeadline: Sendable {
             return state.timer
         }
         timer?.cancel()
+    }
+}
+
+/// The operation running on each leased connection, failed the moment its connection closes. One close callback per
+/// connection, registered when the connection is first seen, rather than one per operation: a connection's close future
+/// keeps every callback until the connection closes, which for a pooled connection may be days.
+final class LostConnections: Sendable {
+    private let running = Mutex<[PostgresConnection.ID: @Sendable () -> Void]>([:])
+
+    /// Calls `lost` if `connection` closes (or has closed) before the next ``watch(_:lost:)`` or ``forget(_:)`` of it.
+    func watch(_ connection: PostgresConnection, lost: @escaping @Sendable () -> Void) {
+        let first = running.withLock { running in
+            defer { running[connection.id] = lost }
+            return running[connection.id] == nil
+        }
+        guard first else { return }
+        connection.closeFuture.whenComplete { _ in
+            self.running.withLock { $0.removeValue(forKey: connection.id) }?()
+        }
+    }
+
+    /// The operation on `connection` ended: its close no longer concerns it.
+    func forget(_ connection: PostgresConnection) {
+        running.withLock { running in
+            if running[connection.id] != nil { running[connection.id] = {} }
+        }
     }
 }
 

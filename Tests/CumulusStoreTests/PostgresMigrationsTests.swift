@@ -193,6 +193,37 @@ struct PostgresAccountsTests {
     }
 }
 
+@Suite("PostgreSQL store: lost connections", .enabled(if: PostgresTestServer.url != nil, PostgresTestServer.skipped), .timeLimit(.minutes(10)))
+struct PostgresLostConnectionTests {
+    let logger = PostgresTestServer.logger
+
+    /// The pool can lease a connection whose close it has not heard of yet (PostgreSQL restarting), and a statement
+    /// written to a closed connection is never answered. The operation fails as unavailable at once, not after the
+    /// operation timeout: a client told "try again later" retries, one left waiting gives up.
+    @Test func anOperationOnAConnectionThatClosedIsAnsweredAtOnce() async throws {
+        let location = try PostgresLocation(url: try #require(PostgresTestServer.url))
+        let configuration = location.clientConfiguration(maximumConnections: 1)
+        let client = PostgresClient(configuration: configuration)
+        // The timeout stands far above the test's limit: only the watch can end the operation in time.
+        let store = PostgresRecordStore(client: client, operationTimeout: .seconds(3_600))
+        let connection = try await PostgresConnection.connect(
+            configuration: .init(
+                host: location.host, port: location.port, username: location.username, password: location.password,
+                database: location.database, tls: .disable),
+            id: 1, logger: logger)
+        try await connection.close()
+        let started = ContinuousClock.now
+        let error = await #expect(throws: StoreError.self) {
+            try await store.withConnectionWait { leased in
+                leased(connection)
+                try await connection.query("SELECT 1", logger: logger)
+            }
+        }
+        #expect(error?.code == .unavailable && error?.message.contains("closed during the operation") == true, "\(String(describing: error))")
+        #expect(ContinuousClock.now - started < .seconds(60))
+    }
+}
+
 @Suite("PostgreSQL store: zones", .enabled(if: PostgresTestServer.url != nil, PostgresTestServer.skipped), .timeLimit(.minutes(10)))
 struct PostgresZonesTests {
     @Test func zonesAreCreatedOnceListedDeletedAndCreatedAgainAsNewIncarnations() async throws {

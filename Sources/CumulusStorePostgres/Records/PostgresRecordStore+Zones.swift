@@ -29,11 +29,12 @@ extension PostgresRecordStore {
         snapshot: Bool, logger: Logger, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
     ) async throws -> T {
         do {
-            let client = self.client
+            let (client, lostConnections) = (self.client, self.lostConnections)
             return try await metrics.measure(.transaction) {
                 try await withConnectionWait { leased in
                     try await client.withConnection { connection in
-                        leased()
+                        leased(connection)
+                        defer { lostConnections.forget(connection) }
                         return try await withTaskExecutorPreference(ConnectionLoopExecutor(connection.eventLoop)) {
                             // BEGIN with its isolation in one statement: a round trip fewer than BEGIN then SET TRANSACTION.
                             try await connection.query(snapshot ? "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY" : "BEGIN", logger: logger)
