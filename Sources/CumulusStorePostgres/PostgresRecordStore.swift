@@ -35,8 +35,10 @@ public final class PostgresRecordStore: RecordStore {
     /// Names this instance's announcements, so that its listener skips its own: this instance woke its connections at
     /// the commit already, and a second wake-up would make each look at the feeds again for nothing.
     let instance = "@" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
-    /// Fails an operation whose connection closes under it (``withConnectionWait(_:)``).
+    /// Fails an operation whose connection closes under it (``withConnectionWait(wait:_:)``).
     let lostConnections = LostConnections()
+    /// Streaming replicas that serve reads, if any.
+    public let replicas: PostgresReadReplicas?
 
     /// - Parameters:
     ///   - client: The connection pool, run by the caller.
@@ -48,19 +50,22 @@ public final class PostgresRecordStore: RecordStore {
     ///     answering, a connection lost without a word) before it fails with ``StoreError/Code/unavailable``; longer
     ///     than any statement a request runs (bounded by the request limits).
     ///   - metrics: Where the store's metrics go; `nil` makes them through swift-metrics' global system.
+    ///   - replicas: Streaming replicas of `client`'s database that serve change feeds, lookups and queries while they
+    ///     keep up; run them beside the client.
     public init(
         client: PostgresClient, maximumFieldIndexes: Int = 64, connectionWait: Duration = .seconds(5), operationTimeout: Duration = .seconds(30),
-        metrics: StoreMetrics? = nil
+        metrics: StoreMetrics? = nil, replicas: PostgresReadReplicas? = nil
     ) {
         self.client = client
+        self.replicas = replicas
         self.metrics = metrics ?? StoreMetrics.postgres(poolSize: nil)
         self.maximumFieldIndexes = maximumFieldIndexes
         self.connectionWait = connectionWait
         self.operationTimeout = operationTimeout
     }
 
-    /// Runs `work`, failing with ``StoreError/Code/unavailable`` if it has not called `leased` within
-    /// ``connectionWait``, or has not finished ``operationTimeout`` after that, or at once if the connection it passed
+    /// Runs `work`, failing with ``StoreError/Code/unavailable`` if it has not called `leased` within `wait` (by default
+    /// ``connectionWait``), or has not finished ``operationTimeout`` after that, or at once if the connection it passed
     /// to `leased` closes before it finishes. Cancelling a waiting lease takes the request off the pool's queue.
     ///
     /// The work runs in a task of its own, and the caller is answered when either deadline passes even if the work does
@@ -68,10 +73,11 @@ public final class PostgresRecordStore: RecordStore {
     /// request gets an answer in bounded time, whatever the database does. Work left behind ends when its connection
     /// fails or answers; a write's outcome is then unknown, and the error says so.
     func withConnectionWait<T: Sendable>(
+        wait: Duration? = nil,
         _ work: @escaping @Sendable (_ leased: @escaping @Sendable (_ connection: PostgresConnection?) -> Void) async throws -> T
     ) async throws -> T {
         let outcome = FirstOutcome<T>()
-        let (wait, timeout, metrics, lostConnections) = (connectionWait, operationTimeout, self.metrics, self.lostConnections)
+        let (wait, timeout, metrics, lostConnections) = (wait ?? connectionWait, operationTimeout, self.metrics, self.lostConnections)
         let start = ContinuousClock.now
         let worker = Task {
             do {
@@ -216,24 +222,29 @@ private final class OperationDeadline: Sendable {
 /// connection, registered when the connection is first seen, rather than one per operation: a connection's close future
 /// keeps every callback until the connection closes, which for a pooled connection may be days.
 final class LostConnections: Sendable {
-    private let running = Mutex<[PostgresConnection.ID: @Sendable () -> Void]>([:])
+    /// Keyed by the connection object: IDs are numbered per client, and a replica's client numbers its own.
+    private let running = Mutex<[ObjectIdentifier: @Sendable () -> Void]>([:])
 
     /// Calls `lost` if `connection` closes (or has closed) before the next ``watch(_:lost:)`` or ``forget(_:)`` of it.
     func watch(_ connection: PostgresConnection, lost: @escaping @Sendable () -> Void) {
+        let key = ObjectIdentifier(connection)
         let first = running.withLock { running in
-            defer { running[connection.id] = lost }
-            return running[connection.id] == nil
+            defer { running[key] = lost }
+            return running[key] == nil
         }
         guard first else { return }
+        // The callback holds the connection, so its key is not reused before the entry goes.
         connection.closeFuture.whenComplete { _ in
-            self.running.withLock { $0.removeValue(forKey: connection.id) }?()
+            _ = connection
+            self.running.withLock { $0.removeValue(forKey: key) }?()
         }
     }
 
     /// The operation on `connection` ended: its close no longer concerns it.
     func forget(_ connection: PostgresConnection) {
+        let key = ObjectIdentifier(connection)
         running.withLock { running in
-            if running[connection.id] != nil { running[connection.id] = {} }
+            if running[key] != nil { running[key] = {} }
         }
     }
 }

@@ -91,9 +91,9 @@ struct DataOptions: ParsableArguments {
     /// Opens the store for the length of `body`, running its connection pool alongside.
     func withStore<T: Sendable>(_ body: (any RecordStore) async throws -> T) async throws -> T {
         let opened = try await location().open(logger: Logger(label: "cumulus"))
-        guard let service = opened.service else { return try await body(opened.store) }
+        guard !opened.services.isEmpty else { return try await body(opened.store) }
         return try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await service.run() }
+            for service in opened.services { group.addTask { try await service.run() } }
             defer { group.cancelAll() }
             return try await body(opened.store)
         }
@@ -107,12 +107,14 @@ enum StoreLocation {
 
     /// Opens the store. SQLite: the file in the data directory, both created if needed. PostgreSQL: one connection
     /// first, so a bad URL, wrong credentials or an unreachable server is one clear error at once; then the schema is
-    /// migrated (once, however many instances start together), and the pool is returned as a service to run.
-    func open(logger: Logger) async throws -> (store: any RecordStore, service: (any Service)?) {
+    /// migrated (once, however many instances start together), and the pool is returned as a service to run; with
+    /// `replicas`, streaming replicas that serve reads while they keep up, checked the same way, are another.
+    func open(logger: Logger, replicas: [PostgresLocation] = []) async throws -> (store: any RecordStore, services: [any Service]) {
         switch self {
         case .sqlite(let directory):
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-            return (try SQLiteRecordStore(path: (directory as NSString).appendingPathComponent("cumulus.sqlite")), nil)
+            guard replicas.isEmpty else { throw ValidationError("--read-replica needs a PostgreSQL --database") }
+            return (try SQLiteRecordStore(path: (directory as NSString).appendingPathComponent("cumulus.sqlite")), [])
         case .postgres(let location, let connections):
             try await location.check(logger: logger)
             let migrator = PostgresClient(configuration: location.clientConfiguration(maximumConnections: 1))
@@ -122,7 +124,26 @@ enum StoreLocation {
                 try await PostgresMigrations.migrate(migrator, logger: logger)
             }
             let client = PostgresClient(configuration: location.clientConfiguration(maximumConnections: connections), backgroundLogger: logger)
-            return (PostgresRecordStore(client: client, metrics: StoreMetrics.postgres(poolSize: connections)), client)
+            guard !replicas.isEmpty else {
+                return (PostgresRecordStore(client: client, metrics: StoreMetrics.postgres(poolSize: connections)), [client])
+            }
+            for replica in replicas {
+                // A replica that is down only starts out of service (the primary serves its reads); one that is named
+                // wrongly is an error now, as the primary's would be.
+                do throws(StoreError) {
+                    try await replica.check(logger: logger)
+                } catch {
+                    guard error.code == .unavailable else { throw error }
+                    logger.warning("read replica unreachable; it serves reads once it answers", metadata: ["cumulus.replica": "\(replica.redacted)"])
+                }
+            }
+            let readReplicas = PostgresReadReplicas(
+                primary: client,
+                replicas: replicas.map {
+                    (PostgresClient(configuration: $0.clientConfiguration(maximumConnections: connections), backgroundLogger: logger), $0.redacted)
+                }, logger: logger)
+            let store = PostgresRecordStore(client: client, metrics: StoreMetrics.postgres(poolSize: connections), replicas: readReplicas)
+            return (store, [client, readReplicas])
         }
     }
 }
@@ -236,6 +257,13 @@ struct Serve: AsyncParsableCommand {
             then an environment variable, wins over it (default: $CUMULUS_CONFIG).
             """)
     var config: String?
+    @Option(
+        name: .customLong("read-replica"),
+        help: """
+            A streaming replica of the PostgreSQL --database that serves change feeds, lookups and queries while it keeps \
+            up; repeat for more (default: $CUMULUS_READ_REPLICA, comma-separated).
+            """)
+    var readReplicas: [String] = []
     @OptionGroup var options: DataOptions
 
     func run() async throws {
@@ -271,7 +299,14 @@ struct Serve: AsyncParsableCommand {
         // the server's: bootstrapped before the store opens and makes its metrics.
         let metrics = ServerMetrics()
         MetricsSystem.bootstrap(metrics.factory)
-        let opened = try await options.location().open(logger: logger)
+        let replicaURLs =
+            readReplicas.isEmpty
+            ? (settings.text("read-replica") ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            : readReplicas
+        let replicas = try replicaURLs.map { url in
+            do throws(StoreError) { return try PostgresLocation(url: url) } catch { throw ValidationError("--read-replica: \(error.message)") }
+        }
+        let opened = try await options.location().open(logger: logger, replicas: replicas)
         guard let maxPushConnections = maxPushConnections ?? Int(settings.text("max-push-connections") ?? "10000"), maxPushConnections > 0
         else {
             throw ValidationError("--max-push-connections (CUMULUS_MAX_PUSH_CONNECTIONS) must be a positive number")
@@ -320,11 +355,16 @@ struct Serve: AsyncParsableCommand {
             onServerRunning: { url in printResult(url) },
             onMetricsServerRunning: { url in logger.info("metrics", metadata: ["cumulus.metrics.url": "\(url)/metrics"]) }
         )
-        // PostgreSQL's connection pool runs beside the server and shuts down after it.
-        if let service = opened.service { app.addServices(service) }
+        // PostgreSQL's connection pools run beside the server and shut down after it.
+        for service in opened.services { app.addServices(service) }
         if let tracing { app.addServices(tracing) }
         if case .postgres(let location, let connections) = try options.location() {
-            logger.info("using PostgreSQL", metadata: ["cumulus.database": "\(location.redacted)", "cumulus.connections": "\(connections)"])
+            logger.info(
+                "using PostgreSQL",
+                metadata: [
+                    "cumulus.database": "\(location.redacted)", "cumulus.connections": "\(connections)",
+                    "cumulus.read_replicas": "\(replicas.map { $0.redacted }.joined(separator: ","))",
+                ])
         }
         // SIGINT and SIGTERM start a graceful shutdown: in-flight requests finish before the process exits.
         try await app.runService()

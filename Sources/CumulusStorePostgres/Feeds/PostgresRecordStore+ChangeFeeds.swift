@@ -8,7 +8,7 @@ extension PostgresRecordStore {
     /// agree. A zone's position is taken under its database's row lock, held until commit, so positions commit in
     /// order and a change that commits after this snapshot always lands after the position returned.
     public func databaseChanges(in database: DatabaseRef, after sequence: Int64, limit: Int, logger: Logger) async throws -> DatabaseChangePage {
-        try await transaction(snapshot: true, logger: logger) { connection in
+        try await read(logger: logger) { connection in
             guard let databaseID = try await Self.databaseID(connection, database, logger: logger) else {
                 return DatabaseChangePage(zones: [], sequence: 0, moreComing: false)
             }
@@ -46,7 +46,7 @@ extension PostgresRecordStore {
     /// until they commit, so sequences commit in order: everything at or below the zone's committed sequence is
     /// visible to this snapshot, and a change that commits later has a higher sequence than the position returned.
     public func zoneChanges(_ request: ZoneChangeRequest, logger: Logger) async throws -> ZoneChangePage {
-        try await transaction(snapshot: true, logger: logger) { connection in
+        try await read(logger: logger) { connection in
             let zoneID = request.database.zoneID(request.zoneName)
             guard let zone = try await Self.zoneRow(connection, request.database, zoneName: request.zoneName, logger: logger) else {
                 // The default zone of a database never written: empty, and its token stays good once it is written.

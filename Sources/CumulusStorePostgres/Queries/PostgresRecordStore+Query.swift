@@ -11,7 +11,7 @@ extension PostgresRecordStore {
         if query.createsIndexes {
             try await ensureFieldIndexes(compiler.indexedFields, query: query, logger: logger)
         }
-        return try await transaction(snapshot: true, logger: logger) { connection in
+        return try await read(logger: logger) { connection in
             var compiled = compiler
             guard let databaseID = try await Self.databaseID(connection, query.database, logger: logger) else {
                 if query.zoneName == nil || query.zoneName == ZoneID.defaultZoneName { return RecordQueryPage(records: [], cursor: nil) }

@@ -92,7 +92,7 @@ extension PostgresRecordStore {
     public func scanRecords<Scan: RecordSequenceScan>(
         _ scan: Scan, in range: RecordNameRange, zoneName: String, database: DatabaseRef, access: ParticipantAccess?, logger: Logger
     ) async throws -> Scan {
-        try await transaction(snapshot: true, logger: logger) { connection in
+        try await read(logger: logger) { connection in
             guard let zone = try await Self.zoneRow(connection, database, zoneName: zoneName, logger: logger) else {
                 if zoneName == ZoneID.defaultZoneName {
                     var empty = scan

@@ -26,7 +26,7 @@ extension PostgresRecordStore {
     public func records(
         named names: [String], zoneName: String, in database: DatabaseRef, access: ParticipantAccess?, logger: Logger
     ) async throws -> [String: StoredRecord] {
-        try await transaction(snapshot: true, logger: logger) { connection in
+        try await read(logger: logger) { connection in
             try await Self.run(ZoneScripts.records(named: names, zoneName: zoneName, in: database, access: access), connection, logger: logger)
         }
     }

@@ -25,13 +25,40 @@ extension PostgresRecordStore {
         }
     }
 
+    /// A read-only snapshot (as `transaction(snapshot: true)`), served by a read replica when one is in service and
+    /// has replayed everything the primary had written when the read began, else by the primary: a read never sees an
+    /// older state than a primary read would (``PostgresReadReplicas``).
+    func read<T: Sendable>(logger: Logger, _ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+        guard let replicas else { return try await transaction(snapshot: true, logger: logger, body) }
+        if let replica = replicas.next() {
+            // Where the primary stands now: every write acknowledged before this read is at or before it.
+            let target = try await PostgresReadReplicas.position(
+                of: client, "pg_current_wal_flush_lsn()", wait: connectionWait, logger: logger)
+            do {
+                if try await replicas.waitForReplay(replica, upTo: target ?? .start) {
+                    let value = try await transactionOnce(
+                        on: replica.client, connectionWait: replicas.connectionWait, snapshot: true, logger: logger, body)
+                    replicas.served(by: replica)
+                    return value
+                }
+                replicas.takeOutOfService(replica, reason: "lagging: had not replayed the primary's position within \(replicas.wait)")
+            } catch let error as StoreError where error.code == .unavailable {
+                // The replica's failure, not the read's: the primary serves it.
+                replicas.takeOutOfService(replica, reason: "unreachable")
+            }
+        }
+        replicas.served(by: nil)
+        return try await transaction(snapshot: true, logger: logger, body)
+    }
+
     private func transactionOnce<T: Sendable>(
-        snapshot: Bool, logger: Logger, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
+        on client: PostgresClient? = nil, connectionWait: Duration? = nil, snapshot: Bool, logger: Logger,
+        _ body: @escaping @Sendable (PostgresConnection) async throws -> T
     ) async throws -> T {
         do {
-            let (client, lostConnections) = (self.client, self.lostConnections)
+            let (client, lostConnections) = (client ?? self.client, self.lostConnections)
             return try await metrics.measure(.transaction) {
-                try await withConnectionWait { leased in
+                try await withConnectionWait(wait: connectionWait) { leased in
                     try await client.withConnection { connection in
                         leased(connection)
                         defer { lostConnections.forget(connection) }
@@ -127,7 +154,7 @@ extension PostgresRecordStore {
     }
 
     public func zones(in database: DatabaseRef, logger: Logger) async throws -> [ZoneState] {
-        try await transaction(snapshot: true, logger: logger) { connection in
+        try await read(logger: logger) { connection in
             guard let databaseID = try await Self.databaseID(connection, database, logger: logger) else {
                 return [ZoneState.unwrittenDefaultZone(of: database)]
             }
@@ -145,7 +172,7 @@ extension PostgresRecordStore {
     }
 
     public func zones(named names: [String], in database: DatabaseRef, logger: Logger) async throws -> [String: ZoneState] {
-        try await transaction(snapshot: true, logger: logger) { connection in
+        try await read(logger: logger) { connection in
             guard let databaseID = try await Self.databaseID(connection, database, logger: logger) else {
                 return names.contains(ZoneID.defaultZoneName) ? [ZoneID.defaultZoneName: ZoneState.unwrittenDefaultZone(of: database)] : [:]
             }

@@ -234,7 +234,7 @@ extension PostgresRecordStore {
     public func sharedDatabaseChanges(
         userRecordName: String, container: String, environment: ContainerEnvironment, after sequence: Int64, limit: Int, logger: Logger
     ) async throws -> SharedDatabasePage {
-        try await transaction(snapshot: true, logger: logger) { connection in
+        try await read(logger: logger) { connection in
             let rows = try await connection.query(
                 """
                 SELECT v.view_seq, v.deleted, z.id, z.zone_name, z.change_seq, d.owner_record_name

@@ -26,6 +26,8 @@ struct TestStore: Sendable, CustomTestStringConvertible {
         try SQLiteRecordStore(path: TestFiles.fresh("cumulus.sqlite"), configuration: .init(metrics: metrics))
     }
     static let postgresURL = ProcessInfo.processInfo.environment["CUMULUS_TEST_POSTGRES"]
+    /// A streaming replica of that server (`scripts/setup-postgres-replica.sh`), for the read-replica suite.
+    static let postgresReplicaURL = ProcessInfo.processInfo.environment["CUMULUS_TEST_POSTGRES_REPLICA"]
     static let all: [TestStore] =
         [.sqlite] + (postgresURL == nil ? [] : [TestStore(name: "PostgreSQL") { try await makePostgresStore(metrics: $0) }])
 
