@@ -20,7 +20,8 @@ import Synchronization
 
 /// Cumulus benchmarks. Run in release mode: `swift run -c release CumulusBenchmarks [--records N] [--concurrency C]`
 /// `[--subscribers N] [--idle-streams N] [--only sync|verify|history|feed|modify|push|abuse|requests|assets]`
-/// `[--in-process-server]`.
+/// `[--in-process-server]`; `--only replicas --store postgres://… --replica postgres://…` reads feeds through a
+/// streaming replica of the `--store` server, beside the primary.
 ///
 /// `--only requests` drives `cumulus serve` built beside the benchmark (`swift build -c release --product cumulus`), as
 /// an operator runs it; `--in-process-server` drives this executable's own `--serve` instead (the same server, no
@@ -46,6 +47,7 @@ struct Benchmarks {
         var only: String?
         var postgres: PostgresLocation?
         var inProcessServer = false
+        var replica: PostgresLocation?
         while let argument = arguments.popFirst() {
             switch argument {
             case "--only": only = arguments.popFirst()
@@ -56,10 +58,12 @@ struct Benchmarks {
             case "--subscribers": subscribers = Int(arguments.popFirst() ?? "") ?? subscribers
             case "--idle-streams": idleStreams = Int(arguments.popFirst() ?? "") ?? idleStreams
             case "--in-process-server": inProcessServer = true
+            case "--replica": replica = try PostgresLocation(url: arguments.popFirst() ?? "")
             default:
                 let usage =
                     "usage: CumulusBenchmarks [--records N] [--concurrency C] [--feed-records N] [--subscribers N] [--idle-streams N] "
-                    + "[--only sync|verify|history|feed|modify|push|abuse|requests|assets] [--store postgres://…] [--in-process-server]\n"
+                    + "[--only sync|verify|history|feed|modify|push|abuse|requests|assets|replicas] [--store postgres://…] "
+                    + "[--replica postgres://…] [--in-process-server]\n"
                 let message = (argument == "--help" ? "" : "unknown argument \(argument)\n") + usage
                 FileHandle.standardError.write(Data(message.utf8))
                 exit(argument == "--help" ? 0 : 2)
@@ -83,6 +87,11 @@ struct Benchmarks {
             for store in [BenchStore.sqlite] + (postgres.map { [.postgres($0)] } ?? []) {
                 try await requestPath(records: records, on: store, deployed: !inProcessServer)
             }
+            return
+        }
+        if only == "replicas" {
+            guard let postgres, let replica else { throw BenchmarkError("--only replicas needs --store and --replica (a streaming replica of it)") }
+            try await replicas(records: records, primary: postgres, replica: replica)
             return
         }
         if only == "sync" {

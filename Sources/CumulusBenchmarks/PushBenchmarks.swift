@@ -90,7 +90,7 @@ extension Benchmarks {
         /// beside this one (`swift build -c release --product cumulus`), with its default limits and log level; only the
         /// per-user request rate is raised, since one benchmark user sends every request. `nil` when no `cumulus` was
         /// built beside the benchmark.
-        static func startDeployed(store: String, databaseConnections: Int? = nil) throws -> ServerProcess? {
+        static func startDeployed(store: String, databaseConnections: Int? = nil, arguments more: [String] = []) throws -> ServerProcess? {
             let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
                 .appendingPathComponent("cumulus")
             guard FileManager.default.isExecutableFile(atPath: executable.path) else { return nil }
@@ -101,7 +101,7 @@ extension Benchmarks {
                 ? ["--database", store] : ["--data", URL(fileURLWithPath: store).deletingLastPathComponent().path]
             process.arguments =
                 ["serve", "--port", "0", "--requests-per-second", "1000000"] + location
-                + (databaseConnections.map { ["--database-connections", "\($0)"] } ?? [])
+                + (databaseConnections.map { ["--database-connections", "\($0)"] } ?? []) + more
             // The access log, one line a request, is written as deployed, and dropped here.
             process.standardError = FileHandle.nullDevice
             let url = try firstLine(of: process).prefix { !$0.isWhitespace }
