@@ -112,6 +112,8 @@ struct Benchmarks {
             for store in [BenchStore.sqlite] + (postgres.map { [.postgres($0)] } ?? []) {
                 try await push(subscribers: subscribers, idleStreams: idleStreams, on: store)
             }
+            // Over PostgreSQL, again with the streams spread over two instances: every other notification crosses.
+            if let postgres { try await push(subscribers: subscribers, idleStreams: 0, on: .postgres(postgres), instances: 2) }
             return
         }
         if let postgres {

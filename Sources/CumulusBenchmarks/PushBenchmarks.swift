@@ -143,7 +143,10 @@ extension Benchmarks {
         var courier: String = ""
     }
 
-    static func push(subscribers count: Int, idleStreams: Int, on kind: BenchStore) async throws {
+    ///
+    /// With `instances: 2` (PostgreSQL), a second server joins: every other subscriber's stream is held by it, writes go
+    /// through the first, and the latencies are of the notifications that cross from one instance to the other.
+    static func push(subscribers count: Int, idleStreams: Int, on kind: BenchStore, instances: Int = 1) async throws {
         let (store, cleanUp, location) = try await kind.makeLocated()
         defer { cleanUp() }
         let logger = Logger(label: "bench")
@@ -158,7 +161,11 @@ extension Benchmarks {
         }
         let server = try ServerProcess.start(store: location)
         defer { server.stop() }
+        let second = instances > 1 ? try ServerProcess.start(store: location) : nil
+        defer { second?.stop() }
         progress("push: \(count) users made; server at \(server.url)")
+        /// Where a subscriber's stream is held: every other one on the second instance, when there is one.
+        func holds(_ index: Int) -> Bool { second != nil && index % 2 == 1 }
 
         let http = Self.manyConnections
         let base = server.url
@@ -178,6 +185,7 @@ extension Benchmarks {
         try await withThrowingTaskGroup(of: (Int, String).self) { group in
             for (index, subscriber) in subscribers.enumerated() {
                 if index >= 16 { if let (done, courier) = try await group.next() { subscribers[done].courier = courier } }
+                let courierBase = holds(index) ? second?.url : nil
                 group.addTask {
                     _ = try await post(
                         "\(database)/zones/modify", subscriber,
@@ -186,7 +194,9 @@ extension Benchmarks {
                         "\(database)/subscriptions/modify", subscriber,
                         #"{"operations":[{"operationType":"create","subscription":{"subscriptionID":"all","subscriptionType":"database"}}]}"#)
                     let token = try await post("/device/1/\(container)/development/tokens/create", subscriber, "{}")
-                    return (index, token["webcourierURL"]?.stringValue ?? "")
+                    let courier = token["webcourierURL"]?.stringValue ?? ""
+                    guard let courierBase, courier.hasPrefix(base) else { return (index, courier) }
+                    return (index, courierBase + courier.dropFirst(base.count))
                 }
             }
             for try await (done, courier) in group { subscribers[done].courier = courier }
@@ -238,7 +248,9 @@ extension Benchmarks {
         var writeTimes: [Double] = []
         let samples = min(500, count)
         for sample in 0..<samples {
-            let target = (sample * 7919) % count
+            var target = (sample * 7919) % count
+            // Across instances: only notifications that cross.
+            if second != nil, !holds(target) { target = (target + 1) % count }
             let start = ContinuousClock.now
             _ = try await post(
                 "\(database)/records/modify", streaming[target],
@@ -258,8 +270,9 @@ extension Benchmarks {
         func percentile(_ values: [Double], _ p: Double) -> String {
             String(format: "%.1f", values[min(values.count - 1, Int(Double(values.count) * p))])
         }
+        let across = second != nil ? " across two instances" : ""
         print(
-            "| push \(kind.name): write to notification, \(count) subscribers streaming | \(samples) writes | "
+            "| push \(kind.name): write to notification, \(count) subscribers streaming\(across) | \(samples) writes | "
                 + "p50 \(percentile(latencies, 0.5)) ms | p99 \(percentile(latencies, 0.99)) ms | "
                 + "the write's own round trip p50 \(percentile(writeTimes, 0.5)) ms, p99 \(percentile(writeTimes, 0.99)) ms |")
 
@@ -290,13 +303,13 @@ extension Benchmarks {
         delivered -= before
         let seconds = (lastEvent.value - throughputStart).seconds
         print(
-            "| push \(kind.name): notifications delivered, 16 writers to \(count) subscribers | \(writes) writes | "
+            "| push \(kind.name): notifications delivered, 16 writers to \(count) subscribers\(across) | \(writes) writes | "
                 + "\(format(seconds)) | \(Int(Double(delivered) / seconds)) notifications/s | "
                 + "\(delivered) notifications (writes to one subscriber between its checks coalesce); writes done after "
                 + "\(format((written - throughputStart).seconds)) s |")
 
         // Memory: many more streams, idle.
-        guard idleStreams > 0 else { return }
+        guard idleStreams > 0, second == nil else { return }
         let perUser = max(1, (idleStreams + count - 1) / count)
         let idleReady = Counter()
         let settled = Counter()

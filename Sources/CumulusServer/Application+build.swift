@@ -6,7 +6,7 @@ import HTTPTypes
 public import Hummingbird
 public import Logging
 import NIOCore
-import ServiceLifecycle
+public import ServiceLifecycle
 
 /// Builds the Cumulus HTTP application. The `cumulus serve` command and the tests both call this.
 ///
@@ -26,8 +26,10 @@ import ServiceLifecycle
 ///     tests give each server loops of its own, so that one test's load does not hold up another's connections.
 ///   - onServerRunning: Called with the URL the server listens on, once it accepts connections.
 ///   - onMetricsServerRunning: Called with the URL of the metrics port, when ``ServerConfiguration/metricsPort`` is set.
+///   - storeServices: What the store needs running (PostgreSQL's connection pools): started before the server's own
+///     work, which reads the store at once, and stopped after it.
 public func buildApplication(
-    configuration: ServerConfiguration, store: any RecordStore, logger: Logger, clock: WallClock = .system,
+    configuration: ServerConfiguration, store: any RecordStore, storeServices: [any Service] = [], logger: Logger, clock: WallClock = .system,
     metrics: ServerMetrics = ServerMetrics(), eventLoopGroup: EventLoopGroupProvider = .singleton,
     onServerRunning: @escaping @Sendable (String) async -> Void = { _ in },
     onMetricsServerRunning: @escaping @Sendable (String) async -> Void = { _ in }
@@ -40,7 +42,6 @@ public func buildApplication(
     // One token secret for the records' tokens and the push tokens: read once at start.
     let secrets = TokenSecrets(store: store)
     let push = pushService(configuration: configuration, store: store, clock: clock, changes: changes, secrets: secrets)
-    Task { await push.prepare(logger: logger) }
     let router = buildRouter(
         configuration: routed, store: store, clock: clock, changes: changes, metrics: metrics, push: push, secrets: secrets)
     let serverName = "Cumulus"
@@ -55,17 +56,19 @@ public func buildApplication(
     let links = LinkService(store: store, clock: clock, limits: configuration.linkLimits)
     let upkeep = DatabaseService(store: store, clock: clock, historyRetention: configuration.historyRetention)
     let assets = AssetCleanup(database: upkeep, storage: assetStorage, clock: clock, limits: configuration.assetLimits)
-    var services: [any Service] = [
-        UpkeepService(name: "link cleanup", interval: configuration.linkCleanupInterval, logger: logger) {
-            (try await links.deleteExpired(logger: $0), "expired link snapshots")
-        },
-        UpkeepService(name: "asset cleanup", interval: configuration.assetLimits.cleanupInterval, logger: logger) {
-            (try await assets.run(logger: $0), "asset files no record holds")
-        },
-        UpkeepService(name: "history pruning", interval: configuration.historyPruneInterval, logger: logger) {
-            (try await upkeep.pruneHistory(logger: $0), "record versions past the history's window")
-        },
-    ]
+    var services: [any Service] =
+        storeServices + [
+            PushPreparation(push: push, logger: logger),
+            UpkeepService(name: "link cleanup", interval: configuration.linkCleanupInterval, logger: logger) {
+                (try await links.deleteExpired(logger: $0), "expired link snapshots")
+            },
+            UpkeepService(name: "asset cleanup", interval: configuration.assetLimits.cleanupInterval, logger: logger) {
+                (try await assets.run(logger: $0), "asset files no record holds")
+            },
+            UpkeepService(name: "history pruning", interval: configuration.historyPruneInterval, logger: logger) {
+                (try await upkeep.pruneHistory(logger: $0), "record versions past the history's window")
+            },
+        ]
     if let broadcaster = store as? any ChangeBroadcasting { services.append(ChangeListener(store: broadcaster, changes: changes)) }
     if let maintained = store as? any BackgroundMaintenance { services.append(StoreMaintenance(store: maintained, logger: logger)) }
     if let metricsPort = configuration.metricsPort {
@@ -212,6 +215,18 @@ struct StoreMaintenance: Service {
     func run() async throws {
         await cancelWhenGracefulShutdown { await store.maintainInBackground(logger: logger) }
         // A store with nothing to do (in memory) returns at once; a service that ends would end the server.
+        try? await gracefulShutdown()
+    }
+}
+
+/// Reads the token secret ahead of the first courier poll, once the store's services run.
+struct PushPreparation: Service {
+    let push: PushService
+    let logger: Logger
+
+    func run() async throws {
+        await push.prepare(logger: logger)
+        // A service that ends would end the server.
         try? await gracefulShutdown()
     }
 }

@@ -351,12 +351,10 @@ struct Serve: AsyncParsableCommand {
         let tracing = try RequestTracing.start(&configuration, logger: logger)
         var app = buildApplication(
             configuration: configuration,
-            store: opened.store, logger: logger, metrics: metrics,
+            store: opened.store, storeServices: opened.services, logger: logger, metrics: metrics,
             onServerRunning: { url in printResult(url) },
             onMetricsServerRunning: { url in logger.info("metrics", metadata: ["cumulus.metrics.url": "\(url)/metrics"]) }
         )
-        // PostgreSQL's connection pools run beside the server and shut down after it.
-        for service in opened.services { app.addServices(service) }
         if let tracing { app.addServices(tracing) }
         if case .postgres(let location, let connections) = try options.location() {
             logger.info(
