@@ -28,16 +28,20 @@ extension PostgresRecordStore {
     {
         // Each statement is atomic, and what they add is only ever more: a reader between them sees a record type
         // before its fields, which is a schema that was true a moment before.
-        let types = Array(additions.recordTypes.keys)
+        // Rows in one order everywhere (a dictionary's order differs from one process to the next): writers adding the
+        // same fields at once through two instances would otherwise lock them in opposite orders and deadlock.
+        let types = additions.recordTypes.keys.sorted()
         if !types.isEmpty {
             try await query(
                 """
                 INSERT INTO schema_record_types (container_id, environment, record_type)
-                SELECT \(container), \(environment.rawValue), name FROM unnest(\(types)::text[]) AS name
+                SELECT \(container), \(environment.rawValue), name FROM unnest(\(types)::text[]) WITH ORDINALITY AS t(name, position)
+                ORDER BY position
                 ON CONFLICT DO NOTHING
                 """, logger: logger)
         }
         let fields = additions.recordTypes.values.flatMap { type in type.fields.values.map { (type.name, $0) } }
+            .sorted { ($0.0, $0.1.name) < ($1.0, $1.1.name) }
         if !fields.isEmpty {
             // A field already there keeps its type; index flags only ever switch on.
             try await query(
@@ -45,8 +49,9 @@ extension PostgresRecordStore {
                 INSERT INTO schema_fields (container_id, environment, record_type, field_name, field_type, queryable, sortable)
                 SELECT \(container), \(environment.rawValue), t.record_type, t.field_name, t.field_type, t.queryable, t.sortable
                 FROM unnest(\(fields.map(\.0))::text[], \(fields.map(\.1.name))::text[], \(fields.map(\.1.type.description))::text[],
-                    \(fields.map(\.1.isQueryable))::boolean[], \(fields.map(\.1.isSortable))::boolean[])
-                    AS t(record_type, field_name, field_type, queryable, sortable)
+                    \(fields.map(\.1.isQueryable))::boolean[], \(fields.map(\.1.isSortable))::boolean[]) WITH ORDINALITY
+                    AS t(record_type, field_name, field_type, queryable, sortable, position)
+                ORDER BY t.position
                 ON CONFLICT (container_id, environment, record_type, field_name) DO UPDATE
                 SET queryable = schema_fields.queryable OR excluded.queryable, sortable = schema_fields.sortable OR excluded.sortable
                 """, logger: logger)
