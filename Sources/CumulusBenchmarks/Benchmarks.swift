@@ -36,7 +36,10 @@ struct Benchmarks {
     static func main() async throws {
         var arguments = CommandLine.arguments.dropFirst()
         if arguments.first == "--serve", let store = arguments.dropFirst().first {
-            try await serve(store, requestLimits: arguments.dropFirst(2).first == "--request-limits" ? RequestLimits() : .unlimited)
+            let options = Set(arguments.dropFirst(2))
+            try await serve(
+                store, requestLimits: options.contains("--request-limits") ? RequestLimits() : .unlimited,
+                fanOut: options.contains("--fan-out-watch") ? .watch(interval: .milliseconds(25)) : .notify)
             return
         }
         var records = 50_000
@@ -113,7 +116,11 @@ struct Benchmarks {
                 try await push(subscribers: subscribers, idleStreams: idleStreams, on: store)
             }
             // Over PostgreSQL, again with the streams spread over two instances: every other notification crosses.
-            if let postgres { try await push(subscribers: subscribers, idleStreams: 0, on: .postgres(postgres), instances: 2) }
+            // Both ways instances wake each other: NOTIFY, and each watching its connections' databases every 25 ms.
+            if let postgres {
+                try await push(subscribers: subscribers, idleStreams: 0, on: .postgres(postgres), instances: 2)
+                try await push(subscribers: subscribers, idleStreams: 0, on: .postgres(postgres), instances: 2, watching: true)
+            }
             return
         }
         if let postgres {

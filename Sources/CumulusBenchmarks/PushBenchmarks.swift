@@ -20,7 +20,7 @@ import Synchronization
 extension Benchmarks {
     /// The server side: `CumulusBenchmarks --serve STORE [--request-limits]` runs Cumulus on a store the benchmark
     /// prepared and prints its URL; with `--request-limits`, the database API's per-caller limits are a deployment's.
-    static func serve(_ location: String, requestLimits: RequestLimits) async throws {
+    static func serve(_ location: String, requestLimits: RequestLimits, fanOut: ChangeFanOut = .notify) async throws {
         // As `cumulus serve` does.
         MemoryAllocatorTuning.apply(environment: ProcessInfo.processInfo.environment)
         // `cumulus serve`'s log handler (swift-log's default formats every metadata change as it is made).
@@ -37,7 +37,7 @@ extension Benchmarks {
             let client = PostgresClient(configuration: postgres.clientConfiguration(maximumConnections: 20))
             configuration.assetStorage = PostgresAssetStorage(client: client)
             let app = buildApplication(
-                configuration: configuration, store: PostgresRecordStore(client: client), logger: logger,
+                configuration: configuration, store: PostgresRecordStore(client: client, fanOut: fanOut), logger: logger,
                 onServerRunning: { url in announce(url) })
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { await client.run() }
@@ -63,10 +63,10 @@ extension Benchmarks {
         let process: Process
         let url: String
 
-        static func start(store: String, requestLimits: Bool = false) throws -> ServerProcess {
+        static func start(store: String, requestLimits: Bool = false, watching: Bool = false) throws -> ServerProcess {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-            process.arguments = ["--serve", store] + (requestLimits ? ["--request-limits"] : [])
+            process.arguments = ["--serve", store] + (requestLimits ? ["--request-limits"] : []) + (watching ? ["--fan-out-watch"] : [])
             let text = try firstLine(of: process)
             guard let range = text.range(of: "URL ") else { throw CancellationError() }
             return ServerProcess(process: process, url: String(text[range.upperBound...].prefix { !$0.isWhitespace }))
@@ -146,7 +146,9 @@ extension Benchmarks {
     ///
     /// With `instances: 2` (PostgreSQL), a second server joins: every other subscriber's stream is held by it, writes go
     /// through the first, and the latencies are of the notifications that cross from one instance to the other.
-    static func push(subscribers count: Int, idleStreams: Int, on kind: BenchStore, instances: Int = 1) async throws {
+    ///
+    /// With `watching`, the instances wake each other by watching their connections' databases instead of `NOTIFY`.
+    static func push(subscribers count: Int, idleStreams: Int, on kind: BenchStore, instances: Int = 1, watching: Bool = false) async throws {
         let (store, cleanUp, location) = try await kind.makeLocated()
         defer { cleanUp() }
         let logger = Logger(label: "bench")
@@ -159,9 +161,9 @@ extension Benchmarks {
             let user = try await accounts.createUser(container: container, name: "user\(index)", password: nil, email: nil, logger: logger)
             subscribers.append(Subscriber(webToken: try await accounts.issueWebAuthToken(for: user, logger: logger)))
         }
-        let server = try ServerProcess.start(store: location)
+        let server = try ServerProcess.start(store: location, watching: watching)
         defer { server.stop() }
-        let second = instances > 1 ? try ServerProcess.start(store: location) : nil
+        let second = instances > 1 ? try ServerProcess.start(store: location, watching: watching) : nil
         defer { second?.stop() }
         progress("push: \(count) users made; server at \(server.url)")
         /// Where a subscriber's stream is held: every other one on the second instance, when there is one.
@@ -270,7 +272,7 @@ extension Benchmarks {
         func percentile(_ values: [Double], _ p: Double) -> String {
             String(format: "%.1f", values[min(values.count - 1, Int(Double(values.count) * p))])
         }
-        let across = second != nil ? " across two instances" : ""
+        let across = second == nil ? "" : watching ? " across two instances, watching every 25 ms" : " across two instances, NOTIFY"
         print(
             "| push \(kind.name): write to notification, \(count) subscribers streaming\(across) | \(samples) writes | "
                 + "p50 \(percentile(latencies, 0.5)) ms | p99 \(percentile(latencies, 0.99)) ms | "

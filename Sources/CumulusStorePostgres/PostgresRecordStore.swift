@@ -39,6 +39,8 @@ public final class PostgresRecordStore: RecordStore {
     let lostConnections = LostConnections()
     /// Streaming replicas that serve reads, if any.
     public let replicas: PostgresReadReplicas?
+    /// How instances wake each other's push connections.
+    public let fanOut: ChangeFanOut
 
     /// - Parameters:
     ///   - client: The connection pool, run by the caller.
@@ -52,12 +54,15 @@ public final class PostgresRecordStore: RecordStore {
     ///   - metrics: Where the store's metrics go; `nil` makes them through swift-metrics' global system.
     ///   - replicas: Streaming replicas of `client`'s database that serve change feeds, lookups and queries while they
     ///     keep up; run them beside the client.
+    ///   - fanOut: How instances wake each other's push connections: `NOTIFY` (the default), or each instance watching
+    ///     the databases its connections wait on.
     public init(
         client: PostgresClient, maximumFieldIndexes: Int = 64, connectionWait: Duration = .seconds(5), operationTimeout: Duration = .seconds(30),
-        metrics: StoreMetrics? = nil, replicas: PostgresReadReplicas? = nil
+        metrics: StoreMetrics? = nil, replicas: PostgresReadReplicas? = nil, fanOut: ChangeFanOut = .notify
     ) {
         self.client = client
         self.replicas = replicas
+        self.fanOut = fanOut
         self.metrics = metrics ?? StoreMetrics.postgres(poolSize: nil)
         self.maximumFieldIndexes = maximumFieldIndexes
         self.connectionWait = connectionWait

@@ -109,7 +109,9 @@ enum StoreLocation {
     /// first, so a bad URL, wrong credentials or an unreachable server is one clear error at once; then the schema is
     /// migrated (once, however many instances start together), and the pool is returned as a service to run; with
     /// `replicas`, streaming replicas that serve reads while they keep up, checked the same way, are another.
-    func open(logger: Logger, replicas: [PostgresLocation] = []) async throws -> (store: any RecordStore, services: [any Service]) {
+    func open(logger: Logger, replicas: [PostgresLocation] = [], fanOut: ChangeFanOut = .notify) async throws -> (
+        store: any RecordStore, services: [any Service]
+    ) {
         switch self {
         case .sqlite(let directory):
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -125,7 +127,7 @@ enum StoreLocation {
             }
             let client = PostgresClient(configuration: location.clientConfiguration(maximumConnections: connections), backgroundLogger: logger)
             guard !replicas.isEmpty else {
-                return (PostgresRecordStore(client: client, metrics: StoreMetrics.postgres(poolSize: connections)), [client])
+                return (PostgresRecordStore(client: client, metrics: StoreMetrics.postgres(poolSize: connections), fanOut: fanOut), [client])
             }
             for replica in replicas {
                 // A replica that is down only starts out of service (the primary serves its reads); one that is named
@@ -142,7 +144,8 @@ enum StoreLocation {
                 replicas: replicas.map {
                     (PostgresClient(configuration: $0.clientConfiguration(maximumConnections: connections), backgroundLogger: logger), $0.redacted)
                 }, logger: logger)
-            let store = PostgresRecordStore(client: client, metrics: StoreMetrics.postgres(poolSize: connections), replicas: readReplicas)
+            let store = PostgresRecordStore(
+                client: client, metrics: StoreMetrics.postgres(poolSize: connections), replicas: readReplicas, fanOut: fanOut)
             return (store, [client, readReplicas])
         }
     }
@@ -264,6 +267,14 @@ struct Serve: AsyncParsableCommand {
             up; repeat for more (default: $CUMULUS_READ_REPLICA, comma-separated).
             """)
     var readReplicas: [String] = []
+    @Option(
+        name: .customLong("fan-out"),
+        help: """
+            How instances over one PostgreSQL wake each other's push connections: notify (NOTIFY after each commit) or \
+            watch (each instance reads the positions of the databases its connections wait on every 25 ms; works through \
+            PgBouncer in transaction mode) (default: $CUMULUS_FAN_OUT or notify).
+            """)
+    var fanOutName: String?
     @OptionGroup var options: DataOptions
 
     func run() async throws {
@@ -306,7 +317,13 @@ struct Serve: AsyncParsableCommand {
         let replicas = try replicaURLs.map { url in
             do throws(StoreError) { return try PostgresLocation(url: url) } catch { throw ValidationError("--read-replica: \(error.message)") }
         }
-        let opened = try await options.location().open(logger: logger, replicas: replicas)
+        let fanOut: ChangeFanOut
+        switch fanOutName ?? settings.text("fan-out") ?? "notify" {
+        case "notify": fanOut = .notify
+        case "watch": fanOut = .watch(interval: .milliseconds(25))
+        default: throw ValidationError("--fan-out (CUMULUS_FAN_OUT) must be notify or watch")
+        }
+        let opened = try await options.location().open(logger: logger, replicas: replicas, fanOut: fanOut)
         guard let maxPushConnections = maxPushConnections ?? Int(settings.text("max-push-connections") ?? "10000"), maxPushConnections > 0
         else {
             throw ValidationError("--max-push-connections (CUMULUS_MAX_PUSH_CONNECTIONS) must be a positive number")

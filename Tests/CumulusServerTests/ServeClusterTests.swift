@@ -293,11 +293,14 @@ struct ServeClusterTests {
         try await proxy.close()
     }
 
-    @Test func aWriteThroughOneInstanceReachesACourierPollOnTheOther() async throws {
+    /// Both ways instances wake each other: `NOTIFY`, and each watching the databases its connections wait on.
+    @Test(arguments: ["notify", "watch"])
+    func aWriteThroughOneInstanceReachesACourierPollOnTheOther(fanOut: String) async throws {
         let cluster = try await Self.makeCluster()
         // Polls look at the feeds again only every minute, and this one waits up to 50 s: answered before the client
-        // gives up (45 s), it was woken by the other instance's NOTIFY, not by a look of its own.
-        let arguments = ["--database", cluster.database, "--push-recheck-interval", "60"]
+        // gives up (45 s), it was woken through the other instance (its NOTIFY, or this one's watch), not by a look of
+        // its own.
+        let arguments = ["--database", cluster.database, "--push-recheck-interval", "60", "--fan-out", fanOut]
         let first = try await ServeProcessTests.Server.start(arguments: arguments)
         let second = try await ServeProcessTests.Server.start(arguments: arguments)
         defer {
@@ -316,7 +319,7 @@ struct ServeClusterTests {
 
         // The poll waits on the second instance; the write commits through the first, whose announcement wakes it.
         async let waiting = HTTPClient.shared.execute(HTTPClientRequest(url: courier + "?timeout=50"), timeout: .seconds(45))
-        // Once the poll has looked at the feeds, only a wake-up (the other instance's NOTIFY) can answer it.
+        // Once the poll has looked at the feeds, only a wake-up through the other instance can answer it.
         try await second.waitForMetric("cumulus_push_idle_connections", toBe: 1)
         let (written, _) = try await Self.post(first, "private", "records/modify", alice, #"{"operations":[\#(Self.create("note"))]}"#)
         #expect(written == 200)

@@ -553,7 +553,7 @@ struct PostgresAnnouncementTests {
         try await PostgresTestServer.withFreshDatabase { client, location in
             try await PostgresMigrations.migrate(client, logger: PostgresTestServer.logger)
             let store = PostgresRecordStore(client: client)
-            let listening = Task { await store.listenForChanges { _ in } }
+            let listening = Task { await store.listenForChanges(watching: { [] }) { _ in } }
             defer { listening.cancel() }
             /// Waits, generously, until the store's view of the other listeners is `expected`.
             @Sendable func waitUntil(announcing expected: Bool) async throws {

@@ -75,8 +75,12 @@ public final class ChangeSignal: Sendable {
     }
 
     /// The key a database's changes are signalled under.
-    public static func key(_ database: DatabaseRef) -> String {
-        "db|\(database.container)|\(database.environment.rawValue)|\(database.scope.rawValue)|\(database.ownerRecordName)"
+    public static func key(_ database: DatabaseRef) -> String { database.changeKey }
+
+    /// The database keys some connection of this instance waits under (for a store that watches databases for
+    /// changes instead of hearing announcements).
+    public var watchedDatabaseKeys: Set<String> {
+        state.withLock { Set($0.waitersByKey.keys.filter { $0.hasPrefix("db|") }) }
     }
 
     /// The key a push token's connection waits under, so that a newer connection for the token can end it.

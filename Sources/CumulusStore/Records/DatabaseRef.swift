@@ -28,3 +28,17 @@ public struct DatabaseRef: Sendable, Hashable, CustomStringConvertible {
 
     public var description: String { "\(container)/\(environment.rawValue)/\(scope.rawValue)/\(ownerRecordName)" }
 }
+
+extension DatabaseRef {
+    /// The key a commit to this database is announced under, between instances and to push connections.
+    public var changeKey: String { "db|\(container)|\(environment.rawValue)|\(scope.rawValue)|\(ownerRecordName)" }
+
+    /// The database a ``changeKey`` names; `nil` for a key that names none.
+    public init?(changeKey: String) {
+        let parts = changeKey.split(separator: "|", omittingEmptySubsequences: false)
+        guard parts.count == 5, parts[0] == "db", let environment = ContainerEnvironment(rawValue: String(parts[2])),
+            let scope = DatabaseScope(rawValue: String(parts[3]))
+        else { return nil }
+        self.init(container: String(parts[1]), environment: environment, scope: scope, ownerRecordName: String(parts[4]))
+    }
+}

@@ -90,5 +90,6 @@ public protocol ChangeBroadcasting: Sendable {
     func announceChange(_ keys: Set<String>)
     /// Calls `changed` with the keys any instance announced, until the task is cancelled; reconnects by itself. `nil`
     /// means anything may have changed: announcements may have been missed (while connecting), or were too many to name.
-    func listenForChanges(_ changed: @escaping @Sendable (Set<String>?) -> Void) async
+    /// A store that watches the databases instead of hearing announcements asks `watching` which keys to watch.
+    func listenForChanges(watching: @escaping @Sendable () -> Set<String>, _ changed: @escaping @Sendable (Set<String>?) -> Void) async
 }

@@ -1,3 +1,4 @@
+import CumulusModel
 public import CumulusStore
 import Logging
 import PostgresNIO
@@ -18,6 +19,8 @@ extension PostgresRecordStore: ChangeBroadcasting {
     /// When no other instance listens (``listenForChanges(_:)`` looks every second), nothing is sent: the `NOTIFY` is a
     /// round trip and a connection of its own at every write, about a tenth of a single write's CPU, for nobody.
     public func announceChange(_ keys: Set<String>) {
+        // Watched, not announced: the other instances read the databases' positions themselves.
+        guard case .notify = fanOut else { return }
         let start = announcements.withLock { state -> Bool in
             guard state.othersListening else { return false }
             state.pending.formUnion(keys)
@@ -51,8 +54,12 @@ extension PostgresRecordStore: ChangeBroadcasting {
         return joined
     }
 
-    public func listenForChanges(_ changed: @escaping @Sendable (Set<String>?) -> Void) async {
+    public func listenForChanges(watching: @escaping @Sendable () -> Set<String>, _ changed: @escaping @Sendable (Set<String>?) -> Void) async {
         let logger = Logger(label: "cumulus.changes")
+        if case .watch(let interval) = fanOut {
+            await watchDatabases(every: interval, watching: watching, changed: changed, logger: logger)
+            return
+        }
         while !Task.isCancelled {
             do {
                 try await client.withConnection { connection in
@@ -116,8 +123,62 @@ extension PostgresRecordStore: ChangeBroadcasting {
         }
     }
 
+    /// The other fan-out: every `interval`, the positions of the databases this instance's connections wait on, read
+    /// in one statement; a database whose position moved wakes its connections. No `NOTIFY`, so it also works through
+    /// a pooler in transaction mode (PgBouncer), where `LISTEN` does not; the price is up to `interval` of latency and
+    /// one read an interval per instance. A database seen for the first time wakes its connections once, for a commit
+    /// between their look and this read.
+    func watchDatabases(
+        every interval: Duration, watching: @Sendable () -> Set<String>, changed: @Sendable (Set<String>?) -> Void, logger: Logger
+    ) async {
+        var positions: [String: Int64] = [:]
+        while !Task.isCancelled {
+            let keys = watching()
+            let databases = keys.compactMap { key in DatabaseRef(changeKey: key).map { (key: key, database: $0) } }
+            if databases.isEmpty {
+                positions = [:]
+            } else {
+                do {
+                    let rows = try await query(
+                        """
+                        SELECT w.position, d.change_seq FROM databases d
+                        JOIN unnest(\(databases.map { $0.database.container })::text[], \(databases.map { $0.database.environment.rawValue })::text[],
+                            \(databases.map { $0.database.scope.rawValue })::text[], \(databases.map { $0.database.ownerRecordName })::text[]) WITH ORDINALITY
+                            AS w(container_id, environment, scope, owner_record_name, position)
+                        ON d.container_id = w.container_id AND d.environment = w.environment AND d.scope = w.scope
+                            AND d.owner_record_name = w.owner_record_name
+                        """, logger: logger)
+                    var woken: Set<String> = []
+                    var seen: [String: Int64] = [:]
+                    for try await (position, sequence) in rows.decode((Int64, Int64).self) {
+                        let key = databases[Int(position) - 1].key
+                        seen[key] = sequence
+                        if positions[key] != sequence { woken.insert(key) }
+                    }
+                    // Keys no longer watched are forgotten; one watched again wakes once more.
+                    positions = seen
+                    if !woken.isEmpty { changed(woken) }
+                } catch {
+                    logger.debug("watching databases failed; retrying", metadata: ["error": "\(error)"])
+                    // What changed meanwhile is unknown.
+                    positions = [:]
+                }
+            }
+            try? await Task.sleep(for: interval)
+        }
+    }
+
     /// Whether announcements are sent: another instance listens, or this one cannot tell (for tests).
     var announcesChanges: Bool { announcements.withLock { $0.othersListening } }
+}
+
+/// How instances over one database wake each other's push connections when they commit.
+public enum ChangeFanOut: Sendable, Hashable {
+    /// `NOTIFY` after each commit (on a connection of its own, never in the writer's transaction), heard by the other
+    /// instances' `LISTEN`; sent only while another instance listens.
+    case notify
+    /// Each instance reads the positions of the databases its connections wait on, every `interval`; nothing is sent.
+    case watch(interval: Duration)
 }
 
 /// Whether a `NOTIFY` is being sent, the keys owed in the next, and whether anyone else listens.
