@@ -9,13 +9,8 @@
 # was stopped (no replication slot: a replica left stopped never fills the disk). Runs as root, or with sudo.
 set -euo pipefail
 
-if [ "$(id -u)" = "0" ]; then
-    as_root() { "$@"; }
-    as_postgres() { su -s /bin/bash postgres -c "$(printf '%q ' "$@")"; }
-else
-    as_root() { sudo "$@"; }
-    as_postgres() { sudo -u postgres "$@"; }
-fi
+# shellcheck source=scripts/postgres-common.sh
+. "$(dirname "$0")/postgres-common.sh"
 
 primary=$(pg_lsclusters --no-header | awk '$2 != "replica" { print $1 " " $2 " " $3; exit }')
 [ -n "$primary" ] || { echo "no PostgreSQL cluster: run scripts/setup-postgres.sh first" >&2; exit 1; }
@@ -32,11 +27,11 @@ if ! pg_lsclusters --no-header | awk '$2 == "replica"' | grep -q .; then
     port=$((primary_port + 1))
     as_root pg_createcluster "$version" replica -p "$port" >/dev/null
     data=$(pg_lsclusters --no-header | awk '$2 == "replica" { print $6 }')
-    as_postgres bash -c "rm -rf '$data' && PGPASSWORD=cumulus pg_basebackup -h 127.0.0.1 -p $primary_port -U cumulus -D '$data' -R -X stream -c fast"
+    as_postgres bash -c "rm -rf '$data' && PGPASSWORD=cumulus pg_basebackup -h 127.0.0.1 -p $primary_port -U cumulus -D '$data' -R -X stream -c fast" >&2
     # A hot standby needs at least the primary's connection limit.
     echo "max_connections = 400" | as_root tee "/etc/postgresql/$version/replica/conf.d/cumulus-tests.conf" >/dev/null
 fi
-as_root pg_ctlcluster "$version" replica start 2>/dev/null || true
+as_root pg_ctlcluster "$version" replica start >/dev/null 2>&1 || true
 port=$(pg_lsclusters --no-header | awk '$2 == "replica" { print $3 }')
 # Ready once it answers (it first replays what the primary wrote while it was made).
 for _ in $(seq 1 60); do

@@ -9,13 +9,8 @@
 # with sudo. Prints nothing on standard output but the export line; `.ci/run` uses it too.
 set -euo pipefail
 
-if [ "$(id -u)" = "0" ]; then
-    as_root() { "$@"; }
-    as_postgres() { su -s /bin/bash postgres -c "$(printf '%q ' "$@")"; }
-else
-    as_root() { sudo "$@"; }
-    as_postgres() { sudo -u postgres "$@"; }
-fi
+# shellcheck source=scripts/postgres-common.sh
+. "$(dirname "$0")/postgres-common.sh"
 
 command -v pg_lsclusters >/dev/null 2>&1 || { echo "PostgreSQL is not installed: apt-get install -y postgresql" >&2; exit 1; }
 cluster=$(pg_lsclusters --no-header | awk 'NR == 1 { print $1 " " $2 }')

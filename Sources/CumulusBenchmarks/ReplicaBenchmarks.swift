@@ -30,14 +30,8 @@ extension Benchmarks {
             writers.append(try await accounts.issueWebAuthToken(for: user, logger: Logger(label: "bench")))
         }
         @Sendable func post(_ server: ServerProcess, _ path: String, _ body: String, as user: String = webToken) async throws -> ByteBuffer {
-            var request = HTTPClientRequest(
-                url: "\(server.url)/database/1/\(container)/development/private/\(path)?ckAPIToken=\(apiToken)&ckWebAuthToken=\(user)")
-            request.method = .POST
-            request.body = .bytes(ByteBuffer(string: body))
-            let response = try await http.execute(request, timeout: .seconds(120))
-            let bytes = try await response.body.collect(upTo: 64 << 20)
-            guard response.status == .ok else { throw BenchmarkError("\(path): \(response.status) \(String(buffer: bytes))") }
-            return bytes
+            try await Self.post(
+                "\(server.url)/database/1/\(container)/development/private/\(path)?ckAPIToken=\(apiToken)&ckWebAuthToken=\(user)", body, with: http)
         }
         _ = try await post(writer, "zones/modify", #"{"operations":[{"operationType":"create","zone":{"zoneID":{"zoneName":"Drives"}}}]}"#)
         for batch in stride(from: 0, to: records, by: batchSize) {

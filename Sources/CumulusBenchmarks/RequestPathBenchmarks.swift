@@ -41,13 +41,7 @@ extension Benchmarks {
         let http = Self.manyConnections
         let base = "\(server.url)/database/1/\(container)/development/private"
         @Sendable func post(_ path: String, _ body: String, as webToken: String = webToken) async throws -> ByteBuffer {
-            var request = HTTPClientRequest(url: "\(base)/\(path)?ckAPIToken=\(apiToken)&ckWebAuthToken=\(webToken)")
-            request.method = .POST
-            request.body = .bytes(ByteBuffer(string: body))
-            let response = try await http.execute(request, timeout: .seconds(120))
-            let bytes = try await response.body.collect(upTo: 64 << 20)
-            guard response.status == .ok else { throw BenchmarkError("\(path): \(response.status) \(String(buffer: bytes))") }
-            return bytes
+            try await Self.post("\(base)/\(path)?ckAPIToken=\(apiToken)&ckWebAuthToken=\(webToken)", body, with: http)
         }
         _ = try await post("zones/lookup", #"{"zones":[{"zoneName":"_defaultZone"}]}"#)
         let coldStart = (ContinuousClock.now - launched).seconds * 1000
@@ -336,6 +330,19 @@ extension Benchmarks {
     }
 
     /// One small record, created, with no fields asked back.
+    /// POSTs `body` and answers the response's bytes; anything but 200 is an error that names the path.
+    static func post(_ url: String, _ body: String, with http: HTTPClient) async throws -> ByteBuffer {
+        var request = HTTPClientRequest(url: url)
+        request.method = .POST
+        request.body = .bytes(ByteBuffer(string: body))
+        let response = try await http.execute(request, timeout: .seconds(120))
+        let bytes = try await response.body.collect(upTo: 64 << 20)
+        guard response.status == .ok else {
+            throw BenchmarkError("\(url.split(separator: "?").first ?? ""): \(response.status) \(String(buffer: bytes))")
+        }
+        return bytes
+    }
+
     static func singleWrite(_ name: String) -> String {
         #"{"zoneID":{"zoneName":"Drives"},"desiredKeys":[],"operations":[{"operationType":"create","record":{"recordName":"\#(name)","#
             + #""recordType":"Note","fields":{"title":{"value":"Groceries","type":"STRING"},"done":{"value":0,"type":"INT64"}}}}]}"#

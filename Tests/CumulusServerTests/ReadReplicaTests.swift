@@ -99,10 +99,7 @@ struct ReadReplicaTests {
         let replica = try await Self.replica(of: cluster)
         let writer = try await ServeProcessTests.Server.start(arguments: ["--database", cluster.database])
         let reader = try await ServeProcessTests.Server.start(arguments: ["--database", cluster.database, "--read-replica", replica])
-        defer {
-            _ = writer.stop(SIGKILL)
-            _ = reader.stop(SIGKILL)
-        }
+        defer { ServeClusterTests.kill(writer, reader) }
         try await Self.waitUntil(reader, inService: true)
         let before = try await Self.metric(reader, Self.servedByReplica)
         var token: String?
@@ -130,10 +127,7 @@ struct ReadReplicaTests {
         let reader = try await ServeProcessTests.Server.start(arguments: [
             "--database", cluster.database, "--read-replica", proxied,
         ])
-        defer {
-            _ = writer.stop(SIGKILL)
-            _ = reader.stop(SIGKILL)
-        }
+        defer { ServeClusterTests.kill(writer, reader) }
         try await Self.waitUntil(reader, inService: true)
         var token: String?
         var index = 0

@@ -51,6 +51,15 @@ struct ServeClusterTests {
             "\(server.url)/database/1/\(container)/development/\(database)/\(operation)?\(query)", body, timeout: .seconds(120))
     }
 
+    /// Two instances over the cluster's database, started with the same arguments.
+    static func startTwo(_ arguments: [String]) async throws -> (ServeProcessTests.Server, ServeProcessTests.Server) {
+        (try await ServeProcessTests.Server.start(arguments: arguments), try await ServeProcessTests.Server.start(arguments: arguments))
+    }
+
+    static func kill(_ servers: ServeProcessTests.Server...) {
+        for server in servers { _ = server.stop(SIGKILL) }
+    }
+
     static func create(_ name: String, type: String = "Item", fields: String = "{}", parent: String? = nil) -> String {
         let parentPart = parent.map { #","parent":{"recordName":"\#($0)"}"# } ?? ""
         return #"{"operationType":"create","record":{"recordName":"\#(name)","recordType":"\#(type)","fields":\#(fields)\#(parentPart)}}"#
@@ -62,12 +71,8 @@ struct ServeClusterTests {
 
     @Test func anyInstanceAnswersForEveryOtherAndOneCanBeKilled() async throws {
         let cluster = try await Self.makeCluster()
-        let first = try await ServeProcessTests.Server.start(arguments: ["--database", cluster.database])
-        let second = try await ServeProcessTests.Server.start(arguments: ["--database", cluster.database])
-        defer {
-            _ = first.stop(SIGKILL)
-            _ = second.stop(SIGKILL)
-        }
+        let (first, second) = try await Self.startTwo(["--database", cluster.database])
+        defer { Self.kill(first, second) }
         #expect(first.url.hasPrefix("http://") && second.url.hasPrefix("http://") && first.url != second.url)
         let alice = cluster.query(cluster.alice)
         let bob = cluster.query(cluster.bob)
@@ -229,12 +234,8 @@ struct ServeClusterTests {
         // Each instance orders a record's fields as its own process hashes them; the schema's rows must still be taken
         // in one order, or two first writes of a type lock them in opposite orders and PostgreSQL aborts one.
         let cluster = try await Self.makeCluster()
-        let first = try await ServeProcessTests.Server.start(arguments: ["--database", cluster.database])
-        let second = try await ServeProcessTests.Server.start(arguments: ["--database", cluster.database])
-        defer {
-            _ = first.stop(SIGKILL)
-            _ = second.stop(SIGKILL)
-        }
+        let (first, second) = try await Self.startTwo(["--database", cluster.database])
+        defer { Self.kill(first, second) }
         let fields = "{" + (0..<40).map { #""field\#($0)":{"value":\#($0)}"# }.joined(separator: ",") + "}"
         for round in 0..<10 {
             let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
@@ -301,12 +302,8 @@ struct ServeClusterTests {
         // gives up (45 s), it was woken through the other instance (its NOTIFY, or this one's watch), not by a look of
         // its own.
         let arguments = ["--database", cluster.database, "--push-recheck-interval", "60", "--fan-out", fanOut]
-        let first = try await ServeProcessTests.Server.start(arguments: arguments)
-        let second = try await ServeProcessTests.Server.start(arguments: arguments)
-        defer {
-            _ = first.stop(SIGKILL)
-            _ = second.stop(SIGKILL)
-        }
+        let (first, second) = try await Self.startTwo(arguments)
+        defer { Self.kill(first, second) }
         let alice = cluster.query(cluster.alice)
         let (subscribed, _) = try await Self.post(
             first, "private", "subscriptions/modify", alice,
