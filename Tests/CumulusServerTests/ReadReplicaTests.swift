@@ -103,17 +103,19 @@ struct ReadReplicaTests {
         try await Self.waitUntil(reader, inService: true)
         let before = try await Self.metric(reader, Self.servedByReplica)
         var token: String?
-        // Three reads a round. A replica that fell behind for one read (a loaded machine replays late) leaves it to the
-        // primary until the next probe, so rounds go on until the replica has served half of thirty rounds' reads.
+        // Three reads a round, each checked against the write before it. A replica that fell behind for one read (a
+        // loaded machine replays late) leaves reads to the primary until the next probe, so rounds go on until the
+        // replica has served thirty reads: on an idle machine it serves nearly all, on one the whole suite loads about
+        // a third.
         var index = 0
-        let deadline = ContinuousClock.now + .seconds(60)
+        let deadline = ContinuousClock.now + .seconds(180)
         var served = 0.0
-        while index < 30 || (served < 45 && ContinuousClock.now < deadline) {
+        while index < 30 || (served < 30 && ContinuousClock.now < deadline) {
             try await Self.writeThenRead(index, writer: writer, reader: reader, cluster: cluster, token: &token)
             index += 1
             served = try await Self.metric(reader, Self.servedByReplica) - before
         }
-        #expect(served >= 45, "the replica served \(served) of \(index * 3) reads")
+        #expect(served >= 30, "the replica served \(served) of \(index * 3) reads")
     }
 
     @Test func aStoppedOrLaggingReplicaLeavesReadsToThePrimaryUntilItCatchesUp() async throws {

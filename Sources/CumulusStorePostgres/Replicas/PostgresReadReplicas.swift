@@ -198,9 +198,14 @@ public final class PostgresReadReplicas: Service, Sendable {
     static func position(of client: PostgresClient, _ function: String, wait: Duration, logger: Logger) async throws -> WALPosition? {
         try await withThrowingTaskGroup(of: WALPosition??.self) { group in
             group.addTask {
-                let rows = try await client.query(PostgresQuery(unsafeSQL: "SELECT \(function)::text"), logger: logger)
-                for try await text in rows.decode(String?.self) { return .some(text.flatMap(WALPosition.init)) }
-                return .some(nil)
+                do {
+                    let rows = try await client.query(PostgresQuery(unsafeSQL: "SELECT \(function)::text"), logger: logger)
+                    for try await text in rows.decode(String?.self) { return .some(text.flatMap(WALPosition.init)) }
+                    return .some(nil)
+                } catch {
+                    // Refused, reset, or starting up: either way this server cannot answer now.
+                    throw StoreError(.unavailable, "PostgreSQL did not answer \(function)", underlying: error)
+                }
             }
             group.addTask {
                 try await Task.sleep(for: wait)
