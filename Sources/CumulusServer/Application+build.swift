@@ -238,7 +238,7 @@ struct ChangeListener: Service {
 
     func run() async throws {
         await cancelWhenGracefulShutdown {
-            await store.listenForChanges(watching: { changes.watchedDatabaseKeys }) { keys in
+            await store.listenForChanges(watching: { changes.watchedKeys }) { keys in
                 if let keys { changes.wake(keys) } else { changes.wakeAll() }
             }
         }

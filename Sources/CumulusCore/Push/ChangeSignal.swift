@@ -77,10 +77,10 @@ public final class ChangeSignal: Sendable {
     /// The key a database's changes are signalled under.
     public static func key(_ database: DatabaseRef) -> String { database.changeKey }
 
-    /// The database keys some connection of this instance waits under (for a store that watches databases for
-    /// changes instead of hearing announcements).
-    public var watchedDatabaseKeys: Set<String> {
-        state.withLock { Set($0.waitersByKey.keys.filter { $0.hasPrefix("db|") }) }
+    /// The keys some connection of this instance waits under (for a store that watches databases for changes instead
+    /// of hearing announcements; it keeps those that name a database, ``DatabaseRef/init(changeKey:)``).
+    public var watchedKeys: Set<String> {
+        state.withLock { Set($0.waitersByKey.keys) }
     }
 
     /// The key a push token's connection waits under, so that a newer connection for the token can end it.

@@ -16,7 +16,7 @@ extension PostgresRecordStore: ChangeBroadcasting {
     /// connection, never in a user's write transaction (a `NOTIFY` there would serialize every commit on PostgreSQL's
     /// notification queue), and at most one at a time: keys announced while one is in flight go together in the next.
     ///
-    /// When no other instance listens (``listenForChanges(_:)`` looks every second), nothing is sent: the `NOTIFY` is a
+    /// When no other instance listens (``listenForChanges(watching:_:)`` looks every second), nothing is sent: the `NOTIFY` is a
     /// round trip and a connection of its own at every write, about a tenth of a single write's CPU, for nobody.
     public func announceChange(_ keys: Set<String>) {
         // Watched, not announced: the other instances read the databases' positions themselves.
@@ -185,7 +185,7 @@ public enum ChangeFanOut: Sendable, Hashable {
 struct AnnouncementState {
     var inFlight = false
     var pending: Set<String> = []
-    /// Another instance listens on the channel (``PostgresRecordStore/listenForChanges(_:)`` keeps it current); `true`
+    /// Another instance listens on the channel (``PostgresRecordStore/listenForChanges(watching:_:)`` keeps it current); `true`
     /// while that is not known.
     var othersListening = true
 }

@@ -31,11 +31,14 @@ extension PostgresRecordStore {
     func read<T: Sendable>(logger: Logger, _ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
         guard let replicas else { return try await transaction(snapshot: true, logger: logger, body) }
         if let replica = replicas.next() {
-            // Where the primary stands now: every write acknowledged before this read is at or before it.
-            let target = try await PostgresReadReplicas.position(
-                of: client, "pg_current_wal_flush_lsn()", wait: connectionWait, logger: logger)
+            // Where the primary stands now: every write acknowledged before this read is at or before it. Read with
+            // the store's own bounds (a deadline on an event loop, no task of its own).
+            var target = WALPosition.start
+            for try await text in try await query("SELECT pg_current_wal_flush_lsn()::text", logger: logger).decode(String.self) {
+                target = WALPosition(text) ?? .start
+            }
             do {
-                if try await replicas.waitForReplay(replica, upTo: target ?? .start) {
+                if try await replicas.waitForReplay(replica, upTo: target) {
                     let value = try await transactionOnce(
                         on: replica.client, connectionWait: replicas.connectionWait, snapshot: true, logger: logger, body)
                     replicas.served(by: replica)
