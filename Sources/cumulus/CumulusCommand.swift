@@ -23,7 +23,7 @@ struct CumulusCommand: AsyncParsableCommand {
         version: CumulusVersion.current,
         subcommands: [
             Serve.self, Containers.self, Tokens.self, Users.self, Keys.self, SchemaCommand.self, Indexes.self, ConsoleCommand.self, Backup.self,
-            Restore.self, Zones.self, Records.self, Doctor.self,
+            Restore.self, Zones.self, Records.self, Doctor.self, Shards.self,
         ]
     )
 
@@ -64,15 +64,32 @@ struct DataOptions: ParsableArguments {
         name: .customLong("database-connections"),
         help: "PostgreSQL connections this instance may open (default: $CUMULUS_DATABASE_CONNECTIONS or 20).")
     var databaseConnections: Int?
+    @Option(
+        name: .customLong("shard"),
+        help: """
+            Another PostgreSQL database that holds users' data, the --database being the directory (docs/DEPLOY.md, \
+            "Shards"); repeat for more (default: $CUMULUS_SHARD, comma-separated).
+            """)
+    var shards: [String] = []
 
     /// The store to open, from the options and the environment.
     func location() throws -> StoreLocation {
         let environment = ProcessInfo.processInfo.environment
         let value = database ?? data ?? environment["CUMULUS_DATABASE"] ?? environment["CUMULUS_DATA"] ?? "./cumulus-data"
-        guard PostgresLocation.names(value) else { return .sqlite(directory: value) }
+        let shardURLs =
+            shards.isEmpty
+            ? (environment["CUMULUS_SHARD"] ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            : shards
+        guard PostgresLocation.names(value) else {
+            guard shardURLs.isEmpty else { throw ValidationError("--shard needs a PostgreSQL --database (the directory)") }
+            return .sqlite(directory: value)
+        }
         let connections = databaseConnections ?? Int(environment["CUMULUS_DATABASE_CONNECTIONS"] ?? "20")
         guard let connections, connections > 0 else { throw ValidationError("--database-connections must be a positive number") }
-        return .postgres(try PostgresLocation(url: value), connections: connections)
+        let others = try shardURLs.map { url in
+            do throws(StoreError) { return try PostgresLocation(url: url) } catch { throw ValidationError("--shard: \(error.message)") }
+        }
+        return .postgres(try PostgresLocation(url: value), connections: connections, shards: others)
     }
 
     /// Where asset bytes live: `directory` when one is named (or `CUMULUS_ASSETS`); else beside the SQLite file, or in
@@ -85,6 +102,7 @@ struct DataOptions: ParsableArguments {
             return try FileAssetStorage(directory: URL(fileURLWithPath: (directory as NSString).appendingPathComponent("assets")))
         }
         if let postgres = store as? PostgresRecordStore { return PostgresAssetStorage(client: postgres.client, logger: logger) }
+        if let sharded = store as? ShardedPostgresStore { return PostgresAssetStorage(client: sharded.directory.client, logger: logger) }
         return nil
     }
 
@@ -103,7 +121,8 @@ struct DataOptions: ParsableArguments {
 /// An SQLite data directory or a PostgreSQL database.
 enum StoreLocation {
     case sqlite(directory: String)
-    case postgres(PostgresLocation, connections: Int)
+    /// With `shards`, the location is the directory of a sharded store.
+    case postgres(PostgresLocation, connections: Int, shards: [PostgresLocation] = [])
 
     /// Opens the store. SQLite: the file in the data directory, both created if needed. PostgreSQL: one connection
     /// first, so a bad URL, wrong credentials or an unreachable server is one clear error at once; then the schema is
@@ -117,7 +136,11 @@ enum StoreLocation {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
             guard replicas.isEmpty else { throw ValidationError("--read-replica needs a PostgreSQL --database") }
             return (try SQLiteRecordStore(path: (directory as NSString).appendingPathComponent("cumulus.sqlite")), [])
-        case .postgres(let location, let connections):
+        case .postgres(let location, let connections, let shards) where !shards.isEmpty:
+            guard replicas.isEmpty else { throw ValidationError("--read-replica and --shard do not go together yet") }
+            guard case .notify = fanOut else { throw ValidationError("--fan-out watch and --shard do not go together yet") }
+            return try await Self.openSharded(directory: location, shards: shards, connections: connections, logger: logger)
+        case .postgres(let location, let connections, _):
             try await location.check(logger: logger)
             let migrator = PostgresClient(configuration: location.clientConfiguration(maximumConnections: 1))
             try await withThrowingTaskGroup(of: Void.self) { group in
@@ -148,6 +171,30 @@ enum StoreLocation {
                 client: client, metrics: StoreMetrics.postgres(poolSize: connections), replicas: readReplicas, fanOut: fanOut)
             return (store, [client, readReplicas])
         }
+    }
+}
+
+extension StoreLocation {
+    /// A store sharded over `directory` and `shards`: each checked with one connection, migrated, numbered and mapped
+    /// (``ShardLayout/prepare(directory:others:logicalShards:logger:)``) before the pools open.
+    static func openSharded(directory: PostgresLocation, shards: [PostgresLocation], connections: Int, logger: Logger) async throws -> (
+        store: any RecordStore, services: [any Service]
+    ) {
+        let locations = [directory] + shards
+        for location in locations { try await location.check(logger: logger) }
+        let preparers = locations.map { PostgresClient(configuration: $0.clientConfiguration(maximumConnections: 1)) }
+        let layout = try await withThrowingTaskGroup(of: Void.self) { group in
+            for preparer in preparers { group.addTask { await preparer.run() } }
+            defer { group.cancelAll() }
+            return try await ShardLayout.prepare(directory: preparers[0], others: Array(preparers.dropFirst()), logger: logger)
+        }
+        let clients = locations.map {
+            PostgresClient(configuration: $0.clientConfiguration(maximumConnections: connections), backgroundLogger: logger)
+        }
+        let stores = clients.map { PostgresRecordStore(client: $0, metrics: StoreMetrics.postgres(poolSize: connections)) }
+        let store = ShardedPostgresStore(
+            directory: stores[0], others: Dictionary(uniqueKeysWithValues: zip(layout.numbers, stores.dropFirst())), layout: layout)
+        return (store, clients)
     }
 }
 
@@ -373,12 +420,13 @@ struct Serve: AsyncParsableCommand {
             onMetricsServerRunning: { url in logger.info("metrics", metadata: ["cumulus.metrics.url": "\(url)/metrics"]) }
         )
         if let tracing { app.addServices(tracing) }
-        if case .postgres(let location, let connections) = try options.location() {
+        if case .postgres(let location, let connections, let shards) = try options.location() {
             logger.info(
                 "using PostgreSQL",
                 metadata: [
                     "cumulus.database": "\(location.redacted)", "cumulus.connections": "\(connections)",
                     "cumulus.read_replicas": "\(replicas.map { $0.redacted }.joined(separator: ","))",
+                    "cumulus.shards": "\(shards.map { $0.redacted }.joined(separator: ","))",
                 ])
         }
         // SIGINT and SIGTERM start a graceful shutdown: in-flight requests finish before the process exits.

@@ -36,7 +36,7 @@ struct Doctor: AsyncParsableCommand {
                     .ok, "store",
                     FileManager.default.fileExists(atPath: file) ? "SQLite at \(file)" : "SQLite at \(file) (created now: it did not exist)"))
             findings += Self.disk(directory)
-        case .postgres(let postgres, _):
+        case .postgres(let postgres, _, _):
             do {
                 try await postgres.check(logger: logger)
             } catch {

@@ -39,7 +39,7 @@ struct ChangeFeedTests {
         }
     }
 
-    @Test(arguments: TestStore.all) func databaseFeedReportsChangedAndDeletedZonesOnce(_ store: TestStore) async throws {
+    @Test(arguments: TestStore.allAndSharded) func databaseFeedReportsChangedAndDeletedZonesOnce(_ store: TestStore) async throws {
         let world = try await TestWorld.make(store: store)
         try await world.test { client in
             try await client.createZone("A", as: world.alice)
@@ -97,7 +97,7 @@ struct ChangeFeedTests {
         return cursor!
     }
 
-    @Test(arguments: TestStore.all) func resumingFromEveryTokenGivesTheSameStateAsOneRead(_ store: TestStore) async throws {
+    @Test(arguments: TestStore.allAndSharded) func resumingFromEveryTokenGivesTheSameStateAsOneRead(_ store: TestStore) async throws {
         let world = try await TestWorld.make(store: store)
         try await world.test { client in
             try await client.createZone("Z", as: world.alice)
@@ -139,7 +139,7 @@ struct ChangeFeedTests {
         }
     }
 
-    @Test(arguments: TestStore.all) func incrementalFeedFromATokenHasOnlyLaterChanges(_ store: TestStore) async throws {
+    @Test(arguments: TestStore.allAndSharded) func incrementalFeedFromATokenHasOnlyLaterChanges(_ store: TestStore) async throws {
         let world = try await TestWorld.make(store: store)
         try await world.test { client in
             try await client.createZone("Z", as: world.alice)
@@ -163,7 +163,7 @@ struct ChangeFeedTests {
         }
     }
 
-    @Test(arguments: TestStore.all) func desiredRecordTypesAndKeysNarrowTheFeed(_ store: TestStore) async throws {
+    @Test(arguments: TestStore.allAndSharded) func desiredRecordTypesAndKeysNarrowTheFeed(_ store: TestStore) async throws {
         let world = try await TestWorld.make(store: store)
         try await world.test { client in
             try await client.createZone("Z", as: world.alice)
@@ -178,7 +178,7 @@ struct ChangeFeedTests {
         }
     }
 
-    @Test(arguments: TestStore.all) func forgedAndForeignTokensAreRejected(_ store: TestStore) async throws {
+    @Test(arguments: TestStore.allAndSharded) func forgedAndForeignTokensAreRejected(_ store: TestStore) async throws {
         let world = try await TestWorld.make(store: store)
         try await world.test { client in
             try await client.createZone("Z", as: world.alice)
@@ -209,7 +209,7 @@ struct ChangeFeedTests {
         }
     }
 
-    @Test(arguments: TestStore.all) func aRecreatedZoneIsANewZone(_ store: TestStore) async throws {
+    @Test(arguments: TestStore.allAndSharded) func aRecreatedZoneIsANewZone(_ store: TestStore) async throws {
         let world = try await TestWorld.make(store: store)
         try await world.test { client in
             try await client.createZone("Z", as: world.alice)
@@ -237,7 +237,7 @@ struct ChangeFeedTests {
         }
     }
 
-    @Test(arguments: TestStore.all) func feedsDoNotApplyToThePublicDatabase(_ store: TestStore) async throws {
+    @Test(arguments: TestStore.allAndSharded) func feedsDoNotApplyToThePublicDatabase(_ store: TestStore) async throws {
         let world = try await TestWorld.make(store: store)
         try await world.test { client in
             let zone = try await client.send(
@@ -283,7 +283,7 @@ struct ChangeFeedTests {
         }
     }
 
-    @Test(arguments: TestStore.all) func concurrentWritesAreNeverSkippedByAPagingReader(_ store: TestStore) async throws {
+    @Test(arguments: TestStore.allAndSharded) func concurrentWritesAreNeverSkippedByAPagingReader(_ store: TestStore) async throws {
         let world = try await TestWorld.make(store: store)
         try await world.test { client in
             try await client.createZone("Z", as: world.alice)

@@ -71,7 +71,7 @@ struct RecordOperationTests {
         }
     }
 
-    @Test(arguments: TestStore.all) func missingChangeTagIsABadRequest(_ store: TestStore) async throws {
+    @Test(arguments: TestStore.allAndSharded) func missingChangeTagIsABadRequest(_ store: TestStore) async throws {
         let world = try await TestWorld.make(store: store)
         try await world.test { client in
             try await client.createZone("Z", as: world.alice)
@@ -82,7 +82,7 @@ struct RecordOperationTests {
         }
     }
 
-    @Test(arguments: TestStore.all) func atomicBatchesAreAllOrNothingInCustomZones(_ store: TestStore) async throws {
+    @Test(arguments: TestStore.allAndSharded) func atomicBatchesAreAllOrNothingInCustomZones(_ store: TestStore) async throws {
         let world = try await TestWorld.make(store: store)
         try await world.test { client in
             try await client.createZone("Z", as: world.alice)
@@ -101,7 +101,7 @@ struct RecordOperationTests {
         }
     }
 
-    @Test(arguments: TestStore.all) func theDefaultZoneIsNeverAtomic(_ store: TestStore) async throws {
+    @Test(arguments: TestStore.allAndSharded) func theDefaultZoneIsNeverAtomic(_ store: TestStore) async throws {
         let world = try await TestWorld.make(store: store)
         try await world.test { client in
             _ = try await client.modify([operation("create", "taken")], zone: nil, as: .user(world.alice))
@@ -111,7 +111,7 @@ struct RecordOperationTests {
         }
     }
 
-    @Test(arguments: TestStore.all) func deleteSelfReferencesDeleteTheirRecordsInTheSameTransaction(_ store: TestStore) async throws {
+    @Test(arguments: TestStore.allAndSharded) func deleteSelfReferencesDeleteTheirRecordsInTheSameTransaction(_ store: TestStore) async throws {
         let world = try await TestWorld.make(store: store)
         try await world.test { client in
             try await client.createZone("Z", as: world.alice)
@@ -126,7 +126,7 @@ struct RecordOperationTests {
         }
     }
 
-    @Test(arguments: TestStore.all) func desiredKeysNarrowTheFieldsReturned(_ store: TestStore) async throws {
+    @Test(arguments: TestStore.allAndSharded) func desiredKeysNarrowTheFieldsReturned(_ store: TestStore) async throws {
         let world = try await TestWorld.make(store: store)
         try await world.test { client in
             try await client.createZone("Z", as: world.alice)
@@ -150,7 +150,7 @@ struct RecordOperationTests {
     }
 
     /// Every field type but assets, which need an upload first (AssetTests).
-    @Test(arguments: TestStore.all) func everyFieldTypeRoundTripsExactly(_ store: TestStore) async throws {
+    @Test(arguments: TestStore.allAndSharded) func everyFieldTypeRoundTripsExactly(_ store: TestStore) async throws {
         let world = try await TestWorld.make(store: store)
         let fields = #"""
             {"string":{"value":"Morning commute ☀️","type":"STRING"},
@@ -182,7 +182,7 @@ struct RecordOperationTests {
         }
     }
 
-    @Test(arguments: TestStore.all) func numbersAsStringsWritesNumbersAsStrings(_ store: TestStore) async throws {
+    @Test(arguments: TestStore.allAndSharded) func numbersAsStringsWritesNumbersAsStrings(_ store: TestStore) async throws {
         let world = try await TestWorld.make(store: store)
         try await world.test { client in
             _ = try await client.modify(
@@ -193,7 +193,7 @@ struct RecordOperationTests {
         }
     }
 
-    @Test(arguments: TestStore.all) func systemFieldsAreReturned(_ store: TestStore) async throws {
+    @Test(arguments: TestStore.allAndSharded) func systemFieldsAreReturned(_ store: TestStore) async throws {
         let world = try await TestWorld.make(store: store)
         try await world.test { client in
             try await client.createZone("Z", as: world.alice)
@@ -219,7 +219,7 @@ struct RecordOperationTests {
         }
     }
 
-    @Test(arguments: TestStore.all) func bodiesAreJSONWhateverTheContentType(_ store: TestStore) async throws {
+    @Test(arguments: TestStore.allAndSharded) func bodiesAreJSONWhateverTheContentType(_ store: TestStore) async throws {
         let world = try await TestWorld.make(store: store)
         try await world.test { client in
             for contentType in ["text/plain", "application/json", "application/x-www-form-urlencoded"] {

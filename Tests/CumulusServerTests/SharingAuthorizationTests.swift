@@ -57,7 +57,7 @@ struct SharingAuthorizationTests {
         }
     }
 
-    @Test(arguments: TestStore.all, Role.allCases)
+    @Test(arguments: TestStore.allAndSharded, Role.allCases)
     func roleAgainstEveryOperation(_ store: TestStore, _ role: Role) async throws {
         let world = try await TestWorld.make(store: store)
         let logger = Logger(label: "test")

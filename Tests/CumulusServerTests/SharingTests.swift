@@ -68,7 +68,7 @@ struct SharingTests {
         response.zones.first?["records"]?.arrayValue ?? []
     }
 
-    @Test(arguments: TestStore.all) func shoppingListStory(_ store: TestStore) async throws {
+    @Test(arguments: TestStore.allAndSharded) func shoppingListStory(_ store: TestStore) async throws {
         let world = try await TestWorld.make(store: store)
         let (alice, bob) = (world.alice, world.bob)
         try await world.test { client in
@@ -173,7 +173,7 @@ struct SharingTests {
         }
     }
 
-    @Test(arguments: TestStore.all) func zoneWideShareStory(_ store: TestStore) async throws {
+    @Test(arguments: TestStore.allAndSharded) func zoneWideShareStory(_ store: TestStore) async throws {
         let world = try await TestWorld.make(store: store)
         let (alice, bob) = (world.alice, world.bob)
         try await world.test { client in
@@ -205,7 +205,7 @@ struct SharingTests {
         }
     }
 
-    @Test(arguments: TestStore.all) func joiningByPublicLinkLeavingStoppingAndResharing(_ store: TestStore) async throws {
+    @Test(arguments: TestStore.allAndSharded) func joiningByPublicLinkLeavingStoppingAndResharing(_ store: TestStore) async throws {
         let world = try await TestWorld.make(store: store)
         let (alice, bob) = (world.alice, world.bob)
         try await world.test { client in
@@ -246,7 +246,7 @@ struct SharingTests {
         }
     }
 
-    @Test(arguments: TestStore.all) func recordsMovedOutOfASharedHierarchyLeaveParticipantsDevices(_ store: TestStore) async throws {
+    @Test(arguments: TestStore.allAndSharded) func recordsMovedOutOfASharedHierarchyLeaveParticipantsDevices(_ store: TestStore) async throws {
         let world = try await TestWorld.make(store: store)
         let (alice, bob) = (world.alice, world.bob)
         try await world.test { client in
@@ -294,7 +294,7 @@ struct SharingTests {
 
     /// Seed `001`'s groups: two groups of one zone shared with the same participant. What they may see changes while
     /// the zone stays in their shared database, and their feed reports exactly the records that came or went.
-    @Test(arguments: TestStore.all) func accessChangesInAZoneStillSharedReachTheParticipantsFeed(_ store: TestStore) async throws {
+    @Test(arguments: TestStore.allAndSharded) func accessChangesInAZoneStillSharedReachTheParticipantsFeed(_ store: TestStore) async throws {
         let world = try await TestWorld.make(store: store)
         let (alice, bob) = (world.alice, world.bob)
         try await world.test { client in
@@ -366,7 +366,7 @@ struct SharingTests {
         }
     }
 
-    @Test(arguments: TestStore.all) func joiningAPublicShareStopsAtTheParticipantLimit(_ store: TestStore) async throws {
+    @Test(arguments: TestStore.allAndSharded) func joiningAPublicShareStopsAtTheParticipantLimit(_ store: TestStore) async throws {
         let world = try await TestWorld.make(store: store, limits: Limits(maximumShareParticipants: 2))
         let logger = Logger(label: "t")
         try await world.test { client in
@@ -392,7 +392,7 @@ struct SharingTests {
         }
     }
 
-    @Test(arguments: TestStore.all) func sharingRulesAreEnforced(_ store: TestStore) async throws {
+    @Test(arguments: TestStore.allAndSharded) func sharingRulesAreEnforced(_ store: TestStore) async throws {
         let world = try await TestWorld.make(store: store)
         let alice = world.alice
         try await world.test { client in

@@ -26,7 +26,7 @@ struct SubscriptionTests {
         """#
     static let databaseSubscription = #"{"subscriptionID":"everything","subscriptionType":"database"}"#
 
-    @Test(arguments: TestStore.all) func subscriptionsAreCreatedListedLookedUpUpdatedAndDeleted(_ store: TestStore) async throws {
+    @Test(arguments: TestStore.allAndSharded) func subscriptionsAreCreatedListedLookedUpUpdatedAndDeleted(_ store: TestStore) async throws {
         let world = try await TestWorld.make(store: store)
         let (alice, bob) = (world.alice, world.bob)
         try await world.test { client in

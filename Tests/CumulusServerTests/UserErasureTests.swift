@@ -30,7 +30,7 @@ struct UserErasureTests {
         return found
     }
 
-    @Test(arguments: TestStore.all)
+    @Test(arguments: TestStore.allAndSharded)
     func anErasedOwnerAndParticipantLeavesNoTraceAndTheOthersKeepTheirOwn(_ kind: TestStore) async throws {
         let directory = URL(fileURLWithPath: try TestFiles.fresh("data")).deletingLastPathComponent()
         let storeKind =

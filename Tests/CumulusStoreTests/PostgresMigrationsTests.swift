@@ -46,8 +46,10 @@ enum PostgresTestServer {
 
     /// A migrated store over a fresh database that lives as long as the test process; its client runs in a task of
     /// its own. Databases left by earlier test processes (named by their process ID) are dropped in the background.
-    static func makeStore(maximumFieldIndexes: Int? = nil) async throws -> PostgresRecordStore {
-        let admin = try PostgresLocation(url: try #require(url))
+    static func makeStore(maximumFieldIndexes: Int? = nil, server: PostgresLocation? = nil, connections: Int = 2, migrate: Bool = true) async throws
+        -> PostgresRecordStore
+    {
+        let admin = try server ?? PostgresLocation(url: try #require(url))
         // Started once, not awaited: dropping hundreds of databases left by earlier runs takes minutes.
         _ = sweep
         var location = admin
@@ -58,18 +60,40 @@ enum PostgresTestServer {
         }
         // Tests run side by side, each with a store that lives on: few connections each, closed soon when idle, so
         // the server's connection limit is never reached.
-        var configuration = fresh.clientConfiguration(maximumConnections: 2)
+        var configuration = fresh.clientConfiguration(maximumConnections: connections)
         configuration.options.connectionIdleTimeout = .seconds(2)
         let client = PostgresClient(configuration: configuration)
         Task { await client.run() }
-        try await PostgresMigrations.migrate(client, logger: logger)
+        if migrate { try await PostgresMigrations.migrate(client, logger: logger) }
         // Tests run side by side on two cores: a connection may take longer than a server's 5 s to come free.
         return PostgresRecordStore(client: client, maximumFieldIndexes: maximumFieldIndexes ?? 64, connectionWait: .seconds(30))
     }
 
+    /// A second server (`scripts/setup-postgres-second.sh`), for stores sharded over two servers.
+    static let secondURL = ProcessInfo.processInfo.environment["CUMULUS_TEST_POSTGRES_SECOND"]
+
+    /// A store sharded over three fresh databases, the third on the second server when there is one; eight logical
+    /// shards dealt round them.
+    static func makeShardedStore(maximumFieldIndexes: Int? = nil) async throws -> ShardedPostgresStore {
+        let first = try PostgresLocation(url: try #require(url))
+        let second = try secondURL.map { try PostgresLocation(url: $0) } ?? first
+        var stores: [PostgresRecordStore] = []
+        // The directory's pool holds a connection that listens for other instances' changes, and one for work.
+        for (server, connections) in [(first, 2), (first, 1), (second, 1)] {
+            stores.append(try await makeStore(maximumFieldIndexes: maximumFieldIndexes, server: server, connections: connections, migrate: false))
+        }
+        return try await ShardedPostgresStore.prepare(directory: stores[0], others: Array(stores.dropFirst()), logicalShards: 8, logger: logger)
+    }
+
     /// Drops the databases of test processes that are gone.
     private static let sweep = Task {
-        guard let url, let admin = try? PostgresLocation(url: url) else { return }
+        for url in [url, secondURL].compactMap({ $0 }) {
+            guard let admin = try? PostgresLocation(url: url) else { continue }
+            await sweep(admin)
+        }
+    }
+
+    private static func sweep(_ admin: PostgresLocation) async {
         try? await withClient(admin) { client in
             var stale: [String] = []
             for try await name in try await client.query("SELECT datname FROM pg_database WHERE datname LIKE 'cumulus\\_test\\_p%'", logger: logger)

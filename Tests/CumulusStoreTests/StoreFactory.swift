@@ -29,5 +29,9 @@ struct StoreFactory: Sendable, CustomTestStringConvertible {
             },
         ]
         + (PostgresTestServer.url == nil
-            ? [] : [StoreFactory(name: "PostgreSQL") { try await PostgresTestServer.makeStore(maximumFieldIndexes: $0) }])
+            ? []
+            : [
+                StoreFactory(name: "PostgreSQL") { try await PostgresTestServer.makeStore(maximumFieldIndexes: $0) },
+                StoreFactory(name: "PostgreSQL sharded") { try await PostgresTestServer.makeShardedStore(maximumFieldIndexes: $0) },
+            ])
 }

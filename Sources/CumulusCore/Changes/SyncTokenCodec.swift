@@ -49,6 +49,30 @@ public struct SyncTokenCodec: Sendable {
         return DatabasePosition(sequence: numbers[0])
     }
 
+    /// A shared database's token: the position of database 0 as a database token's, and those of the other databases
+    /// of a sharded store after it, so that a store of one database issues the same tokens as before.
+    public func sharedDatabaseToken(_ database: DatabaseRef, position: SharedDatabasePosition) -> String {
+        var extra: [UInt8] = []
+        for (number, sequence) in position.sequences.sorted(by: { $0.key < $1.key }) where number != 0 {
+            withUnsafeBytes(of: UInt32(truncatingIfNeeded: number).bigEndian) { extra.append(contentsOf: $0) }
+            withUnsafeBytes(of: sequence.bigEndian) { extra.append(contentsOf: $0) }
+        }
+        return seal(.database, scope: Self.digest("\(database)"), numbers: [position[0]], extra: extra)
+    }
+
+    public func decodeSharedDatabaseToken(_ token: String, database: DatabaseRef) throws(CumulusError) -> SharedDatabasePosition {
+        let (numbers, extra) = try open(token, kind: .database, scope: Self.digest("\(database)"), count: 1, what: "syncToken")
+        guard extra.count % 12 == 0 else { throw CumulusError(.badRequest, "syncToken: is not a token issued by this server") }
+        var position = SharedDatabasePosition(sequence: numbers[0])
+        var offset = 0
+        while offset < extra.count {
+            let number = extra[offset..<offset + 4].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+            position[Int(number)] = extra[offset + 4..<offset + 12].reduce(Int64(0)) { $0 << 8 | Int64($1) }
+            offset += 12
+        }
+        return position
+    }
+
     public func zoneToken(_ database: DatabaseRef, zoneName: String, incarnation: Int64, sequence: Int64) -> String {
         seal(.zone, scope: Self.digest("\(database)/\(zoneName)"), numbers: [incarnation, sequence], extra: [])
     }

@@ -70,7 +70,8 @@ extension DatabaseService {
         guard let user = caller.user else { throw CumulusError(.authenticationRequired, "request needs authorization") }
         let codec = try await secrets.codec(logger: logger)
         let after =
-            try request.syncToken.map { (token) throws(CumulusError) in try codec.decodeDatabaseToken(token, database: database).sequence } ?? 0
+            try request.syncToken.map { (token) throws(CumulusError) in try codec.decodeSharedDatabaseToken(token, database: database) }
+            ?? SharedDatabasePosition()
         let page = try await store.sharedDatabaseChanges(
             userRecordName: user.userRecordName, container: caller.container, environment: caller.environment, after: after, limit: limit,
             logger: logger
@@ -84,7 +85,8 @@ extension DatabaseService {
                     syncToken: codec.zoneToken(
                         tokenDatabase, zoneName: zone.zoneID.zoneName, incarnation: zone.incarnation, sequence: zone.changeSequence)))
         }
-        return DatabaseChangesResponse(zones: zones, syncToken: codec.databaseToken(database, sequence: page.sequence), moreComing: page.moreComing)
+        return DatabaseChangesResponse(
+            zones: zones, syncToken: codec.sharedDatabaseToken(database, position: page.position), moreComing: page.moreComing)
     }
 
     // MARK: - Shares in records/modify

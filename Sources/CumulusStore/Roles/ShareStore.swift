@@ -21,6 +21,7 @@ public protocol ShareStore: Sendable {
 
     /// A user's shared database feed: zones that appeared, changed or went away after a position.
     func sharedDatabaseChanges(
-        userRecordName: String, container: String, environment: ContainerEnvironment, after sequence: Int64, limit: Int, logger: Logger
+        userRecordName: String, container: String, environment: ContainerEnvironment, after position: SharedDatabasePosition, limit: Int,
+        logger: Logger
     ) async throws -> SharedDatabasePage
 }

@@ -7,11 +7,14 @@ public enum UserScripts {
     /// shares they own and their history), their participations (each share record takes a new change tag), their
     /// asset receipts, their authorship of what stays in others' zones, and their rows. Answers the receipt; the asset
     /// files it lists are for the caller to delete after the commit.
+    ///
+    /// - Parameter known: The user's container, for a database that holds their data but not their account (a shard
+    ///   of a sharded store); by default the account's, and no account is "no such user".
     public static func erase(
-        userRecordName user: String, attemptKeyPrefixes: [String], timestamp: Int64, planner: RecordBatchPlanner
+        userRecordName user: String, attemptKeyPrefixes: [String], timestamp: Int64, planner: RecordBatchPlanner, container known: String? = nil
     ) -> TransactionScript<UserErasure> {
         .perform(.readUserContainer(userRecordName: user)) { answer in
-            guard let container = try answer.text else { throw StoreError(.notFound, "no such user") }
+            guard let container = try answer.text ?? known else { throw StoreError(.notFound, "no such user") }
             var erasure = UserErasure()
             return try TransactionScript.forEach(ContainerEnvironment.allCases) { environment in
                 erasePublicRecords(of: user, in: .publicDatabase(container: container, environment: environment), at: timestamp, planner: planner) {

@@ -138,12 +138,37 @@ public struct SharedZone: Sendable, Hashable {
 /// One page of a user's shared database feed.
 public struct SharedDatabasePage: Sendable, Hashable {
     public var zones: [SharedZone]
-    public var sequence: Int64
+    /// Where the next page starts.
+    public var position: SharedDatabasePosition
     public var moreComing: Bool
 
-    public init(zones: [SharedZone], sequence: Int64, moreComing: Bool) {
+    public init(zones: [SharedZone], position: SharedDatabasePosition, moreComing: Bool) {
         self.zones = zones
-        self.sequence = sequence
+        self.position = position
         self.moreComing = moreComing
+    }
+}
+
+/// A position in a user's shared database feed: one sequence per database that holds zones shared with them.
+///
+/// A store on one database keeps one sequence, under number 0. A store sharded over several databases
+/// (`ShardedPostgresStore`) keeps one per database, by the database's number: the zones shared with a user are their
+/// owners', and live where their owners do, each database counting its own changes.
+public struct SharedDatabasePosition: Sendable, Hashable {
+    public var sequences: [Int: Int64]
+
+    public init(sequences: [Int: Int64] = [:]) {
+        self.sequences = sequences
+    }
+
+    /// A store on one database: its one sequence.
+    public init(sequence: Int64) {
+        self.sequences = [0: sequence]
+    }
+
+    /// The sequence in database `number`; 0 (the start) where the position has none.
+    public subscript(number: Int) -> Int64 {
+        get { sequences[number] ?? 0 }
+        set { sequences[number] = newValue }
     }
 }

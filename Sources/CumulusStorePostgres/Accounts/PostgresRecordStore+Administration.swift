@@ -100,12 +100,22 @@ extension PostgresRecordStore {
     }
 
     public func eraseUser(userRecordName: String, attemptKeyPrefixes: [String], timestamp: Int64, logger: Logger) async throws -> UserErasure {
+        try await eraseUser(
+            userRecordName: userRecordName, container: nil, attemptKeyPrefixes: attemptKeyPrefixes, timestamp: timestamp, logger: logger)
+    }
+
+    /// Erases what this database holds of a user; `container` when it may not hold their account (a shard).
+    func eraseUser(userRecordName: String, container: String?, attemptKeyPrefixes: [String], timestamp: Int64, logger: Logger) async throws
+        -> UserErasure
+    {
         let planner = self.planner
         // Deleted rows stay in the tables' files until VACUUM reclaims their space and later writes reuse it
         // (`filesScrubbed` stays false): docs/OPERATIONS.md says what an operator runs for the bytes to be gone.
         return try await transaction(logger: logger) { connection in
             try await Self.run(
-                UserScripts.erase(userRecordName: userRecordName, attemptKeyPrefixes: attemptKeyPrefixes, timestamp: timestamp, planner: planner),
+                UserScripts.erase(
+                    userRecordName: userRecordName, attemptKeyPrefixes: attemptKeyPrefixes, timestamp: timestamp, planner: planner,
+                    container: container),
                 connection, logger: logger)
         }
     }

@@ -44,3 +44,18 @@ extension PostgresRecordStore {
         }
     }
 }
+
+extension PostgresRecordStore {
+    /// A database's position in its own feed; 0 when it was never written.
+    func databaseSequence(_ database: DatabaseRef, logger: Logger) async throws -> Int64 {
+        try await read(logger: logger) { connection in
+            let rows = try await connection.query(
+                """
+                SELECT change_seq FROM databases WHERE container_id = \(database.container) AND environment = \(database.environment.rawValue)
+                AND scope = \(database.scope.rawValue) AND owner_record_name = \(database.ownerRecordName)
+                """, logger: logger)
+            for try await sequence in rows.decode(Int64.self) { return sequence }
+            return 0
+        }
+    }
+}

@@ -418,5 +418,19 @@ extension PostgresMigrations {
                 "ALTER TABLE asset_uploads ADD COLUMN detached_at BIGINT",
             ]
         ),
+        Migration(
+            version: 13, name: "shards",
+            statements: [
+                // Every database: its number in a sharded store (one row once registered; none when not sharded).
+                "CREATE TABLE shard_identity (number INTEGER NOT NULL, logical_shards INTEGER NOT NULL)",
+                // Every database: the logical shards whose users it holds (`owned`), or held and gave away (not owned).
+                // Writers of a shard lock its row to share; moving the shard locks it to update.
+                "CREATE TABLE shard_owners (shard INTEGER PRIMARY KEY, owned BOOLEAN NOT NULL)",
+                // The directory (database 0): which database holds each logical shard.
+                "CREATE TABLE shard_map (shard INTEGER PRIMARY KEY, database_number INTEGER NOT NULL)",
+                // The directory: every database number given out, so that none is given twice.
+                "CREATE TABLE shard_databases (number INTEGER PRIMARY KEY)",
+            ]
+        ),
     ]
 }

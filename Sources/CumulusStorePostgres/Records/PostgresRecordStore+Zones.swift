@@ -69,6 +69,9 @@ extension PostgresRecordStore {
                             // BEGIN with its isolation in one statement: a round trip fewer than BEGIN then SET TRANSACTION.
                             try await connection.query(snapshot ? "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY" : "BEGIN", logger: logger)
                             do {
+                                if let shard = ShardFence.shard {
+                                    try await ShardFence.check(shard, connection, lock: !snapshot, logger: logger)
+                                }
                                 let value = try await body(connection)
                                 try await connection.query("COMMIT", logger: logger)
                                 return value
@@ -81,6 +84,8 @@ extension PostgresRecordStore {
                 }
             }
         } catch let error as StoreError {
+            throw error
+        } catch let error as ShardNotHere {
             throw error
         } catch let error as PSQLError {
             throw Self.storeError(error)

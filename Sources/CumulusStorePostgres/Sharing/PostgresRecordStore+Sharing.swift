@@ -232,9 +232,10 @@ extension PostgresRecordStore {
     }
 
     public func sharedDatabaseChanges(
-        userRecordName: String, container: String, environment: ContainerEnvironment, after sequence: Int64, limit: Int, logger: Logger
+        userRecordName: String, container: String, environment: ContainerEnvironment, after start: SharedDatabasePosition, limit: Int, logger: Logger
     ) async throws -> SharedDatabasePage {
-        try await read(logger: logger) { connection in
+        let sequence = start[0]
+        return try await read(logger: logger) { connection in
             let rows = try await connection.query(
                 """
                 SELECT v.view_seq, v.deleted, z.id, z.zone_name, z.change_seq, d.owner_record_name
@@ -254,12 +255,12 @@ extension PostgresRecordStore {
                 zones.append(try Self.sharedZone(row))
                 lastPosition = try row.decode(Int64.self)
             }
-            if moreComing { return SharedDatabasePage(zones: zones, sequence: lastPosition, moreComing: true) }
+            if moreComing { return SharedDatabasePage(zones: zones, position: SharedDatabasePosition(sequence: lastPosition), moreComing: true) }
             var position: Int64 = 0
             let current = try await connection.query(
                 "SELECT change_seq FROM shared_databases WHERE user_record_name = \(userRecordName)", logger: logger)
             for try await value in current.decode(Int64.self) { position = value }
-            return SharedDatabasePage(zones: zones, sequence: max(position, sequence), moreComing: false)
+            return SharedDatabasePage(zones: zones, position: SharedDatabasePosition(sequence: max(position, sequence)), moreComing: false)
         }
     }
 }

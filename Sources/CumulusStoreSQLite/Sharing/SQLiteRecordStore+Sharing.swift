@@ -248,9 +248,10 @@ extension SQLiteRecordStore {
     }
 
     public func sharedDatabaseChanges(
-        userRecordName: String, container: String, environment: ContainerEnvironment, after sequence: Int64, limit: Int, logger: Logger
+        userRecordName: String, container: String, environment: ContainerEnvironment, after start: SharedDatabasePosition, limit: Int, logger: Logger
     ) async throws -> SharedDatabasePage {
-        try await read { db in
+        let sequence = start[0]
+        return try await read { db in
             let rows = try Row.fetchAll(
                 db.cachedStatement(
                     sql: """
@@ -271,7 +272,8 @@ extension SQLiteRecordStore {
                         db.cachedStatement(sql: "SELECT change_seq FROM shared_databases WHERE user_record_name = ?"), arguments: [userRecordName])
                     ?? 0
             }
-            return SharedDatabasePage(zones: page.map(Self.sharedZone), sequence: max(position, sequence), moreComing: moreComing)
+            return SharedDatabasePage(
+                zones: page.map(Self.sharedZone), position: SharedDatabasePosition(sequence: max(position, sequence)), moreComing: moreComing)
         }
     }
 }

@@ -28,28 +28,54 @@ struct TestStore: Sendable, CustomTestStringConvertible {
     static let postgresURL = ProcessInfo.processInfo.environment["CUMULUS_TEST_POSTGRES"]
     /// A streaming replica of that server (`scripts/setup-postgres-replica.sh`), for the read-replica suite.
     static let postgresReplicaURL = ProcessInfo.processInfo.environment["CUMULUS_TEST_POSTGRES_REPLICA"]
+    /// A second PostgreSQL server (`scripts/setup-postgres-second.sh`), for stores sharded over two servers.
+    static let postgresSecondURL = ProcessInfo.processInfo.environment["CUMULUS_TEST_POSTGRES_SECOND"]
     static let all: [TestStore] =
         [.sqlite] + (postgresURL == nil ? [] : [TestStore(name: "PostgreSQL") { try await makePostgresStore(metrics: $0) }])
+    /// ``all`` and a store sharded over three databases, for the suites whose stories cross users (sharing, feeds,
+    /// subscriptions, erasure, record operations); the store suites run every case on it too.
+    static let allAndSharded: [TestStore] =
+        all + (postgresURL == nil ? [] : [TestStore(name: "PostgreSQL sharded") { _ in try await makeShardedStore() }])
+
+    /// A store sharded over three fresh databases: the directory and one more on the first server, the third on the
+    /// second server when there is one; eight logical shards dealt round them, so users of a test land in all three.
+    static func makeShardedStore(logicalShards: Int = 8) async throws -> ShardedPostgresStore {
+        let first = try PostgresLocation(url: try #require(postgresURL))
+        let second = try postgresSecondURL.map { try PostgresLocation(url: $0) } ?? first
+        var stores: [PostgresRecordStore] = []
+        // The directory's pool holds a connection that listens for other instances' changes, and one for work.
+        for (server, connections) in [(first, 2), (first, 1), (second, 1)] {
+            stores.append(
+                try await makePostgresStore(location: try await makePostgresDatabase(on: server), connections: connections, migrate: false))
+        }
+        return try await ShardedPostgresStore.prepare(
+            directory: stores[0], others: Array(stores.dropFirst()), logicalShards: logicalShards, logger: Logger(label: "postgres-test"))
+    }
 
     /// A migrated store over a fresh database named after this process (the store suites drop those of finished
     /// processes); its client runs for the rest of the process.
     static func makePostgresStore(metrics: StoreMetrics? = nil) async throws -> PostgresRecordStore {
+        try await makePostgresStore(location: try await makePostgresDatabase(), metrics: metrics)
+    }
+
+    static func makePostgresStore(location: PostgresLocation, metrics: StoreMetrics? = nil, connections: Int = 2, migrate: Bool = true) async throws
+        -> PostgresRecordStore
+    {
         let logger = Logger(label: "postgres-test")
-        let location = try await makePostgresDatabase()
         // Tests run side by side, each with a store that lives on: few connections each, closed soon when idle, so
         // the server's connection limit is never reached.
-        var configuration = location.clientConfiguration(maximumConnections: 2)
+        var configuration = location.clientConfiguration(maximumConnections: connections)
         configuration.options.connectionIdleTimeout = .seconds(2)
         let client = PostgresClient(configuration: configuration)
         Task { await client.run() }
-        try await PostgresMigrations.migrate(client, logger: logger)
+        if migrate { try await PostgresMigrations.migrate(client, logger: logger) }
         // Tests run side by side on two cores: a connection may take longer than a server's 5 s to come free.
         return PostgresRecordStore(client: client, connectionWait: .seconds(30), metrics: metrics)
     }
 
     /// A fresh, empty database named after this process, on the server `CUMULUS_TEST_POSTGRES` names.
-    static func makePostgresDatabase() async throws -> PostgresLocation {
-        let admin = try PostgresLocation(url: try #require(postgresURL))
+    static func makePostgresDatabase(on server: PostgresLocation? = nil) async throws -> PostgresLocation {
+        let admin = try server ?? PostgresLocation(url: try #require(postgresURL))
         var location = admin
         location.database = "cumulus_test_p\(getpid())_\(UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(16))"
         let adminClient = PostgresClient(configuration: admin.clientConfiguration(maximumConnections: 1))

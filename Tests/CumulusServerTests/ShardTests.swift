@@ -1,0 +1,241 @@
+import CumulusClient
+import CumulusModel
+import CumulusServer
+import CumulusStore
+import CumulusStorePostgres
+import Foundation
+import GhostCarExample
+import Logging
+import PostgresNIO
+import Synchronization
+import Testing
+
+/// A store sharded over three PostgreSQL databases in two servers (`CUMULUS_TEST_POSTGRES` and
+/// `CUMULUS_TEST_POSTGRES_SECOND`): users on different databases share zones both ways, and a logical shard moves while
+/// a writer and a reader run. (Every other server suite also runs on the sharded store: ``TestStore/all``.)
+@Suite(
+    "PostgreSQL shards", .timeLimit(.minutes(10)),
+    .enabled(if: TestStore.postgresURL != nil, "needs CUMULUS_TEST_POSTGRES (see README)"))
+struct ShardTests {
+    let logger = Logger(label: "shard-test")
+
+    /// A world over a fresh sharded store, and an owner in another database than bob: alice, or a user made until one
+    /// falls in another logical shard than bob's, whose shard is moved if the two fell in the same database.
+    func world() async throws -> (TestWorld, ShardedPostgresStore, owner: TestUser) {
+        let store = try await TestStore.makeShardedStore()
+        let world = try await TestWorld.make(store: TestStore(name: "sharded") { _ in store })
+        let bob = store.shard(of: world.bob.userRecordName)
+        var owner = world.alice
+        var made = 0
+        while store.shard(of: owner.userRecordName) == bob {
+            made += 1
+            owner = try await world.user("owner\(made)")
+        }
+        let shard = store.shard(of: owner.userRecordName)
+        if store.databaseNumber(holding: shard) == store.databaseNumber(holding: bob) {
+            let other = store.databases.keys.sorted().first { $0 != store.databaseNumber(holding: bob) }!
+            _ = try await store.moveShard(shard, to: other, logger: logger)
+        }
+        #expect(store.databaseNumber(holding: shard) != store.databaseNumber(holding: bob))
+        return (world, store, owner)
+    }
+
+    @Test func usersOnDifferentDatabasesShareZonesBothWaysAndEveryDeviceSyncs() async throws {
+        let (world, store, owner) = try await world()
+        try await SyncEngineTests.live(world) { container in
+            let (alice, bob) = (container(owner), container(world.bob))
+            // Each owns a zone, synced by two devices of their own.
+            try await alice.privateCloudDatabase.save(zones: [GhostCar.zone])
+            try await bob.privateCloudDatabase.save(zones: [GhostCar.zone])
+            let alicePhone = try Device.testing(path: try TestFiles.fresh("alice-phone.sqlite"), database: alice.privateCloudDatabase)
+            let aliceTablet = try Device.testing(path: try TestFiles.fresh("alice-tablet.sqlite"), database: alice.privateCloudDatabase)
+            let bobPhone = try Device.testing(path: try TestFiles.fresh("bob-phone.sqlite"), database: bob.privateCloudDatabase)
+            let aliceDrive = try alicePhone.recordDrive(name: "Alice's run", distance: 5000, at: 1)
+            let bobDrive = try bobPhone.recordDrive(name: "Bob's run", distance: 7000, at: 1)
+            try await alicePhone.engine.sendChanges()
+            try await bobPhone.engine.sendChanges()
+
+            // Each shares their zone with the other, read-write; each accepts.
+            for (sharer, participant, accepting) in [(alice, "bob@example.com", bob), (bob, "\(owner.account.name)@example.com", alice)] {
+                var share = CloudShare(zoneID: GhostCar.zone)
+                share.addParticipant(.emailAddress(participant), permission: .readWrite)
+                share = try await sharer.privateCloudDatabase.save(share)
+                #expect(try await accepting.sharedCloudDatabase.acceptShare(try #require(share.shortGUID)).participantStatus == .accepted)
+            }
+            let (aliceZone, bobZone) = (
+                ZoneID(zoneName: GhostCar.zone.zoneName, ownerRecordName: owner.userRecordName),
+                ZoneID(zoneName: GhostCar.zone.zoneName, ownerRecordName: world.bob.userRecordName)
+            )
+            // Each shared database lists the other's zone, though it lives in another database.
+            #expect(try await bob.sharedCloudDatabase.databaseChanges(since: nil).changed == [aliceZone])
+            #expect(try await alice.sharedCloudDatabase.databaseChanges(since: nil).changed == [bobZone])
+
+            // Devices on the shared databases: each sees the other's drive, and writes into the other's zone.
+            let bobOnAlices = try Device.testing(
+                path: try TestFiles.fresh("bob-shared.sqlite"), database: bob.sharedCloudDatabase, scope: "shared", zone: aliceZone)
+            let aliceOnBobs = try Device.testing(
+                path: try TestFiles.fresh("alice-shared.sqlite"), database: alice.sharedCloudDatabase, scope: "shared", zone: bobZone)
+            try await bobOnAlices.engine.fetchChanges()
+            try await aliceOnBobs.engine.fetchChanges()
+            #expect(try bobOnAlices.names() == [aliceDrive: "Alice's run"])
+            #expect(try aliceOnBobs.names() == [bobDrive: "Bob's run"])
+            let bobsWrite = try bobOnAlices.recordDrive(name: "Bob drove Alice's car", distance: 1, at: 2)
+            let alicesWrite = try aliceOnBobs.recordDrive(name: "Alice drove Bob's car", distance: 2, at: 2)
+            try await bobOnAlices.engine.sendChanges()
+            try await aliceOnBobs.engine.sendChanges()
+
+            // Every device of each owner syncs what the other wrote.
+            for device in [alicePhone, aliceTablet] {
+                try await device.engine.fetchChanges()
+                #expect(try device.names() == [aliceDrive: "Alice's run", bobsWrite: "Bob drove Alice's car"])
+            }
+            try await bobPhone.engine.fetchChanges()
+            #expect(try bobPhone.names() == [bobDrive: "Bob's run", alicesWrite: "Alice drove Bob's car"])
+
+            // The owner stops sharing: the participant's device drops the zone, across databases too.
+            var aliceShare = try #require(
+                try await alice.privateCloudDatabase.share(RecordID(recordName: ShareRecord.zoneWideRecordName, zoneID: GhostCar.zone)))
+            aliceShare.removeParticipant(.emailAddress("bob@example.com"))
+            _ = try await alice.privateCloudDatabase.save(aliceShare)
+            try await bobOnAlices.engine.fetchChanges()
+            #expect(try bobOnAlices.count() == 0)
+            #expect(try await bob.sharedCloudDatabase.databaseChanges(since: nil).changed.isEmpty)
+            _ = store
+        }
+    }
+
+    @Test func aShardMovesWhileAWriterAndAReaderRunAndNothingIsLostOrReadStale() async throws {
+        let (world, store, alice) = try await world()
+        let shard = store.shard(of: alice.userRecordName)
+        try await world.test { client in
+            try await client.createZone("Z", as: alice)
+            // Bob takes part in alice's zone, and holds tokens from before the move.
+            let shareAnswer = try await client.modify(
+                [shareOperation(name: "cloudkit.zoneshare", root: nil, participants: [("bob@example.com", "READ_ONLY")])], as: .user(alice))
+            #expect(shareAnswer.status == 200)
+            let shortGUID = try #require(shareAnswer.records[0]["shortGUID"]?.stringValue)
+            let accepted = try await client.resolve(shortGUID, as: .user(world.bob), accept: true)
+            #expect(accepted.json["results"]?[0]?["participantStatus"]?.stringValue == "ACCEPTED")
+            let bobsDatabaseToken = try #require(
+                try await client.send("changes/database", as: .user(world.bob), database: "shared", body: "{}").json["syncToken"]?.stringValue)
+            let zone = #"{"zoneName":"Z","ownerRecordName":"\#(alice.userRecordName)"}"#
+            let bobsZoneToken = try #require(
+                try await client.send("changes/zone", as: .user(world.bob), database: "shared", body: #"{"zones":[{"zoneID":\#(zone)}]}"#)
+                    .json["zones"]?[0]?["syncToken"]?.stringValue)
+
+            // The writer: numbered notes, each sent until it is acknowledged; the reader: the newest acknowledged
+            // note must be there at once, each time it looks.
+            let progress = MoveProgress()
+            async let writer: Int = {
+                var written = 0
+                while !progress.stop.load(ordering: .relaxed) {
+                    let answer = try await client.modify([operation("forceReplace", "n\(written + 1)")], as: .user(alice))
+                    guard answer.status == 200, answer.records[0]["serverErrorCode"] == nil else {
+                        #expect([503].contains(answer.status), "\(answer.json)")
+                        continue
+                    }
+                    written += 1
+                    progress.acknowledged.withLock { $0 = written }
+                }
+                return written
+            }()
+            async let reader: Int = {
+                var reads = 0
+                while !progress.stop.load(ordering: .relaxed) {
+                    let newest = progress.acknowledged.withLock { $0 }
+                    guard newest > 0 else {
+                        try await Task.sleep(for: .milliseconds(5))
+                        continue
+                    }
+                    let answer = try await client.lookup(["n\(newest)"], as: .user(alice))
+                    guard answer.status == 200 else { continue }
+                    if answer.records[0]["recordChangeTag"] == nil { progress.stale.withLock { $0.append("n\(newest): \(answer.json)") } }
+                    reads += 1
+                }
+                return reads
+            }()
+            // Out and back: the shard leaves its database while both run, then returns to it.
+            let home = store.databaseNumber(holding: shard)
+            let away = store.databases.keys.sorted().first { $0 != home }!
+            try await Task.sleep(for: .milliseconds(300))
+            let out = try await store.moveShard(shard, to: away, logger: logger)
+            try await Task.sleep(for: .milliseconds(300))
+            let back = try await store.moveShard(shard, to: home, logger: logger)
+            try await Task.sleep(for: .milliseconds(300))
+            progress.stop.store(true, ordering: .relaxed)
+            let (written, reads) = try await (writer, reader)
+            #expect(out.from == home && out.to == away && back.to == home && (out.rows["records"] ?? 0) > 0)
+            #expect(written > 0 && reads > 0)
+            #expect(progress.stale.withLock { $0 }.isEmpty, "acknowledged writes read as missing")
+
+            // Nothing lost: every acknowledged note is there, and the zone's feed from the start lists each once.
+            let names = (1...written).map { "n\($0)" }
+            let found = try await client.lookup(names, as: .user(alice))
+            #expect(found.records.filter { $0["recordChangeTag"] != nil }.count == written)
+            var feedNames = Set<String>()
+            var token: String?
+            repeat {
+                let tokenField = token.map { #","syncToken":"\#($0)""# } ?? ""
+                let page = try await client.send(
+                    "changes/zone", as: .user(alice), body: #"{"zones":[{"zoneID":{"zoneName":"Z"}\#(tokenField)}]}"#)
+                let entry = try #require(page.json["zones"]?[0])
+                for record in entry["records"]?.arrayValue ?? [] { feedNames.insert(record["recordName"]?.stringValue ?? "") }
+                token = entry["syncToken"]?.stringValue
+                if entry["moreComing"] != .bool(true) { break }
+            } while true
+            #expect(feedNames.isSuperset(of: names))
+
+            // The database the shard left holds none of its rows; and the one it came back to serves it.
+            let left = try #require(store.databases[away])
+            let aliceDatabase = DatabaseRef(
+                container: TestWorld.container, environment: .development, scope: .private, ownerRecordName: alice.userRecordName)
+            #expect(try await left.zones(in: aliceDatabase, logger: logger).map(\.changeSequence) == [0], "only the unwritten default zone")
+
+            // Bob's tokens from before the moves go on: his shared database lists alice's zone again, and his zone
+            // token reads the notes written since, without starting over.
+            let sharedChanges = try await client.send(
+                "changes/database", as: .user(world.bob), database: "shared", body: #"{"syncToken":"\#(bobsDatabaseToken)"}"#)
+            #expect(sharedChanges.status == 200)
+            #expect(sharedChanges.zones.contains { $0["zoneID"]?["ownerRecordName"]?.stringValue == alice.userRecordName })
+            let zoneChanges = try await client.send(
+                "changes/zone", as: .user(world.bob), database: "shared",
+                body: #"{"zones":[{"zoneID":\#(zone),"syncToken":"\#(bobsZoneToken)","resultsLimit":1}]}"#)
+            #expect(zoneChanges.status == 200 && zoneChanges.json["zones"]?[0]?["serverErrorCode"] == nil, "\(zoneChanges.json)")
+        }
+    }
+
+    @Test func anInterruptedMoveIsFinishedByRunningItAgain() async throws {
+        let (world, store, alice) = try await world()
+        let shard = store.shard(of: alice.userRecordName)
+        try await world.test { client in
+            try await client.createZone("Z", as: alice)
+            #expect(try await client.modify([operation("create", "kept")], as: .user(alice)).status == 200)
+        }
+        // As a move stopped after the database it left let go: the shard is in no database.
+        let home = store.databaseNumber(holding: shard)
+        let away = store.databases.keys.sorted().first { $0 != home }!
+        _ = try await store.moveShard(shard, to: away, logger: logger)
+        try await store.databases[away]!.client.query("UPDATE shard_owners SET owned = false WHERE shard = \(shard)", logger: logger)
+        try await store.directory.client.query("UPDATE shard_map SET database_number = \(home) WHERE shard = \(shard)", logger: logger)
+        _ = try await store.currentMap(logger: logger)
+        try await world.test { client in
+            // Its requests wait, then are answered "try again later".
+            let waiting = try await client.lookup(["kept"], as: .user(alice))
+            #expect(waiting.status == 503 && waiting.serverErrorCode == "TRY_AGAIN_LATER")
+        }
+        // The same move again finishes it.
+        let finished = try await store.moveShard(shard, to: away, logger: logger)
+        #expect(finished.rows.isEmpty && store.databaseNumber(holding: shard) == away)
+        let kept = try await world.test { client in try await client.lookup(["kept"], as: .user(alice)) }
+        #expect(kept.records[0]["recordChangeTag"] != nil)
+    }
+}
+
+/// What the writer and the reader of a move share.
+private final class MoveProgress: Sendable {
+    /// The newest note acknowledged.
+    let acknowledged = Mutex(0)
+    /// Acknowledged notes a read did not find.
+    let stale = Mutex<[String]>([])
+    let stop = Atomic(false)
+}
