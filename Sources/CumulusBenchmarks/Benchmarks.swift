@@ -51,6 +51,7 @@ struct Benchmarks {
         var postgres: PostgresLocation?
         var inProcessServer = false
         var replica: PostgresLocation?
+        var secondStore: PostgresLocation?
         while let argument = arguments.popFirst() {
             switch argument {
             case "--only": only = arguments.popFirst()
@@ -62,11 +63,12 @@ struct Benchmarks {
             case "--idle-streams": idleStreams = Int(arguments.popFirst() ?? "") ?? idleStreams
             case "--in-process-server": inProcessServer = true
             case "--replica": replica = try PostgresLocation(url: arguments.popFirst() ?? "")
+            case "--second-store": secondStore = try PostgresLocation(url: arguments.popFirst() ?? "")
             default:
                 let usage =
                     "usage: CumulusBenchmarks [--records N] [--concurrency C] [--feed-records N] [--subscribers N] [--idle-streams N] "
-                    + "[--only sync|verify|history|feed|modify|push|abuse|requests|assets|replicas] [--store postgres://…] "
-                    + "[--replica postgres://…] [--in-process-server]\n"
+                    + "[--only sync|verify|history|feed|modify|push|abuse|requests|assets|replicas|shards] [--store postgres://…] "
+                    + "[--replica postgres://…] [--second-store postgres://…] [--in-process-server]\n"
                 let message = (argument == "--help" ? "" : "unknown argument \(argument)\n") + usage
                 FileHandle.standardError.write(Data(message.utf8))
                 exit(argument == "--help" ? 0 : 2)
@@ -95,6 +97,15 @@ struct Benchmarks {
         if only == "replicas" {
             guard let postgres, let replica else { throw BenchmarkError("--only replicas needs --store and --replica (a streaming replica of it)") }
             try await replicas(records: records, primary: postgres, replica: replica)
+            // With a second server, in the same run: one primary against two (issue 38).
+            if let secondStore { try await shards(first: postgres, second: secondStore) }
+            return
+        }
+        if only == "shards" {
+            guard let postgres, let secondStore else {
+                throw BenchmarkError("--only shards needs --store and --second-store (another PostgreSQL server)")
+            }
+            try await shards(first: postgres, second: secondStore)
             return
         }
         if only == "sync" {

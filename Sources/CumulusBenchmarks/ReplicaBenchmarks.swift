@@ -21,14 +21,6 @@ extension Benchmarks {
         }
         defer { writer.stop() }
         let http = Self.manyConnections
-        // Sixteen more users, for the writes of sixteen connections at once.
-        let accounts = AccountService(store: store)
-        var writers: [String] = []
-        for index in 0..<16 {
-            let user = try await accounts.createUser(
-                container: container, name: "writer\(index)", password: nil, email: nil, logger: Logger(label: "bench"))
-            writers.append(try await accounts.issueWebAuthToken(for: user, logger: Logger(label: "bench")))
-        }
         @Sendable func post(_ server: ServerProcess, _ path: String, _ body: String, as user: String = webToken) async throws -> ByteBuffer {
             try await Self.post(
                 "\(server.url)/database/1/\(container)/development/private/\(path)?ckAPIToken=\(apiToken)&ckWebAuthToken=\(user)", body, with: http)
@@ -63,36 +55,11 @@ extension Benchmarks {
         // In service within a probe or two.
         try await Task.sleep(for: .seconds(3))
 
-        // Writes: sixteen users at once, half through each instance, one record a request; the replica replays them.
-        let zone = #"{"operations":[{"operationType":"create","zone":{"zoneID":{"zoneName":"Drives"}}}]}"#
-        for (index, user) in writers.enumerated() { _ = try await post(index % 2 == 0 ? writer : reader, "zones/modify", zone, as: user) }
-        let perWriter = 200
-        let (primaryBeforeWrites, replicaBeforeWrites) = (
-            PostgresCluster.cpuSeconds(port: primary.port), PostgresCluster.cpuSeconds(port: replica.port)
-        )
-        let instancesBeforeWrites = writer.cpuSeconds + reader.cpuSeconds
-        let writesStart = ContinuousClock.now
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            for (index, user) in writers.enumerated() {
-                let server = index % 2 == 0 ? writer : reader
-                group.addTask {
-                    for write in 0..<perWriter { _ = try await post(server, "records/modify", singleWrite("single-\(write)"), as: user) }
-                }
-            }
-            try await group.waitForAll()
-        }
-        let writesSeconds = (ContinuousClock.now - writesStart).seconds
-        let writes = Double(writers.count * perWriter)
-        func perWrite(_ before: Double?, _ after: Double?) -> String {
-            guard let before, let after else { return "n/a" }
-            return String(format: "%.2f ms", (after - before) * 1000 / writes)
-        }
-        print(
-            "| read replicas: single-record writes, 16 users through two instances on one primary | \(Int(writes)) | \(format(writesSeconds)) | "
-                + "\(Int(writes / writesSeconds)) writes/s | CPU a write: primary "
-                + "\(perWrite(primaryBeforeWrites, PostgresCluster.cpuSeconds(port: primary.port))), replica (replaying) "
-                + "\(perWrite(replicaBeforeWrites, PostgresCluster.cpuSeconds(port: replica.port))), instances "
-                + "\(String(format: "%.2f ms", (writer.cpuSeconds + reader.cpuSeconds - instancesBeforeWrites) * 1000 / writes)) |")
+        // Writes: sixteen users at once, through two instances; the replica replays them.
+        try await writesThroughTwoInstances(
+            "read replicas: single-record writes, 16 users through two instances on one primary", store: store, location: location,
+            arguments: ["--read-replica", url + (replicated.tls == .disable ? "?sslmode=disable" : "")], servers: [primary, replica],
+            account: (container, apiToken))
 
         let readers = 4
         for (label, server) in [("the primary serves reads", writer), ("a streaming replica serves reads", reader)] {

@@ -352,6 +352,9 @@ struct Serve: AsyncParsableCommand {
                 settings.environmentText("database") ?? settings.environmentText("data") ?? settings.fileText("database") ?? settings.fileText("data")
         }
         options.databaseConnections = options.databaseConnections ?? settings.text("database-connections").flatMap { Int($0) }
+        if options.shards.isEmpty, let shards = settings.text("shard") {
+            options.shards = shards.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        }
         let logger = Logger(label: "cumulus")
         // The libraries' own metrics and the store's (through swift-metrics' global system) land in the same registry as
         // the server's: bootstrapped before the store opens and makes its metrics.

@@ -21,7 +21,7 @@ struct ServeSettings {
         "accept-unhashed-large-bodies": .flag, "max-connections-per-address": .integer, "requests-per-second": .number,
         "metrics-port": .integer, "log-level": .text, "log-format": .text, "assets": .text, "max-asset-size": .integer,
         "history-retention": .text, "database": .text, "data": .text, "database-connections": .integer,
-        "read-replica": .text, "fan-out": .text,
+        "read-replica": .text, "fan-out": .text, "shard": .text,
     ]
 
     /// The environment variable of a setting.

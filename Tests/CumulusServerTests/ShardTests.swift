@@ -231,6 +231,51 @@ struct ShardTests {
     }
 }
 
+extension ShardTests {
+    @Test func aDeploymentOnOneDatabaseKeepsItsDataWhenShardsAreAddedAndMovesItOut() async throws {
+        // A deployment on one database, with a user who wrote.
+        let directory = try await TestStore.makePostgresStore()
+        let world = try await TestWorld.make(store: TestStore(name: "one database") { _ in directory })
+        let alice = DatabaseRef(
+            container: TestWorld.container, environment: .development, scope: .private, ownerRecordName: world.alice.userRecordName)
+        let batch = RecordBatch(
+            database: alice, zoneName: ZoneID.defaultZoneName, atomic: false,
+            operations: [RecordModification(operationType: .create, recordName: "before", recordType: "Note")], author: world.alice.userRecordName,
+            deviceID: "d", timestamp: 1)
+        _ = try await directory.modifyRecords(batch, logger: logger)
+
+        // A second database, empty, given as a shard: every shard stays where the data is.
+        let first = try PostgresLocation(url: try #require(TestStore.postgresURL))
+        let second = try TestStore.postgresSecondURL.map { try PostgresLocation(url: $0) } ?? first
+        let added = try await TestStore.makePostgresStore(location: try await TestStore.makePostgresDatabase(on: second), migrate: false)
+        let store = try await ShardedPostgresStore.prepare(directory: directory, others: [added], logicalShards: 8, logger: logger)
+        #expect(Set(try await store.currentMap(logger: logger)) == [0])
+        #expect(try await store.records(named: ["before"], zoneName: ZoneID.defaultZoneName, in: alice, access: nil, logger: logger).count == 1)
+
+        // The user's shard moves out: the new database gets the containers its rows refer to, and serves them.
+        let shard = store.shard(of: world.alice.userRecordName)
+        let move = try await store.moveShard(shard, to: 1, logger: logger)
+        #expect(move.rows["records"] == 1 && move.rows["databases"] == 1)
+        #expect(try await store.records(named: ["before"], zoneName: ZoneID.defaultZoneName, in: alice, access: nil, logger: logger).count == 1)
+        #expect(try await added.records(named: ["before"], zoneName: ZoneID.defaultZoneName, in: alice, access: nil, logger: logger).count == 1)
+        #expect(try await directory.records(named: ["before"], zoneName: ZoneID.defaultZoneName, in: alice, access: nil, logger: logger).isEmpty)
+
+        // A database that already holds data is refused as a new shard.
+        let stray = try await TestStore.makePostgresStore()
+        let strayWorld = try await TestWorld.make(store: TestStore(name: "stray") { _ in stray })
+        _ = try await stray.modifyRecords(
+            RecordBatch(
+                database: DatabaseRef(
+                    container: TestWorld.container, environment: .development, scope: .private, ownerRecordName: strayWorld.alice.userRecordName),
+                zoneName: ZoneID.defaultZoneName, atomic: false,
+                operations: [RecordModification(operationType: .create, recordName: "stray", recordType: "Note")],
+                author: strayWorld.alice.userRecordName, deviceID: "d", timestamp: 1), logger: logger)
+        await #expect(throws: StoreError.self) {
+            _ = try await ShardedPostgresStore.prepare(directory: directory, others: [added, stray], logicalShards: 8, logger: logger)
+        }
+    }
+}
+
 /// What the writer and the reader of a move share.
 private final class MoveProgress: Sendable {
     /// The newest note acknowledged.

@@ -48,6 +48,14 @@ extension ShardedPostgresStore {
     /// Stopped after step 3, the shard is in no database and its operations wait, then are answered "try again
     /// later": run the same move again, and it finishes steps 4 and 5. Stopped before, nothing changed.
     public func moveShard(_ shard: Int, to destination: Int, logger: Logger) async throws -> ShardMove {
+        do {
+            return try await move(shard, to: destination, logger: logger)
+        } catch let error as PSQLError {
+            throw PostgresRecordStore.storeError(error)
+        }
+    }
+
+    private func move(_ shard: Int, to destination: Int, logger: Logger) async throws -> ShardMove {
         guard (0..<logicalShards).contains(shard) else { throw StoreError(.invalidValue, "there is no logical shard \(shard)") }
         guard let target = databases[destination] else {
             throw StoreError(.invalidValue, "there is no database \(destination) (databases: \(databases.keys.sorted()))")
@@ -63,6 +71,7 @@ extension ShardedPostgresStore {
             try await finishMove(shard, to: destination, target, logger: logger)
             return ShardMove(shard: shard, from: source, to: destination, rows: [:], pause: .zero)
         }
+        try await copyCatalog(into: target, logger: logger)
         let logicalShards = self.logicalShards
         let tables = Self.shardTables
         let (rows, pause) = try await from.client.withConnection { connection -> ([String: Int], Duration) in
@@ -185,6 +194,24 @@ extension ShardedPostgresStore {
                 _ = try? await connection.query("ROLLBACK", logger: logger)
                 throw error
             }
+        }
+    }
+
+    /// The containers and schemas the directory has and `target` lacks: the rows a shard's rows refer to, and the
+    /// fields its queries index. (A sharded store writes them to every database; a database added to a deployment
+    /// that ran on one database has none of the earlier ones.)
+    func copyCatalog(into target: PostgresRecordStore, logger: Logger) async throws {
+        for table in ["containers", "schema_record_types", "schema_fields"] {
+            var json = "[]"
+            for try await rows in try await directory.query(
+                PostgresQuery(unsafeSQL: "SELECT coalesce(json_agg(t), '[]')::text FROM \(table) t"), logger: logger
+            ).decode(String.self) {
+                json = rows
+            }
+            var insert = PostgresQuery(
+                unsafeSQL: "INSERT INTO \(table) SELECT * FROM json_populate_recordset(NULL::\(table), $1::json) ON CONFLICT DO NOTHING")
+            insert.binds.append(json)
+            try await target.query(insert, logger: logger)
         }
     }
 
