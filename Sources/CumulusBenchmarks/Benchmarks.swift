@@ -21,7 +21,9 @@ import Synchronization
 /// Cumulus benchmarks. Run in release mode: `swift run -c release CumulusBenchmarks [--records N] [--concurrency C]`
 /// `[--subscribers N] [--idle-streams N] [--only sync|verify|history|feed|modify|push|abuse|requests|assets]`
 /// `[--in-process-server]`; `--only replicas --store postgres://… --replica postgres://…` reads feeds through a
-/// streaming replica of the `--store` server, beside the primary.
+/// streaming replica of the `--store` server, beside the primary; `--only shards --store … --second-store …` writes
+/// through two instances on one primary, then over two (a store sharded over both servers), and moves a shard;
+/// `--only scale` with all three runs both, and push across two instances under both fan-outs (issue 38).
 ///
 /// `--only requests` drives `cumulus serve` built beside the benchmark (`swift build -c release --product cumulus`), as
 /// an operator runs it; `--in-process-server` drives this executable's own `--serve` instead (the same server, no
@@ -67,7 +69,7 @@ struct Benchmarks {
             default:
                 let usage =
                     "usage: CumulusBenchmarks [--records N] [--concurrency C] [--feed-records N] [--subscribers N] [--idle-streams N] "
-                    + "[--only sync|verify|history|feed|modify|push|abuse|requests|assets|replicas|shards] [--store postgres://…] "
+                    + "[--only sync|verify|history|feed|modify|push|abuse|requests|assets|replicas|shards|scale] [--store postgres://…] "
                     + "[--replica postgres://…] [--second-store postgres://…] [--in-process-server]\n"
                 let message = (argument == "--help" ? "" : "unknown argument \(argument)\n") + usage
                 FileHandle.standardError.write(Data(message.utf8))
@@ -97,8 +99,18 @@ struct Benchmarks {
         if only == "replicas" {
             guard let postgres, let replica else { throw BenchmarkError("--only replicas needs --store and --replica (a streaming replica of it)") }
             try await replicas(records: records, primary: postgres, replica: replica)
-            // With a second server, in the same run: one primary against two (issue 38).
-            if let secondStore { try await shards(first: postgres, second: secondStore) }
+            return
+        }
+        // Past one PostgreSQL (issue 38), in one run: feed pages with and without a replica, writes through two
+        // instances on one primary and on two, and push across two instances under both fan-outs.
+        if only == "scale" {
+            guard let postgres, let replica, let secondStore else {
+                throw BenchmarkError("--only scale needs --store, --replica (a streaming replica of it) and --second-store (another server)")
+            }
+            try await replicas(records: records, primary: postgres, replica: replica)
+            try await shards(first: postgres, second: secondStore)
+            try await push(subscribers: subscribers, idleStreams: 0, on: .postgres(postgres), instances: 2)
+            try await push(subscribers: subscribers, idleStreams: 0, on: .postgres(postgres), instances: 2, watching: true)
             return
         }
         if only == "shards" {

@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import CumulusCore
+import CumulusModel
 import CumulusStore
 import CumulusStorePostgres
 import Foundation
@@ -33,7 +34,34 @@ extension Benchmarks {
         try await writesThroughTwoInstances(
             "shards: single-record writes, 16 users through two instances over two primaries (two shards)", store: sharded,
             location: directoryURL, arguments: ["--shard", shardURL], servers: [first, second])
+
+        // A move: one user with 20,000 records (and the 16 writers' 3,200) in a shard; how long its writers wait.
+        let accounts = AccountService(store: sharded)
+        let mover = try await accounts.createUser(
+            container: "iCloud.com.example.bench", name: "mover", password: nil, email: nil, logger: logger)
+        let database = DatabaseRef(
+            container: "iCloud.com.example.bench", environment: .development, scope: .private, ownerRecordName: mover.userRecordName)
+        for batch in stride(from: 0, to: 20_000, by: batchSize) {
+            let operations = (batch..<batch + batchSize).map {
+                RecordModification(operationType: .create, recordName: "drive-\($0)", recordType: "Drive", fields: ["distance": .double(Double($0))])
+            }
+            _ = try await sharded.modifyRecords(
+                RecordBatch(
+                    database: database, zoneName: ZoneID.defaultZoneName, atomic: false, operations: operations, author: mover.userRecordName,
+                    deviceID: "bench", timestamp: 1), logger: logger)
+        }
+        let shardNumber = sharded.shard(of: mover.userRecordName)
+        let home = sharded.databaseNumber(holding: shardNumber)
+        let started = ContinuousClock.now
+        let move = try await sharded.moveShard(shardNumber, to: home == 0 ? layoutOther(sharded) : 0, logger: logger)
+        let rows = move.rows.values.reduce(0, +)
+        print(
+            "| shards: moving a logical shard between servers (\(move.rows["records"] ?? 0) records) | \(rows) rows | "
+                + "\(format((ContinuousClock.now - started).seconds)) | \(Int(Double(rows) / move.pause.seconds)) rows/s | "
+                + "its writers waited \(format(move.pause.seconds)) s; other shards not touched |")
     }
+
+    private static func layoutOther(_ store: ShardedPostgresStore) -> Int { store.databases.keys.sorted().first { $0 != 0 } ?? 0 }
 
     /// Sixteen users write 200 small records each, one a request, half through each of two `cumulus serve` instances
     /// started with `arguments`; prints writes a second and the CPU a write of each server and of the instances.
