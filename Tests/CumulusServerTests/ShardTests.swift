@@ -276,6 +276,58 @@ extension ShardTests {
     }
 }
 
+extension ShardTests {
+    /// As deployed: two `cumulus serve --shard` processes, and `cumulus shards move` run from a third while they serve;
+    /// the instance that did not move anything follows the shard by itself.
+    @Test func instancesFollowAShardTheCommandLineMoves() async throws {
+        let first = try PostgresLocation(url: try #require(TestStore.postgresURL))
+        let second = try TestStore.postgresSecondURL.map { try PostgresLocation(url: $0) } ?? first
+        func url(_ location: PostgresLocation) -> String {
+            "postgres://\(location.username):\(location.password ?? "")@\(location.host):\(location.port)/\(location.database)?sslmode=disable"
+        }
+        let store = [
+            "--database", url(try await TestStore.makePostgresDatabase(on: first)), "--shard",
+            url(try await TestStore.makePostgresDatabase(on: second)),
+        ]
+        func run(_ arguments: [String]) async throws -> String {
+            let result = try await ServeProcessTests.run(arguments + store)
+            #expect(result.status == 0, "\(arguments): \(result.stderr)")
+            return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        let container = ServeClusterTests.container
+        _ = try await run(["containers", "create", container])
+        let apiToken = try await run(["tokens", "create", "--container", container])
+        let alice = try await run(["users", "create", "alice", "--container", container])
+        let query = "ckAPIToken=\(apiToken)&ckWebAuthToken=\(try await run(["users", "token", "alice", "--container", container]))"
+        let (one, two) = try await ServeClusterTests.startTwo(store)
+        defer { ServeClusterTests.kill(one, two) }
+        func post(_ server: ServeProcessTests.Server, _ operation: String, _ body: String) async throws -> (Int, JSONValue) {
+            try await ServeClusterTests.post(server, "private", operation, query, body)
+        }
+        #expect(try await post(one, "records/modify", "{\"operations\":[\(ServeClusterTests.create("before"))]}").0 == 200)
+        let token = try #require(try await post(two, "changes/database", "{}").1["syncToken"]?.stringValue)
+
+        // The shard's map row, as `cumulus shards list` prints it; moved to the other database.
+        let shard = ShardedPostgresStore.shard(of: alice, logicalShards: ShardLayout.defaultLogicalShards)
+        let listed = try await run(["shards", "list"]).split(separator: "\n").map { $0.split(separator: "\t").map(String.init) }
+        let row = try #require(listed.first { $0.first == "\(shard)" })
+        #expect(row.count == 3 && row[2] == "1", "\(row)")
+        let destination = row[1] == "0" ? "1" : "0"
+        let moved = try await run(["shards", "move", "\(shard)", "--to", destination])
+        #expect(moved.hasPrefix("shard \(shard): database \(row[1]) -> \(destination);"), "\(moved)")
+
+        // Both instances serve the shard where it is now: reads and writes, and a token from before the move.
+        #expect(try await post(two, "records/modify", "{\"operations\":[\(ServeClusterTests.create("after"))]}").0 == 200)
+        for server in [one, two] {
+            let (status, json) = try await post(server, "records/lookup", #"{"records":[{"recordName":"before"},{"recordName":"after"}]}"#)
+            #expect(status == 200 && ServeClusterTests.names(json) == ["before", "after"], "\(json)")
+        }
+        let (status, changes) = try await post(one, "changes/database", #"{"syncToken":"\#(token)"}"#)
+        #expect(status == 200 && changes["zones"]?.arrayValue?.count == 1, "\(changes)")
+        #expect(try await run(["shards", "list"]).contains("\(shard)\t\(destination)\t1"))
+    }
+}
+
 /// What the writer and the reader of a move share.
 private final class MoveProgress: Sendable {
     /// The newest note acknowledged.
