@@ -83,14 +83,15 @@ public struct ShardLayout: Sendable, Hashable {
             for try await value in holdsData { existing = value }
             let holders = existing ? [0] : [0] + numbers
             let made = (0..<logicalShards).map { holders[$0 % holders.count] }
-            try await directory.query(
-                "INSERT INTO shard_map (shard, database_number) SELECT * FROM unnest(\(Array(0..<logicalShards)), \(made))", logger: logger)
-            // Each database owns the shards dealt to it.
+            // Each database owns the shards dealt to it; then the map, in one statement, the step that makes the
+            // layout: a start stopped before it deals the same shards again.
             func owned(by number: Int) -> PostgresQuery {
                 "INSERT INTO shard_owners (shard, owned) SELECT unnest(\(made.indices.filter { made[$0] == number })), true ON CONFLICT DO NOTHING"
             }
             try await directory.query(owned(by: 0), logger: logger)
             for (client, number) in zip(others, numbers) { try await client.query(owned(by: number), logger: logger) }
+            try await directory.query(
+                "INSERT INTO shard_map (shard, database_number) SELECT * FROM unnest(\(Array(0..<logicalShards)), \(made))", logger: logger)
             map = made
         }
         guard let map else { throw StoreError(.corrupt, "the shard map is incomplete") }

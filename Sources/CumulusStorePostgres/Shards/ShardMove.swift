@@ -45,7 +45,7 @@ extension ShardedPostgresStore {
     ///    waiting writers find the shard gone, read the map, and wait for it to name the destination.
     /// 4. The map names the destination; 5. the destination owns the shard.
     ///
-    /// Stopped after step 3, the shard is in no database and its operations wait, then are answered "try again
+    /// Stopped after step 3 (or 4), the shard is in no database and its operations wait, then are answered "try again
     /// later": run the same move again, and it finishes steps 4 and 5. Stopped before, nothing changed.
     public func moveShard(_ shard: Int, to destination: Int, logger: Logger) async throws -> ShardMove {
         do {
@@ -62,7 +62,11 @@ extension ShardedPostgresStore {
         }
         let source = try await reloadMap(logger: logger)[shard]
         guard let from = databases[source] else { throw StoreError(.misconfigured, "logical shard \(shard) is in database \(source), not given") }
-        guard source != destination else { return ShardMove(shard: shard, from: source, to: destination, rows: [:], pause: .zero) }
+        guard source != destination else {
+            // Stopped between the map and the owner row: the map names the destination, which does not own it yet.
+            if try await ownerRow(target, shard, logger: logger) == false { try await finishMove(shard, to: destination, target, logger: logger) }
+            return ShardMove(shard: shard, from: source, to: destination, rows: [:], pause: .zero)
+        }
         if try await !owns(from, shard, logger: logger) {
             // An interrupted move: the rows left the source, and are in the destination it was moving to.
             guard try await ownerRow(target, shard, logger: logger) != nil else {

@@ -257,19 +257,13 @@ extension ShardedPostgresStore {
 }
 
 extension UserErasure {
+    /// What each database erased, summed.
     mutating func add(_ other: UserErasure) {
-        zones += other.zones
-        records += other.records
-        publicRecords += other.publicRecords
-        sharesStopped += other.sharesStopped
-        participations += other.participations
-        recordsAnonymized += other.recordsAnonymized
-        subscriptions += other.subscriptions
-        pushTokens += other.pushTokens
-        devices += other.devices
-        webAuthTokens += other.webAuthTokens
-        historyVersions += other.historyVersions
-        assetReceipts += other.assetReceipts
+        let counts: [WritableKeyPath<UserErasure, Int>] = [
+            \.zones, \.records, \.publicRecords, \.sharesStopped, \.participations, \.recordsAnonymized, \.subscriptions, \.pushTokens,
+            \.devices, \.webAuthTokens, \.historyVersions, \.assetReceipts,
+        ]
+        for count in counts { self[keyPath: count] += other[keyPath: count] }
         assetFiles += other.assetFiles
         filesScrubbed = filesScrubbed && other.filesScrubbed
     }
