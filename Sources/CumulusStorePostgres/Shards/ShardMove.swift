@@ -1,4 +1,4 @@
-public import CumulusStore
+import CumulusStore
 import Foundation
 public import Logging
 import PostgresNIO
