@@ -21,9 +21,9 @@ import Synchronization
 /// after the move reads the map again and follows (``ShardFence``).
 ///
 /// ```swift
-/// let layout = try await ShardLayout.prepare(directory: directoryClient, others: [shardClient], logger: logger)
-/// let store = ShardedPostgresStore(directory: PostgresRecordStore(client: directoryClient),
-///                                  others: [layout.numbers[0]: PostgresRecordStore(client: shardClient)], layout: layout)
+/// // Both clients running (they are services).
+/// let store = try await ShardedPostgresStore.prepare(
+///     directory: PostgresRecordStore(client: directoryClient), others: [PostgresRecordStore(client: shardClient)], logger: logger)
 /// ```
 public final class ShardedPostgresStore: RecordStore, ChangeBroadcasting {
     /// Database 0: the directory, and the shards mapped to it.
