@@ -335,6 +335,60 @@ extension ShardTests {
     }
 }
 
+extension ShardTests {
+    /// One database of a sharded store stops (through a proxy): its users are answered "try again later", in bounded
+    /// time; everyone else is served; when it comes back, so are they.
+    @Test func oneDatabaseStoppingLeavesTheOthersServing() async throws {
+        let first = try PostgresLocation(url: try #require(TestStore.postgresURL))
+        let second = try TestStore.postgresSecondURL.map { try PostgresLocation(url: $0) } ?? first
+        var proxied = try await TestStore.makePostgresDatabase(on: second)
+        let proxy = try await TCPProxy(to: proxied.host, port: proxied.port)
+        proxied.port = proxy.port
+        var configuration = proxied.clientConfiguration(maximumConnections: 2)
+        configuration.options.connectionIdleTimeout = .seconds(2)
+        let client = PostgresClient(configuration: configuration)
+        Task { await client.run() }
+        let stopping = PostgresRecordStore(client: client, connectionWait: .seconds(2), operationTimeout: .seconds(2))
+        let directory = try await TestStore.makePostgresStore(location: try await TestStore.makePostgresDatabase(on: first), migrate: false)
+        let store = try await ShardedPostgresStore.prepare(directory: directory, others: [stopping], logicalShards: 8, logger: logger)
+        let world = try await TestWorld.make(store: TestStore(name: "sharded, one database behind a proxy") { _ in store })
+        // A user in each database.
+        var users: [Int: TestUser] = [:]
+        for candidate in [world.alice, world.bob] { users[store.databaseNumber(holding: store.shard(of: candidate.userRecordName))] = candidate }
+        var made = 0
+        while users.count < 2 {
+            made += 1
+            let candidate = try await world.user("user\(made)")
+            users[store.databaseNumber(holding: store.shard(of: candidate.userRecordName))] = candidate
+        }
+        let (served, stopped) = (try #require(users[0]), try #require(users[1]))
+        try await world.test { client in
+            for user in [served, stopped] {
+                try await client.createZone("Z", as: user)
+                #expect(try await client.modify([operation("create", "before")], as: .user(user)).status == 200)
+            }
+            proxy.cut()
+            let started = ContinuousClock.now
+            let refused = try await client.modify([operation("create", "during")], as: .user(stopped))
+            #expect(refused.status == 503 && refused.serverErrorCode == "TRY_AGAIN_LATER", "\(refused.json)")
+            #expect(ContinuousClock.now - started < .seconds(30), "answered within the store's bounds")
+            #expect(try await client.lookup(["before"], as: .user(stopped)).status == 503)
+            // The other database's users are served meanwhile, reads and writes.
+            #expect(try await client.modify([operation("create", "during")], as: .user(served)).status == 200)
+            #expect(ServeClusterTests.names(try await client.lookup(["before", "during"], as: .user(served)).json) == ["before", "during"])
+
+            proxy.restore()
+            var back = false
+            for _ in 0..<120 where !back {
+                back = try await client.lookup(["before"], as: .user(stopped)).status == 200
+                if !back { try await Task.sleep(for: .milliseconds(250)) }
+            }
+            #expect(back, "the database's users are served again once it is back")
+        }
+        try await proxy.close()
+    }
+}
+
 /// What the writer and the reader of a move share.
 private final class MoveProgress: Sendable {
     /// The newest note acknowledged.
