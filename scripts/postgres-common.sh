@@ -7,3 +7,14 @@ else
     as_root() { sudo "$@"; }
     as_postgres() { sudo -u postgres "$@"; }
 fi
+
+# The role the suites connect as (password `cumulus`, may create databases), on the cluster at port $1, and the
+# database `cumulus_test` it owns.
+make_test_role() {
+    as_postgres psql -p "$1" -q -v ON_ERROR_STOP=1 -c "DO \$\$ BEGIN
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'cumulus') THEN
+        CREATE ROLE cumulus LOGIN SUPERUSER PASSWORD 'cumulus';
+    END IF;
+END \$\$;" >&2
+    as_postgres createdb -p "$1" -O cumulus cumulus_test 2>/dev/null || true
+}

@@ -25,10 +25,5 @@ for _ in $(seq 1 30); do
     as_postgres psql -p "$port" -Atc "SELECT 1" >/dev/null 2>&1 && break
     sleep 1
 done
-as_postgres psql -p "$port" -q -v ON_ERROR_STOP=1 -c "DO \$\$ BEGIN
-    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'cumulus') THEN
-        CREATE ROLE cumulus LOGIN SUPERUSER PASSWORD 'cumulus';
-    END IF;
-END \$\$;" >&2
-as_postgres createdb -p "$port" -O cumulus cumulus_test 2>/dev/null || true
+make_test_role "$port"
 echo "export CUMULUS_TEST_POSTGRES_SECOND='postgres://cumulus:cumulus@127.0.0.1:${port}/cumulus_test?sslmode=disable'"

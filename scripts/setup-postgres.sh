@@ -19,11 +19,6 @@ version=${cluster% *}
 name=${cluster#* }
 echo "max_connections = 400" | as_root tee "/etc/postgresql/$version/$name/conf.d/cumulus-tests.conf" >/dev/null
 as_root pg_ctlcluster "$version" "$name" restart 2>/dev/null || as_root pg_ctlcluster "$version" "$name" start >&2
-as_postgres psql -q -v ON_ERROR_STOP=1 -c "DO \$\$ BEGIN
-    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'cumulus') THEN
-        CREATE ROLE cumulus LOGIN SUPERUSER PASSWORD 'cumulus';
-    END IF;
-END \$\$;" >&2
-as_postgres createdb -O cumulus cumulus_test 2>/dev/null || true
 port=$(pg_lsclusters --no-header | awk -v v="$version" -v n="$name" '$1 == v && $2 == n { print $3 }')
+make_test_role "${port:-5432}"
 echo "export CUMULUS_TEST_POSTGRES='postgres://cumulus:cumulus@127.0.0.1:${port:-5432}/cumulus_test?sslmode=disable'"

@@ -53,15 +53,13 @@ extension Benchmarks {
         let shardNumber = sharded.shard(of: mover.userRecordName)
         let home = sharded.databaseNumber(holding: shardNumber)
         let started = ContinuousClock.now
-        let move = try await sharded.moveShard(shardNumber, to: home == 0 ? layoutOther(sharded) : 0, logger: logger)
+        let move = try await sharded.moveShard(shardNumber, to: home == 0 ? 1 : 0, logger: logger)
         let rows = move.rows.values.reduce(0, +)
         print(
             "| shards: moving a logical shard between servers (\(move.rows["records"] ?? 0) records) | \(rows) rows | "
                 + "\(format((ContinuousClock.now - started).seconds)) | \(Int(Double(rows) / move.pause.seconds)) rows/s | "
                 + "its writers waited \(format(move.pause.seconds)) s; other shards not touched |")
     }
-
-    private static func layoutOther(_ store: ShardedPostgresStore) -> Int { store.databases.keys.sorted().first { $0 != 0 } ?? 0 }
 
     /// Sixteen users write 200 small records each, one a request, half through each of two `cumulus serve` instances
     /// started with `arguments`; prints writes a second and the CPU a write of each server and of the instances.

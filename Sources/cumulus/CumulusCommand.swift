@@ -76,10 +76,7 @@ struct DataOptions: ParsableArguments {
     func location() throws -> StoreLocation {
         let environment = ProcessInfo.processInfo.environment
         let value = database ?? data ?? environment["CUMULUS_DATABASE"] ?? environment["CUMULUS_DATA"] ?? "./cumulus-data"
-        let shardURLs =
-            shards.isEmpty
-            ? (environment["CUMULUS_SHARD"] ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
-            : shards
+        let shardURLs = shards.isEmpty ? ServeSettings.list(environment["CUMULUS_SHARD"]) : shards
         guard PostgresLocation.names(value) else {
             guard shardURLs.isEmpty else { throw ValidationError("--shard needs a PostgreSQL --database (the directory)") }
             return .sqlite(directory: value)
@@ -352,18 +349,13 @@ struct Serve: AsyncParsableCommand {
                 settings.environmentText("database") ?? settings.environmentText("data") ?? settings.fileText("database") ?? settings.fileText("data")
         }
         options.databaseConnections = options.databaseConnections ?? settings.text("database-connections").flatMap { Int($0) }
-        if options.shards.isEmpty, let shards = settings.text("shard") {
-            options.shards = shards.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
-        }
+        if options.shards.isEmpty { options.shards = ServeSettings.list(settings.text("shard")) }
         let logger = Logger(label: "cumulus")
         // The libraries' own metrics and the store's (through swift-metrics' global system) land in the same registry as
         // the server's: bootstrapped before the store opens and makes its metrics.
         let metrics = ServerMetrics()
         MetricsSystem.bootstrap(metrics.factory)
-        let replicaURLs =
-            readReplicas.isEmpty
-            ? (settings.text("read-replica") ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
-            : readReplicas
+        let replicaURLs = readReplicas.isEmpty ? ServeSettings.list(settings.text("read-replica")) : readReplicas
         let replicas = try replicaURLs.map { url in
             do throws(StoreError) { return try PostgresLocation(url: url) } catch { throw ValidationError("--read-replica: \(error.message)") }
         }

@@ -24,6 +24,11 @@ struct ServeSettings {
         "read-replica": .text, "fan-out": .text, "shard": .text,
     ]
 
+    /// A setting that lists values (`read-replica`, `shard`): comma-separated in a variable or the file.
+    static func list(_ text: String?) -> [String] {
+        (text ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+    }
+
     /// The environment variable of a setting.
     static func variable(_ name: String) -> String { "CUMULUS_" + name.uppercased().replacingOccurrences(of: "-", with: "_") }
 

@@ -135,6 +135,16 @@ public struct SharedZone: Sendable, Hashable {
     }
 }
 
+extension SharedZone {
+    /// The order a user's shared zones are listed in: by owner, then by zone name, byte by byte (`COLLATE "C"`).
+    public static func listedBefore(_ left: SharedZone, _ right: SharedZone) -> Bool {
+        let (leftOwner, rightOwner) = (left.zoneID.ownerRecordName ?? "", right.zoneID.ownerRecordName ?? "")
+        return leftOwner == rightOwner
+            ? left.zoneID.zoneName.utf8.lexicographicallyPrecedes(right.zoneID.zoneName.utf8)
+            : leftOwner.utf8.lexicographicallyPrecedes(rightOwner.utf8)
+    }
+}
+
 /// One page of a user's shared database feed.
 public struct SharedDatabasePage: Sendable, Hashable {
     public var zones: [SharedZone]

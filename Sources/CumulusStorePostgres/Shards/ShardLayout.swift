@@ -132,18 +132,13 @@ public struct ShardLayout: Sendable, Hashable {
             number = value
         }
         try await directory.query("INSERT INTO shard_databases (number) VALUES (\(number))", logger: logger)
-        try await connection.query("BEGIN", logger: logger)
-        do {
+        try await inTransaction(connection, logger: logger) {
             for table in tablesWithIDs {
                 try await connection.query(
                     PostgresQuery(unsafeSQL: "ALTER TABLE \(table) ALTER COLUMN id RESTART WITH \(firstID(of: number))"), logger: logger)
             }
             try await connection.query(
                 "INSERT INTO shard_identity (number, logical_shards) VALUES (\(number), \(logicalShards))", logger: logger)
-            try await connection.query("COMMIT", logger: logger)
-        } catch {
-            _ = try? await connection.query("ROLLBACK", logger: logger)
-            throw error
         }
         logger.info("registered a shard database", metadata: ["cumulus.shard.database": "\(number)"])
         return number
@@ -151,13 +146,30 @@ public struct ShardLayout: Sendable, Hashable {
 
     /// The map, when it has a row for every shard.
     static func readMap(_ connection: PostgresConnection, logicalShards: Int, logger: Logger) async throws -> [Int]? {
+        try await map(from: connection.query(mapQuery, logger: logger), logicalShards: logicalShards)
+    }
+
+    static let mapQuery: PostgresQuery = "SELECT shard, database_number FROM shard_map"
+
+    /// The map in `rows` (of ``mapQuery``), when it has a row for every shard.
+    static func map(from rows: PostgresRowSequence, logicalShards: Int) async throws -> [Int]? {
         var map = [Int?](repeating: nil, count: logicalShards)
-        for try await (shard, number) in try await connection.query("SELECT shard, database_number FROM shard_map", logger: logger)
-            .decode((Int, Int).self) where shard < logicalShards
-        {
-            map[shard] = number
-        }
+        for try await (shard, number) in rows.decode((Int, Int).self) where shard < logicalShards { map[shard] = number }
         let complete = map.compactMap { $0 }
         return complete.count == logicalShards ? complete : nil
+    }
+
+    /// Runs `body` between `BEGIN` and `COMMIT` on `connection`, rolled back if it throws; its errors as they are
+    /// (PostgresNIO's `withTransaction` wraps them).
+    static func inTransaction<T: Sendable>(_ connection: PostgresConnection, logger: Logger, _ body: () async throws -> T) async throws -> T {
+        try await connection.query("BEGIN", logger: logger)
+        do {
+            let value = try await body()
+            try await connection.query("COMMIT", logger: logger)
+            return value
+        } catch {
+            _ = try? await connection.query("ROLLBACK", logger: logger)
+            throw error
+        }
     }
 }

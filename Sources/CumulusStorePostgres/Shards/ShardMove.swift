@@ -67,7 +67,7 @@ extension ShardedPostgresStore {
             if try await ownerRow(target, shard, logger: logger) == false { try await finishMove(shard, to: destination, target, logger: logger) }
             return ShardMove(shard: shard, from: source, to: destination, rows: [:], pause: .zero)
         }
-        if try await !owns(from, shard, logger: logger) {
+        if try await ownerRow(from, shard, logger: logger) != true {
             // An interrupted move: the rows left the source, and are in the destination it was moving to.
             guard try await ownerRow(target, shard, logger: logger) != nil else {
                 throw StoreError(.invalidState, "logical shard \(shard) left database \(source) for another database than \(destination)")
@@ -79,9 +79,8 @@ extension ShardedPostgresStore {
         let logicalShards = self.logicalShards
         let tables = Self.shardTables
         let (rows, pause) = try await from.client.withConnection { connection -> ([String: Int], Duration) in
-            try await connection.query("BEGIN", logger: logger)
-            do {
-                let started = ContinuousClock.now
+            let started = ContinuousClock.now
+            let counts = try await ShardLayout.inTransaction(connection, logger: logger) {
                 var owned = false
                 for try await value in try await connection.query(
                     "SELECT owned FROM shard_owners WHERE shard = \(shard) FOR UPDATE", logger: logger
@@ -126,12 +125,9 @@ extension ShardedPostgresStore {
                 try await connection.query("DELETE FROM asset_uploads WHERE owner_record_name = ANY(\(owners))", logger: logger)
                 try await connection.query("DELETE FROM databases WHERE id = ANY(\(databaseIDs))", logger: logger)
                 try await connection.query("UPDATE shard_owners SET owned = false WHERE shard = \(shard)", logger: logger)
-                try await connection.query("COMMIT", logger: logger)
-                return (counts, ContinuousClock.now - started)
-            } catch {
-                _ = try? await connection.query("ROLLBACK", logger: logger)
-                throw error
+                return counts
             }
+            return (counts, ContinuousClock.now - started)
         }
         try await finishMove(shard, to: destination, target, logger: logger)
         logger.info(
@@ -155,8 +151,7 @@ extension ShardedPostgresStore {
         async throws
     {
         try await target.client.withConnection { connection in
-            try await connection.query("BEGIN", logger: logger)
-            do {
+            try await ShardLayout.inTransaction(connection, logger: logger) {
                 try await connection.query(
                     "INSERT INTO shard_owners (shard, owned) VALUES (\(shard), false) ON CONFLICT (shard) DO UPDATE SET owned = false", logger: logger
                 )
@@ -193,10 +188,6 @@ extension ShardedPostgresStore {
                     UPDATE shared_zone_views v SET view_seq = b.change_seq FROM bumped b
                     WHERE v.user_record_name = b.user_record_name AND v.zone_id IN (SELECT zone_id FROM moved)
                     """, logger: logger)
-                try await connection.query("COMMIT", logger: logger)
-            } catch {
-                _ = try? await connection.query("ROLLBACK", logger: logger)
-                throw error
             }
         }
     }
@@ -217,10 +208,6 @@ extension ShardedPostgresStore {
             insert.binds.append(json)
             try await target.query(insert, logger: logger)
         }
-    }
-
-    func owns(_ store: PostgresRecordStore, _ shard: Int, logger: Logger) async throws -> Bool {
-        try await ownerRow(store, shard, logger: logger) == true
     }
 
     /// A database's row for a shard: whether it owns it, or `nil` when it never held it.

@@ -97,9 +97,9 @@ public final class ShardedPostgresStore: RecordStore, ChangeBroadcasting {
     /// Reads the map from the directory.
     @discardableResult
     func reloadMap(logger: Logger) async throws -> [Int] {
-        let rows = try await directory.query("SELECT shard, database_number FROM shard_map ORDER BY shard", logger: logger)
-        var fresh = map.withLock { $0 }
-        for try await (shard, number) in rows.decode((Int, Int).self) where shard < fresh.count { fresh[shard] = number }
+        guard let fresh = try await ShardLayout.map(from: directory.query(ShardLayout.mapQuery, logger: logger), logicalShards: logicalShards) else {
+            throw StoreError(.corrupt, "the shard map in the directory is incomplete")
+        }
         map.withLock { $0 = fresh }
         return fresh
     }
@@ -418,15 +418,11 @@ extension ShardedPostgresStore {
         return Self.sharedZoneOrder(found.flatMap(\.value))
     }
 
-    /// `sharedZones`' order: by owner, then by zone name, byte by byte.
+    /// Every database's zones, in `sharedZones`' order (``SharedZone/listedBefore(_:_:)``).
     static func sharedZoneOrder(_ zones: [SharedZone]) -> [SharedZone] {
         var seen = Set<ZoneID>()
         // A zone caught between a move's copy and its end is in two databases for a moment: listed once.
-        return zones.filter { seen.insert($0.zoneID).inserted }.sorted {
-            let (left, right) = ($0.zoneID.ownerRecordName ?? "", $1.zoneID.ownerRecordName ?? "")
-            return left == right
-                ? $0.zoneID.zoneName.utf8.lexicographicallyPrecedes($1.zoneID.zoneName.utf8) : left.utf8.lexicographicallyPrecedes(right.utf8)
-        }
+        return zones.filter { seen.insert($0.zoneID).inserted }.sorted(by: SharedZone.listedBefore)
     }
 
     /// Each database's feed from its own position, in number order, until the page is full: a database that fills it

@@ -157,11 +157,7 @@ extension PostgresRecordStore {
         if feeds.subscriptions[.public] != nil {
             feeds.publicZones = ordered(zones[.public], DatabaseRef.publicDatabase(container: stored.container, environment: stored.environment))
         }
-        feeds.sharedZones = sharedZones.sorted {
-            let (left, right) = ($0.zoneID.ownerRecordName ?? "", $1.zoneID.ownerRecordName ?? "")
-            return left == right
-                ? $0.zoneID.zoneName.utf8.lexicographicallyPrecedes($1.zoneID.zoneName.utf8) : left.utf8.lexicographicallyPrecedes(right.utf8)
-        }
+        feeds.sharedZones = sharedZones.sorted(by: SharedZone.listedBefore)
         return feeds
     }
 
