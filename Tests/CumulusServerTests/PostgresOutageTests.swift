@@ -33,11 +33,12 @@ struct PostgresOutageTests {
 
     @Test(arguments: Outage.allCases)
     func everyRequestInFlightIsAnsweredAndNothingRefusedIsWritten(_ outage: Outage) async throws {
-        var proxied = try await TestStore.makePostgresDatabase()
-        let proxy = try await TCPProxy(to: proxied.host, port: proxied.port)
-        proxied.port = proxy.port
-        let location = proxied
+        let server = try PostgresLocation(url: try #require(TestStore.postgresURL))
+        let proxy = try await TCPProxy(to: server.host, port: server.port)
         let store = TestStore(name: "PostgreSQL behind a proxy") { _ in
+            // A fresh database each time: a world whose making was refused half-way is made again from nothing.
+            var location = try await TestStore.makePostgresDatabase()
+            location.port = proxy.port
             var configuration = location.clientConfiguration(maximumConnections: 4)
             configuration.options.connectionIdleTimeout = .seconds(2)
             let client = PostgresClient(configuration: configuration)
