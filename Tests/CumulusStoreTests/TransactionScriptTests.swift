@@ -40,7 +40,7 @@ struct TransactionScriptTests {
         actions.map { action in String(describing: action).prefix { $0 != "(" }.description }
     }
 
-    @Test func aSingleNewRecordIsFourActionsAndTakesTheNextSequence() throws {
+    @Test func aSingleNewRecordIsThreeActionsAndTakesTheNextSequence() throws {
         let operation = RecordModification(operationType: .create, recordName: "r", recordType: "T", fields: ["a": .int64(1)])
         let (results, actions) = try run(ModifyRecordsScript.script(batch([operation]), planner: RecordBatchPlanner(makeShortGUID: { "g" }))) {
             action in
@@ -50,13 +50,11 @@ struct TransactionScriptTests {
             default: .none
             }
         }
-        #expect(names(actions) == ["findZone", "readRecords", "saveRecords", "finishZoneWrite"])
+        #expect(names(actions) == ["findZone", "readRecords", "saveRecordsFinishingZone"])
         guard case .findZone(_, _, let lock, _) = actions[0] else { return }
         #expect(lock, "a writer locks the zone first")
-        guard case .saveRecords(let zoneRowID, let writes, let sequences) = actions[2] else { return }
-        #expect(zoneRowID == 7 && writes.map(\.recordName) == ["r"] && sequences == [41])
-        guard case .finishZoneWrite(_, let databaseID, let sequence, let digest) = actions[3] else { return }
-        #expect(databaseID == 3 && sequence == 41)
+        guard case .saveRecordsFinishingZone(let zoneRowID, let writes, let sequences, let databaseID, let digest) = actions[2] else { return }
+        #expect(zoneRowID == 7 && writes.map(\.recordName) == ["r"] && sequences == [41] && databaseID == 3)
         // The zone's digest takes the new record in the same statement.
         #expect(digest == ZoneDigest(recordName: "r", changeTag: ChangeTag.make(41)))
         guard case .saved(let record) = results.first else {
@@ -64,6 +62,35 @@ struct TransactionScriptTests {
             return
         }
         #expect(record.changeSequence == 41)
+    }
+
+    /// A batch that only writes knows what it replaces from what it read under the zone's lock: the digest drops the
+    /// versions read and takes the new ones, and the zone's write ends with the save.
+    @Test func anUpdateTakesWhatItReadOutOfTheDigestInTheSaveItself() throws {
+        let stamp = RecordStamp(timestamp: 1, userRecordName: "_me", deviceID: "d")
+        let existing = StoredRecord(
+            header: RecordHeader(
+                recordName: "a", recordType: "T", recordChangeTag: ChangeTag.make(30), created: stamp, modified: stamp, zoneID: database.zoneID("Z")),
+            fieldsJSON: RecordFieldsCoding.canonical([:]), changeSequence: 30)
+        let operations = [
+            RecordModification(operationType: .forceUpdate, recordName: "a", recordType: "T", fields: ["x": .int64(2)]),
+            RecordModification(operationType: .create, recordName: "b", recordType: "T", fields: [:]),
+        ]
+        let (_, actions) = try run(ModifyRecordsScript.script(batch(operations), planner: RecordBatchPlanner(makeShortGUID: { "g" }))) { action in
+            switch action {
+            case .findZone: .zone(zone)
+            case .readRecords: .records(["a": existing])
+            default: .none
+            }
+        }
+        #expect(names(actions) == ["findZone", "readRecords", "saveRecordsFinishingZone"])
+        guard case .saveRecordsFinishingZone(_, _, let sequences, _, let digest) = actions[2] else { return }
+        #expect(sequences == [41, 42])
+        var expected = ZoneDigest.empty
+        expected.subtract(ZoneDigest(recordName: "a", changeTag: ChangeTag.make(30)))
+        expected.add(ZoneDigest(recordName: "a", changeTag: ChangeTag.make(41)))
+        expected.add(ZoneDigest(recordName: "b", changeTag: ChangeTag.make(42)))
+        #expect(digest == expected)
     }
 
     @Test func theDefaultZoneIsCreatedWithItsDatabaseOnFirstWrite() throws {

@@ -45,9 +45,10 @@ public struct ModifyRecordsScript {
     private func modify(in zone: ZoneRow) throws -> TransactionScript<[RecordModificationResult]> {
         guard !batch.operations.isEmpty else { return .done([]) }
         return .perform(.readRecords(zone: zone.id, zoneID: zoneID, names: Array(batch.namesToRead))) { answer in
-            try plan(existing: try answer.records, zone: zone).then { plan, existing in
+            let read = try answer.records
+            return try plan(existing: read, zone: zone).then { plan, existing in
                 try checkShareChanges(plan, existing: existing, zone: zone).then { plan, shareChanges in
-                    try apply(plan, existing: existing, shareChanges: shareChanges, zone: zone)
+                    try apply(plan, existing: existing, read: read, shareChanges: shareChanges, zone: zone)
                 }
             }
         }
@@ -106,8 +107,11 @@ public struct ModifyRecordsScript {
 
     // MARK: - Writing
 
+    /// Writes the plan. `read` is what the batch read under the zone's lock (``RecordBatch/namesToRead``), before a
+    /// participant's plan kept only what they may see.
     private func apply(
-        _ plan: RecordBatchPlan, existing: [String: StoredRecord], shareChanges: [PlannedShareChange], zone: ZoneRow
+        _ plan: RecordBatchPlan, existing: [String: StoredRecord], read: [String: StoredRecord], shareChanges: [PlannedShareChange],
+        zone: ZoneRow
     ) throws -> TransactionScript<[RecordModificationResult]> {
         let zoneID = self.zoneID
         guard !plan.isEmpty else { return try finish(plan, saved: []) }
@@ -120,22 +124,39 @@ public struct ModifyRecordsScript {
         let saved = zip(plan.writes, sequences).map { $0.storedRecord(zoneID: zoneID, changeSequence: $1) }
         // The zone's digest: what the saves and deletions replaced goes, what they wrote comes.
         let written = Dictionary(zip(plan.writes.map(\.recordName), sequences), uniquingKeysWith: { _, last in last })
-        let save: TransactionScript<ZoneDigest> =
-            plan.writes.isEmpty
-            ? .done(.empty)
-            : keepVersions(of: plan.writes.map(\.recordName).filter { existing[$0] != nil }, zone: zone).then {
-                .perform(.saveRecords(zone: zone.id, writes: plan.writes, sequences: sequences)) { answer in
-                    .done(ZoneDigest.change(replacing: try answer.liveSequences, with: written))
-                }
+        let keep = keepVersions(of: plan.writes.map(\.recordName).filter { existing[$0] != nil }, zone: zone)
+        let finished: TransactionScript<Void>
+        if plan.deletions.isEmpty, SharePlanner.moves(plan.writes, existing: existing, shareRoots: []).isEmpty,
+            written.keys.allSatisfy(batch.namesToRead.contains)
+        {
+            // Only writes, each of a name read under the zone's lock: what they replace is what was read, so the digest
+            // is known before they are saved, and the zone's write ends with them (one round trip on PostgreSQL).
+            let replaced = read.filter { written[$0.key] != nil }.mapValues(\.changeSequence)
+            let digest = ZoneDigest.change(replacing: replaced, with: written)
+            finished = keep.then {
+                .perform(
+                    .saveRecordsFinishingZone(
+                        zone: zone.id, writes: plan.writes, sequences: sequences, databaseID: zone.databaseID, digest: digest))
             }
-        return try save.then { digest in
-            delete(plan.deletions, zone: zone, after: sequence).map { ($0.sequence, digest.adding($0.digest)) }
-        }.then { sequence, digest in
-            trackHierarchyMoves(plan.writes, existing: existing, zone: zone, after: sequence).map { ($0, digest) }
-        }.then { sequence, digest in
-            // The zone takes its new sequence and digest, and moves to the head of its database's feed and of every viewer's.
-            TransactionScript.perform(.finishZoneWrite(zone: zone.id, databaseID: zone.databaseID, sequence: sequence, digest: digest))
-        }.then {
+        } else {
+            let save: TransactionScript<ZoneDigest> =
+                plan.writes.isEmpty
+                ? .done(.empty)
+                : keep.then {
+                    .perform(.saveRecords(zone: zone.id, writes: plan.writes, sequences: sequences)) { answer in
+                        .done(ZoneDigest.change(replacing: try answer.liveSequences, with: written))
+                    }
+                }
+            finished = try save.then { digest in
+                delete(plan.deletions, zone: zone, after: sequence).map { ($0.sequence, digest.adding($0.digest)) }
+            }.then { sequence, digest in
+                trackHierarchyMoves(plan.writes, existing: existing, zone: zone, after: sequence).map { ($0, digest) }
+            }.then { sequence, digest in
+                // The zone takes its new sequence and digest, and moves to the head of its database's feed and of every viewer's.
+                TransactionScript.perform(.finishZoneWrite(zone: zone.id, databaseID: zone.databaseID, sequence: sequence, digest: digest))
+            }
+        }
+        return try finished.then {
             try applyShareChanges(shareChanges, zone: zone)
         }.then { () -> TransactionScript<[StoredRecord]> in
             // Share changes and moves may have given records new change tags: answer with what is stored now.

@@ -116,30 +116,9 @@ extension PostgresRecordStore {
                 FROM d WHERE zones.id = \(zone)
                 """, logger: logger)
         case .finishZoneWrite(let zone, let databaseID, let sequence, let digest):
-            // One statement; rows in the order every writer takes them: the zone (already held), its database, then
-            // shared databases by user. The zone's digest changes in the same `UPDATE`.
-            var bindings = try binds(databaseID, sequence, zone)
-            for lane in digest.lanes { bindings.append(Int64(lane), context: .default) }
-            bindings.append(digest.recordCount, context: .default)
-            try await connection.query(
-                PostgresQuery(
-                    unsafeSQL: """
-                        WITH d AS (UPDATE databases SET change_seq = change_seq + 1 WHERE id = $1 RETURNING change_seq),
-                        z AS (
-                            UPDATE zones SET change_seq = $2, database_change_seq = (SELECT change_seq FROM d), \(digestAdjustmentFrom4)
-                            WHERE id = $3 RETURNING id
-                        ),
-                        viewers AS (
-                            SELECT user_record_name FROM shared_zone_views WHERE zone_id = (SELECT id FROM z) AND NOT deleted
-                            ORDER BY user_record_name
-                        ),
-                        bumped AS (
-                            UPDATE shared_databases s SET change_seq = s.change_seq + 1 FROM viewers v
-                            WHERE s.user_record_name = v.user_record_name RETURNING s.user_record_name, s.change_seq
-                        )
-                        UPDATE shared_zone_views v SET view_seq = b.change_seq FROM bumped b
-                        WHERE v.user_record_name = b.user_record_name AND v.zone_id = $3
-                        """, binds: bindings), logger: logger)
+            var bindings = PostgresBindings()
+            appendZoneWriteEnd(&bindings, zone: zone, databaseID: databaseID, sequence: sequence, digest: digest)
+            try await connection.query(PostgresQuery(unsafeSQL: "WITH \(zoneWriteEndFrom1) SELECT 1", binds: bindings), logger: logger)
         case .adjustZoneDigest(let zone, let change):
             try await adjustZoneDigest(connection, zone: zone, by: change, logger: logger)
         case .advanceViews(let zone, let ending):
@@ -188,6 +167,9 @@ extension PostgresRecordStore {
             return .list(try await subtree(of: roots, zoneRowID: zone, connection, logger: logger))
         case .saveRecords(let zone, let writes, let sequences):
             return .liveSequences(try await saveRecords(writes, sequences: sequences, zone: zone, connection, logger: logger))
+        case .saveRecordsFinishingZone(let zone, let writes, let sequences, let databaseID, let digest):
+            let end = ZoneWriteEnd(databaseID: databaseID, sequence: sequences.last ?? 0, digest: digest)
+            _ = try await saveRecords(writes, sequences: sequences, zone: zone, end: end, connection, logger: logger)
         case .readReferrers(let zone, let targets):
             let rows = try await connection.query(
                 """
@@ -430,10 +412,58 @@ extension PostgresRecordStore {
         throw StoreError(.unexpected, "a statement returned no row")
     }
 
+    /// The end of a zone's write (``StoreAction/finishZoneWrite(zone:databaseID:sequence:digest:)``), for a statement
+    /// that also saves records.
+    private struct ZoneWriteEnd {
+        var databaseID: Int64
+        var sequence: Int64
+        var digest: ZoneDigest
+    }
+
+    /// The `WITH` items that end a zone's write: the zone takes its sequence and digest change and moves to the head of
+    /// its database's feed and of every viewer's. Rows in the order every writer takes them: the zone (already held),
+    /// its database, then shared databases by user. Parameters from `$first`, as ``appendZoneWriteEnd(_:zone:databaseID:sequence:digest:)``
+    /// appends them.
+    static func zoneWriteEnd(from first: Int) -> String {
+        """
+        d AS (UPDATE databases SET change_seq = change_seq + 1 WHERE id = $\(first + 1) RETURNING change_seq),
+        z AS (
+            UPDATE zones SET change_seq = $\(first + 2), database_change_seq = (SELECT change_seq FROM d), \(digestAdjustment(from: first + 3))
+            WHERE id = $\(first) RETURNING id
+        ),
+        viewers AS (
+            SELECT user_record_name FROM shared_zone_views WHERE zone_id = (SELECT id FROM z) AND NOT deleted
+            ORDER BY user_record_name
+        ),
+        bumped AS (
+            UPDATE shared_databases s SET change_seq = s.change_seq + 1 FROM viewers v
+            WHERE s.user_record_name = v.user_record_name RETURNING s.user_record_name, s.change_seq
+        ),
+        viewed AS (
+            UPDATE shared_zone_views v SET view_seq = b.change_seq FROM bumped b
+            WHERE v.user_record_name = b.user_record_name AND v.zone_id = $\(first)
+        )
+        """
+    }
+
+    /// ``zoneWriteEnd(from:)`` for a statement of its own, built once: it is on every write's path.
+    private static let zoneWriteEndFrom1 = zoneWriteEnd(from: 1)
+
+    /// The parameters of ``zoneWriteEnd(from:)``.
+    private static func appendZoneWriteEnd(
+        _ bindings: inout PostgresBindings, zone: Int64, databaseID: Int64, sequence: Int64, digest: ZoneDigest
+    ) {
+        for value in [zone, databaseID, sequence] { bindings.append(value, context: .default) }
+        for lane in digest.lanes { bindings.append(Int64(lane), context: .default) }
+        bindings.append(digest.recordCount, context: .default)
+    }
+
     /// Writes records with one upsert of every row (`UNNEST` of column arrays; a record written twice in one batch
-    /// keeps its last write, as one upsert may not touch a row twice), then their `DELETE_SELF` references.
+    /// keeps its last write, as one upsert may not touch a row twice), then their `DELETE_SELF` references. With `end`,
+    /// the zone's write ends in the same statement.
     private static func saveRecords(
-        _ writes: [PlannedWrite], sequences: [Int64], zone: Int64, _ connection: PostgresConnection, logger: Logger
+        _ writes: [PlannedWrite], sequences: [Int64], zone: Int64, end: ZoneWriteEnd? = nil, _ connection: PostgresConnection,
+        logger: Logger
     ) async throws -> [String: Int64] {
         var lastWrite: [String: Int] = [:]
         for (index, write) in writes.enumerated() { lastWrite[write.recordName] = index }
@@ -441,10 +471,8 @@ extension PostgresRecordStore {
         let last = rows.map { writes[$0] }
         // The rows it replaces that were live, read in the statement's snapshot, before the upsert, and the saved
         // records' references dropped (the ones they keep are inserted after): one round trip.
-        let replaced = try await liveSequences(
-            connection.query(
-                """
-                WITH old AS (
+        var statement: PostgresQuery = """
+            WITH old AS (
                     SELECT record_name, change_seq FROM records WHERE zone_id = \(zone) AND record_name = ANY(\(last.map(\.recordName))) AND NOT deleted
                 ),
                 done AS (
@@ -464,8 +492,13 @@ extension PostgresRecordStore {
                         modified_at = excluded.modified_at, modified_by = excluded.modified_by, modified_device = excluded.modified_device
                 ),
                 gone AS (DELETE FROM record_references WHERE zone_id = \(zone) AND source_name = ANY(\(last.map(\.recordName))))
-                SELECT record_name, change_seq FROM old
-                """, logger: logger))
+            """
+        if let end {
+            statement.sql += ",\n" + zoneWriteEnd(from: statement.binds.count + 1)
+            appendZoneWriteEnd(&statement.binds, zone: zone, databaseID: end.databaseID, sequence: end.sequence, digest: end.digest)
+        }
+        statement.sql += "\nSELECT record_name, change_seq FROM old"
+        let replaced = try await liveSequences(connection.query(statement, logger: logger))
         // In a statement of their own: one that also deleted would not see its own deletions, and would keep none.
         let references = last.flatMap { write in write.deleteSelfTargets.map { (target: $0, source: write.recordName) } }
         if !references.isEmpty {

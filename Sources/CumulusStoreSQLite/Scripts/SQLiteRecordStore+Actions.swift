@@ -86,6 +86,10 @@ extension SQLiteRecordStore {
             let replaced = try liveSequences(db, zone: zone, names: writes.map(\.recordName))
             try saveRecords(writes, sequences: sequences, zone: zone, db)
             return .liveSequences(replaced)
+        case .saveRecordsFinishingZone(let zone, let writes, let sequences, let databaseID, let digest):
+            try saveRecords(writes, sequences: sequences, zone: zone, db)
+            try touchZone(db, zoneID: zone, databaseID: databaseID, changeSequence: sequences.last, digest: digest)
+            try advanceViews(db, zoneRowID: zone, ending: false)
         case .readReferrers(let zone, let targets):
             return .list(
                 try String.fetchAll(
