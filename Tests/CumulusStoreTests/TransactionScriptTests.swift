@@ -53,8 +53,8 @@ struct TransactionScriptTests {
         #expect(names(actions) == ["findZone", "readRecords", "saveRecordsFinishingZone"])
         guard case .findZone(_, _, let lock, _) = actions[0] else { return }
         #expect(lock, "a writer locks the zone first")
-        guard case .saveRecordsFinishingZone(let zoneRowID, let writes, let sequences, let databaseID, let digest) = actions[2] else { return }
-        #expect(zoneRowID == 7 && writes.map(\.recordName) == ["r"] && sequences == [41] && databaseID == 3)
+        guard case .saveRecordsFinishingZone(let zoneRow, let writes, let sequences, let versionsToKeep, _, let digest) = actions[2] else { return }
+        #expect(zoneRow == zone && writes.map(\.recordName) == ["r"] && sequences == [41] && versionsToKeep.isEmpty)
         // The zone's digest takes the new record in the same statement.
         #expect(digest == ZoneDigest(recordName: "r", changeTag: ChangeTag.make(41)))
         guard case .saved(let record) = results.first else {
@@ -76,7 +76,9 @@ struct TransactionScriptTests {
             RecordModification(operationType: .forceUpdate, recordName: "a", recordType: "T", fields: ["x": .int64(2)]),
             RecordModification(operationType: .create, recordName: "b", recordType: "T", fields: [:]),
         ]
-        let (_, actions) = try run(ModifyRecordsScript.script(batch(operations), planner: RecordBatchPlanner(makeShortGUID: { "g" }))) { action in
+        var withHistory = batch(operations)
+        withHistory.keepsHistory = true
+        let (_, actions) = try run(ModifyRecordsScript.script(withHistory, planner: RecordBatchPlanner(makeShortGUID: { "g" }))) { action in
             switch action {
             case .findZone: .zone(zone)
             case .readRecords: .records(["a": existing])
@@ -84,8 +86,9 @@ struct TransactionScriptTests {
             }
         }
         #expect(names(actions) == ["findZone", "readRecords", "saveRecordsFinishingZone"])
-        guard case .saveRecordsFinishingZone(_, _, let sequences, _, let digest) = actions[2] else { return }
+        guard case .saveRecordsFinishingZone(_, _, let sequences, let versionsToKeep, _, let digest) = actions[2] else { return }
         #expect(sequences == [41, 42])
+        #expect(versionsToKeep == ["a"], "the version the update replaces goes to the history in the same step")
         var expected = ZoneDigest.empty
         expected.subtract(ZoneDigest(recordName: "a", changeTag: ChangeTag.make(30)))
         expected.add(ZoneDigest(recordName: "a", changeTag: ChangeTag.make(41)))

@@ -124,30 +124,30 @@ public struct ModifyRecordsScript {
         let saved = zip(plan.writes, sequences).map { $0.storedRecord(zoneID: zoneID, changeSequence: $1) }
         // The zone's digest: what the saves and deletions replaced goes, what they wrote comes.
         let written = Dictionary(zip(plan.writes.map(\.recordName), sequences), uniquingKeysWith: { _, last in last })
-        let keep = keepVersions(of: plan.writes.map(\.recordName).filter { existing[$0] != nil }, zone: zone)
+        let replacedNames = plan.writes.map(\.recordName).filter { existing[$0] != nil }
         let finished: TransactionScript<Void>
         if plan.deletions.isEmpty, SharePlanner.moves(plan.writes, existing: existing, shareRoots: []).isEmpty,
             written.keys.allSatisfy(batch.namesToRead.contains)
         {
             // Only writes, each of a name read under the zone's lock: what they replace is what was read, so the digest
-            // is known before they are saved, and the zone's write ends with them (one round trip on PostgreSQL).
+            // is known before they are saved, and the versions they replace are kept, the records saved and the zone's
+            // write ended in one step (one round trip on PostgreSQL).
             let replaced = read.filter { written[$0.key] != nil }.mapValues(\.changeSequence)
             let digest = ZoneDigest.change(replacing: replaced, with: written)
-            finished = keep.then {
-                .perform(
-                    .saveRecordsFinishingZone(
-                        zone: zone.id, writes: plan.writes, sequences: sequences, databaseID: zone.databaseID, digest: digest))
-            }
+            finished = .perform(
+                .saveRecordsFinishingZone(
+                    zone, writes: plan.writes, sequences: sequences, keepingVersionsOf: batch.keepsHistory ? replacedNames : [],
+                    replacedAt: batch.timestamp, digest: digest))
         } else {
             let save: TransactionScript<ZoneDigest> =
                 plan.writes.isEmpty
                 ? .done(.empty)
-                : keep.then {
+                : keepVersions(of: replacedNames, zone: zone).then {
                     .perform(.saveRecords(zone: zone.id, writes: plan.writes, sequences: sequences)) { answer in
                         .done(ZoneDigest.change(replacing: try answer.liveSequences, with: written))
                     }
                 }
-            finished = try save.then { digest in
+            finished = save.then { digest in
                 delete(plan.deletions, zone: zone, after: sequence).map { ($0.sequence, digest.adding($0.digest)) }
             }.then { sequence, digest in
                 trackHierarchyMoves(plan.writes, existing: existing, zone: zone, after: sequence).map { ($0, digest) }

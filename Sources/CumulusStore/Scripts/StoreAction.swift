@@ -95,10 +95,12 @@ public enum StoreAction {
     /// Every action that changes which records are live, or their change sequences, answers the sequences the live
     /// rows had before it, so the script keeps the zone's digest (``ZoneDigest``) in the same transaction.
     case saveRecords(zone: Int64, writes: [PlannedWrite], sequences: [Int64])
-    /// ``saveRecords(zone:writes:sequences:)`` then ``finishZoneWrite(zone:databaseID:sequence:digest:)`` with the last of
-    /// `sequences`, for a batch that only writes and already knows what they replace: in one statement where the store
-    /// can. Answers nothing.
-    case saveRecordsFinishingZone(zone: Int64, writes: [PlannedWrite], sequences: [Int64], databaseID: Int64, digest: ZoneDigest)
+    /// A batch that only writes, and already knows what its writes replace, in one step (one statement where the store
+    /// can): ``keepVersions(zone:names:replacedAt:)`` of `keepingVersionsOf` unless empty,
+    /// ``saveRecords(zone:writes:sequences:)``, then ``finishZoneWrite(zone:databaseID:sequence:digest:)`` with the last of
+    /// `sequences`. Answers nothing.
+    case saveRecordsFinishingZone(
+        ZoneRow, writes: [PlannedWrite], sequences: [Int64], keepingVersionsOf: [String], replacedAt: Int64, digest: ZoneDigest)
     /// Live records with a `DELETE_SELF` reference to one of `targets`. Answers ``StoreAnswer/list(_:)``.
     case readReferrers(zone: Int64, targets: [String])
     /// Turns live records into tombstones, each with its change sequence, and drops their references. Answers

@@ -13,15 +13,26 @@ extension PostgresRecordStore {
 
     /// ``StoreAction/keepVersions(zone:names:replacedAt:)``: one statement.
     static func keepVersions(_ connection: PostgresConnection, zone: Int64, names: [String], replacedAt: Int64, logger: Logger) async throws {
-        try await connection.query(
-            """
-            INSERT INTO record_history (zone_id, record_name, record_type, change_seq, fields, parent_name,
-                created_at, created_by, created_device, modified_at, modified_by, modified_device, replaced_at)
-            SELECT zone_id, record_name, record_type, change_seq, fields, parent_name,
-                created_at, created_by, created_device, modified_at, modified_by, modified_device, \(replacedAt)
-            FROM records WHERE zone_id = \(zone) AND record_name = ANY(\(names)) AND NOT deleted
-            """, logger: logger)
+        var bindings = PostgresBindings()
+        bindings.append(zone)
+        bindings.append(names)
+        bindings.append(replacedAt)
+        try await connection.query(PostgresQuery(unsafeSQL: keptVersionsFrom1, binds: bindings), logger: logger)
     }
+
+    /// The statement that copies live versions into the history, with its zone, names and replacement time as these
+    /// parameters: alone, or as a step of the statement that saves a batch.
+    static func keptVersions(zone: String, names: String, replacedAt: String) -> String {
+        """
+        INSERT INTO record_history (zone_id, record_name, record_type, change_seq, fields, parent_name,
+            created_at, created_by, created_device, modified_at, modified_by, modified_device, replaced_at)
+        SELECT zone_id, record_name, record_type, change_seq, fields, parent_name,
+            created_at, created_by, created_device, modified_at, modified_by, modified_device, \(replacedAt)::bigint
+        FROM records WHERE zone_id = \(zone) AND record_name = ANY(\(names)) AND NOT deleted
+        """
+    }
+
+    private static let keptVersionsFrom1 = keptVersions(zone: "$1", names: "$2", replacedAt: "$3")
 
     /// The live zone's row ID, or `zoneNotFound`.
     private static func liveZone(_ connection: PostgresConnection, _ database: DatabaseRef, zoneName: String, logger: Logger) async throws -> Int64 {

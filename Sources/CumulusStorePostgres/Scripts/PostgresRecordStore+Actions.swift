@@ -167,9 +167,11 @@ extension PostgresRecordStore {
             return .list(try await subtree(of: roots, zoneRowID: zone, connection, logger: logger))
         case .saveRecords(let zone, let writes, let sequences):
             return .liveSequences(try await saveRecords(writes, sequences: sequences, zone: zone, connection, logger: logger))
-        case .saveRecordsFinishingZone(let zone, let writes, let sequences, let databaseID, let digest):
-            let end = ZoneWriteEnd(databaseID: databaseID, sequence: sequences.last ?? 0, digest: digest)
-            _ = try await saveRecords(writes, sequences: sequences, zone: zone, end: end, connection, logger: logger)
+        case .saveRecordsFinishingZone(let zone, let writes, let sequences, let names, let replacedAt, let digest):
+            let end = ZoneWriteEnd(
+                databaseID: zone.databaseID, sequence: sequences.last ?? zone.changeSequence, digest: digest, versionsToKeep: names,
+                replacedAt: replacedAt)
+            _ = try await saveRecords(writes, sequences: sequences, zone: zone.id, end: end, connection, logger: logger)
         case .readReferrers(let zone, let targets):
             let rows = try await connection.query(
                 """
@@ -412,12 +414,15 @@ extension PostgresRecordStore {
         throw StoreError(.unexpected, "a statement returned no row")
     }
 
-    /// The end of a zone's write (``StoreAction/finishZoneWrite(zone:databaseID:sequence:digest:)``), for a statement
-    /// that also saves records.
+    /// The rest of a batch that only writes (``StoreAction/saveRecordsFinishingZone(_:writes:sequences:keepingVersionsOf:replacedAt:digest:)``),
+    /// for the statement that saves its records.
     private struct ZoneWriteEnd {
         var databaseID: Int64
         var sequence: Int64
         var digest: ZoneDigest
+        /// Records whose live versions go to the history first, replaced at `replacedAt`.
+        var versionsToKeep: [String]
+        var replacedAt: Int64
     }
 
     /// The `WITH` items that end a zone's write: the zone takes its sequence and digest change and moves to the head of
@@ -496,6 +501,14 @@ extension PostgresRecordStore {
         if let end {
             statement.sql += ",\n" + zoneWriteEnd(from: statement.binds.count + 1)
             appendZoneWriteEnd(&statement.binds, zone: zone, databaseID: end.databaseID, sequence: end.sequence, digest: end.digest)
+            if !end.versionsToKeep.isEmpty {
+                // Reads the statement's snapshot, as `old` does: the versions before the upsert.
+                let first = statement.binds.count + 1
+                statement.sql += ",\nkept AS (\(keptVersions(zone: "$\(first)", names: "$\(first + 1)", replacedAt: "$\(first + 2)")))"
+                statement.binds.append(zone)
+                statement.binds.append(end.versionsToKeep)
+                statement.binds.append(end.replacedAt)
+            }
         }
         statement.sql += "\nSELECT record_name, change_seq FROM old"
         let replaced = try await liveSequences(connection.query(statement, logger: logger))

@@ -86,10 +86,11 @@ extension SQLiteRecordStore {
             let replaced = try liveSequences(db, zone: zone, names: writes.map(\.recordName))
             try saveRecords(writes, sequences: sequences, zone: zone, db)
             return .liveSequences(replaced)
-        case .saveRecordsFinishingZone(let zone, let writes, let sequences, let databaseID, let digest):
-            try saveRecords(writes, sequences: sequences, zone: zone, db)
-            try touchZone(db, zoneID: zone, databaseID: databaseID, changeSequence: sequences.last, digest: digest)
-            try advanceViews(db, zoneRowID: zone, ending: false)
+        case .saveRecordsFinishingZone(let zone, let writes, let sequences, let names, let replacedAt, let digest):
+            if !names.isEmpty { try keepVersions(db, zone: zone.id, names: names, replacedAt: replacedAt) }
+            try saveRecords(writes, sequences: sequences, zone: zone.id, db)
+            try touchZone(db, zoneID: zone.id, databaseID: zone.databaseID, changeSequence: sequences.last, digest: digest)
+            try advanceViews(db, zoneRowID: zone.id, ending: false)
         case .readReferrers(let zone, let targets):
             return .list(
                 try String.fetchAll(
