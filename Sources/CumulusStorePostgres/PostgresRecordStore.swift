@@ -84,7 +84,11 @@ public final class PostgresRecordStore: RecordStore {
         let outcome = FirstOutcome<T>()
         let (wait, timeout, metrics, lostConnections) = (wait ?? connectionWait, operationTimeout, self.metrics, self.lostConnections)
         let start = ContinuousClock.now
-        let worker = Task {
+        // The caller's event loop when it runs on one (a request does), for the work and the deadlines. The work starts
+        // there rather than on the concurrency pool: leasing and releasing the connection would otherwise wake a pool
+        // thread at every operation (the pool's state machine runs where its caller does).
+        let loop = MultiThreadedEventLoopGroup.singleton.any()
+        let worker = Task(executorPreference: ConnectionLoopExecutor(loop)) {
             do {
                 let value = try await work { connection in
                     outcome.leased()
@@ -106,9 +110,8 @@ public final class PostgresRecordStore: RecordStore {
                 outcome.finish(.failure(error))
             }
         }
-        // Timers on an event loop (the caller's own, when it runs on one), not a task sleeping: cancelling a sleeping
-        // task wakes a thread of the concurrency pool at every operation.
-        let loop = MultiThreadedEventLoopGroup.singleton.any()
+        // Timers on that event loop, not a task sleeping: cancelling a sleeping task wakes a thread of the concurrency
+        // pool at every operation.
         let deadline = OperationDeadline()
         deadline.schedule(on: loop, in: wait) {
             guard let leasedAt = outcome.leasedAt else {

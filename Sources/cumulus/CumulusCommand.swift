@@ -125,7 +125,8 @@ enum StoreLocation {
     /// first, so a bad URL, wrong credentials or an unreachable server is one clear error at once; then the schema is
     /// migrated (once, however many instances start together), and the pool is returned as a service to run; with
     /// `replicas`, streaming replicas that serve reads while they keep up, checked the same way, are another.
-    func open(logger: Logger, replicas: [PostgresLocation] = [], fanOut: ChangeFanOut = .notify) async throws -> (
+    /// `keepingOpen` connections of each pool stay open while idle (a server's; a command's open on demand).
+    func open(logger: Logger, replicas: [PostgresLocation] = [], fanOut: ChangeFanOut = .notify, keepingOpen: Int = 0) async throws -> (
         store: any RecordStore, services: [any Service]
     ) {
         switch self {
@@ -136,7 +137,8 @@ enum StoreLocation {
         case .postgres(let location, let connections, let shards) where !shards.isEmpty:
             guard replicas.isEmpty else { throw ValidationError("--read-replica and --shard do not go together yet") }
             guard case .notify = fanOut else { throw ValidationError("--fan-out watch and --shard do not go together yet") }
-            return try await Self.openSharded(directory: location, shards: shards, connections: connections, logger: logger)
+            return try await Self.openSharded(
+                directory: location, shards: shards, connections: connections, keepingOpen: keepingOpen, logger: logger)
         case .postgres(let location, let connections, _):
             try await location.check(logger: logger)
             let migrator = PostgresClient(configuration: location.clientConfiguration(maximumConnections: 1))
@@ -145,7 +147,8 @@ enum StoreLocation {
                 defer { group.cancelAll() }
                 try await PostgresMigrations.migrate(migrator, logger: logger)
             }
-            let client = PostgresClient(configuration: location.clientConfiguration(maximumConnections: connections), backgroundLogger: logger)
+            let client = PostgresClient(
+                configuration: location.clientConfiguration(maximumConnections: connections, keepingOpen: keepingOpen), backgroundLogger: logger)
             guard !replicas.isEmpty else {
                 return (PostgresRecordStore(client: client, metrics: StoreMetrics.postgres(poolSize: connections), fanOut: fanOut), [client])
             }
@@ -162,7 +165,11 @@ enum StoreLocation {
             let readReplicas = PostgresReadReplicas(
                 primary: client,
                 replicas: replicas.map {
-                    (PostgresClient(configuration: $0.clientConfiguration(maximumConnections: connections), backgroundLogger: logger), $0.redacted)
+                    (
+                        PostgresClient(
+                            configuration: $0.clientConfiguration(maximumConnections: connections, keepingOpen: keepingOpen), backgroundLogger: logger),
+                        $0.redacted
+                    )
                 }, logger: logger)
             let store = PostgresRecordStore(
                 client: client, metrics: StoreMetrics.postgres(poolSize: connections), replicas: readReplicas, fanOut: fanOut)
@@ -174,7 +181,9 @@ enum StoreLocation {
 extension StoreLocation {
     /// A store sharded over `directory` and `shards`: each checked with one connection, migrated, numbered and mapped
     /// (``ShardLayout/prepare(directory:others:logicalShards:logger:)``) before the pools open.
-    static func openSharded(directory: PostgresLocation, shards: [PostgresLocation], connections: Int, logger: Logger) async throws -> (
+    static func openSharded(
+        directory: PostgresLocation, shards: [PostgresLocation], connections: Int, keepingOpen: Int, logger: Logger
+    ) async throws -> (
         store: any RecordStore, services: [any Service]
     ) {
         let locations = [directory] + shards
@@ -186,7 +195,7 @@ extension StoreLocation {
             return try await ShardLayout.prepare(directory: preparers[0], others: Array(preparers.dropFirst()), logger: logger)
         }
         let clients = locations.map {
-            PostgresClient(configuration: $0.clientConfiguration(maximumConnections: connections), backgroundLogger: logger)
+            PostgresClient(configuration: $0.clientConfiguration(maximumConnections: connections, keepingOpen: keepingOpen), backgroundLogger: logger)
         }
         let stores = clients.map { PostgresRecordStore(client: $0, metrics: StoreMetrics.postgres(poolSize: connections)) }
         let store = ShardedPostgresStore(
@@ -365,7 +374,7 @@ struct Serve: AsyncParsableCommand {
         case "watch": fanOut = .watch(interval: .milliseconds(25))
         default: throw ValidationError("--fan-out (CUMULUS_FAN_OUT) must be notify or watch")
         }
-        let opened = try await options.location().open(logger: logger, replicas: replicas, fanOut: fanOut)
+        let opened = try await options.location().open(logger: logger, replicas: replicas, fanOut: fanOut, keepingOpen: 2)
         guard let maxPushConnections = maxPushConnections ?? Int(settings.text("max-push-connections") ?? "10000"), maxPushConnections > 0
         else {
             throw ValidationError("--max-push-connections (CUMULUS_MAX_PUSH_CONNECTIONS) must be a positive number")
