@@ -167,7 +167,8 @@ enum StoreLocation {
                 replicas: replicas.map {
                     (
                         PostgresClient(
-                            configuration: $0.clientConfiguration(maximumConnections: connections, keepingOpen: keepingOpen), backgroundLogger: logger),
+                            configuration: $0.clientConfiguration(maximumConnections: connections, keepingOpen: keepingOpen), backgroundLogger: logger
+                        ),
                         $0.redacted
                     )
                 }, logger: logger)
