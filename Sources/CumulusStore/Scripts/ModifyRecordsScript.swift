@@ -127,7 +127,7 @@ public struct ModifyRecordsScript {
         let replacedNames = plan.writes.map(\.recordName).filter { existing[$0] != nil }
         let finished: TransactionScript<Void>
         if plan.deletions.isEmpty, SharePlanner.moves(plan.writes, existing: existing, shareRoots: []).isEmpty,
-            written.keys.allSatisfy(batch.namesToRead.contains)
+            Set(written.keys).isSubset(of: batch.namesToRead)
         {
             // Only writes, each of a name read under the zone's lock: what they replace is what was read, so the digest
             // is known before they are saved, and the versions they replace are kept, the records saved and the zone's
