@@ -67,11 +67,7 @@ struct TransactionScriptTests {
     /// A batch that only writes knows what it replaces from what it read under the zone's lock: the digest drops the
     /// versions read and takes the new ones, and the zone's write ends with the save.
     @Test func anUpdateTakesWhatItReadOutOfTheDigestInTheSaveItself() throws {
-        let stamp = RecordStamp(timestamp: 1, userRecordName: "_me", deviceID: "d")
-        let existing = StoredRecord(
-            header: RecordHeader(
-                recordName: "a", recordType: "T", recordChangeTag: ChangeTag.make(30), created: stamp, modified: stamp, zoneID: database.zoneID("Z")),
-            fieldsJSON: RecordFieldsCoding.canonical([:]), changeSequence: 30)
+        let existing = live("a", sequence: 30)
         let operations = [
             RecordModification(operationType: .forceUpdate, recordName: "a", recordType: "T", fields: ["x": .int64(2)]),
             RecordModification(operationType: .create, recordName: "b", recordType: "T", fields: [:]),
@@ -128,11 +124,7 @@ struct TransactionScriptTests {
 
     @Test func deletionsCascadeALevelAtATimeAndTakeOneSequenceEach() throws {
         // c points at b, b at a (DELETE_SELF): deleting a deletes all three, a first.
-        let stamp = RecordStamp(timestamp: 1, userRecordName: "_me", deviceID: "d")
-        let existing = StoredRecord(
-            header: RecordHeader(
-                recordName: "a", recordType: "T", recordChangeTag: ChangeTag.make(40), created: stamp, modified: stamp, zoneID: database.zoneID("Z")),
-            fieldsJSON: RecordFieldsCoding.canonical([:]), changeSequence: 40)
+        let existing = live("a", sequence: 40)
         let operation = RecordModification(operationType: .forceDelete, recordName: "a", recordType: nil)
         let referrers: [String: [String]] = ["a": ["b"], "b": ["c"]]
         let (_, actions) = try run(ModifyRecordsScript.script(batch([operation]), planner: RecordBatchPlanner(makeShortGUID: { "g" }))) { action in
@@ -250,6 +242,16 @@ struct TransactionScriptTests {
         #expect(receipt.recordsAnonymized == 4 && receipt.webAuthTokens == 4 && receipt.devices == 3)
         guard case .deleteRecords(_, let deleted, _, let stamp) = actions[order.firstIndex(of: "deleteRecords")!] else { return }
         #expect(deleted == ["post"] && stamp.userRecordName == UserErasure.erasedUserRecordName && stamp.timestamp == 5)
+    }
+
+    /// A live record of zone `Z`, last written at `sequence`.
+    func live(_ name: String, sequence: Int64) -> StoredRecord {
+        let stamp = RecordStamp(timestamp: 1, userRecordName: "_me", deviceID: "d")
+        return StoredRecord(
+            header: RecordHeader(
+                recordName: name, recordType: "T", recordChangeTag: ChangeTag.make(sequence), created: stamp, modified: stamp,
+                zoneID: database.zoneID("Z")),
+            fieldsJSON: RecordFieldsCoding.canonical([:]), changeSequence: sequence)
     }
 
     static func stored(_ name: String) -> StoredRecord {
