@@ -13,10 +13,8 @@ extension PostgresRecordStore {
             + ", record_count = record_count + $\(first + 8)"
     }
 
-    /// ``digestAdjustment(from:)`` as the two statements that use it number their parameters, built once: a write's
-    /// zone update is on every write's path.
+    /// ``digestAdjustment(from:)`` as ``adjustZoneDigest(_:zone:by:logger:)`` numbers its parameters, built once.
     static let digestAdjustmentFrom2 = digestAdjustment(from: 2)
-    static let digestAdjustmentFrom4 = digestAdjustment(from: 4)
 
     /// The SET list that empties a zone's digest.
     static let emptyDigest = (0..<8).map { "digest_\($0) = 0" }.joined(separator: ", ") + ", record_count = 0"

@@ -118,7 +118,7 @@ extension PostgresRecordStore {
         case .finishZoneWrite(let zone, let databaseID, let sequence, let digest):
             var bindings = PostgresBindings()
             appendZoneWriteEnd(&bindings, zone: zone, databaseID: databaseID, sequence: sequence, digest: digest)
-            try await connection.query(PostgresQuery(unsafeSQL: "WITH \(zoneWriteEndFrom1) SELECT 1", binds: bindings), logger: logger)
+            try await connection.query(PostgresQuery(unsafeSQL: finishZoneWriteStatement, binds: bindings), logger: logger)
         case .adjustZoneDigest(let zone, let change):
             try await adjustZoneDigest(connection, zone: zone, by: change, logger: logger)
         case .advanceViews(let zone, let ending):
@@ -451,8 +451,8 @@ extension PostgresRecordStore {
         """
     }
 
-    /// ``zoneWriteEnd(from:)`` for a statement of its own, built once: it is on every write's path.
-    private static let zoneWriteEndFrom1 = zoneWriteEnd(from: 1)
+    /// ``zoneWriteEnd(from:)`` as a statement of its own, built once: it is on the path of every write that deletes.
+    private static let finishZoneWriteStatement = "WITH \(zoneWriteEnd(from: 1)) SELECT 1"
 
     /// The parameters of ``zoneWriteEnd(from:)``.
     private static func appendZoneWriteEnd(
