@@ -166,7 +166,9 @@ struct ReadReplicaTests {
         // Caught up: back in service by itself, and serving reads again.
         try await Self.waitUntil(reader, inService: true)
         let before = try await Self.metric(reader, Self.servedByReplica)
-        let deadline = ContinuousClock.now + .seconds(60)
+        // A read the replica has not replayed within 50 ms goes to the primary and takes the replica out until the next
+        // probe; beside the whole suite it can lag that much for minutes (seen in CI), so the test waits as long.
+        let deadline = ContinuousClock.now + .seconds(240)
         repeat {
             try await Self.writeThenRead(index, writer: writer, reader: reader, cluster: cluster, token: &token)
             index += 1
