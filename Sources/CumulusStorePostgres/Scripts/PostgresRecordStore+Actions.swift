@@ -510,7 +510,8 @@ extension PostgresRecordStore {
                 statement.binds.append(end.replacedAt)
             }
         }
-        statement.sql += "\nSELECT record_name, change_seq FROM old"
+        // A batch that ends its zone's write knows what it replaced: `old`, unreferenced, is not read.
+        statement.sql += end == nil ? "\nSELECT record_name, change_seq FROM old" : "\nSELECT NULL::text, NULL::bigint WHERE false"
         let replaced = try await liveSequences(connection.query(statement, logger: logger))
         // In a statement of their own: one that also deleted would not see its own deletions, and would keep none.
         let references = last.flatMap { write in write.deleteSelfTargets.map { (target: $0, source: write.recordName) } }

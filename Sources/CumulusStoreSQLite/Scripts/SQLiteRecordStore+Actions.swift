@@ -87,10 +87,11 @@ extension SQLiteRecordStore {
             try saveRecords(writes, sequences: sequences, zone: zone, db)
             return .liveSequences(replaced)
         case .saveRecordsFinishingZone(let zone, let writes, let sequences, let names, let replacedAt, let digest):
-            if !names.isEmpty { try keepVersions(db, zone: zone.id, names: names, replacedAt: replacedAt) }
+            // The three actions one after another: in-process SQLite has no round trip to save.
+            if !names.isEmpty { _ = try perform(.keepVersions(zone: zone.id, names: names, replacedAt: replacedAt), db) }
             try saveRecords(writes, sequences: sequences, zone: zone.id, db)
-            try touchZone(db, zoneID: zone.id, databaseID: zone.databaseID, changeSequence: sequences.last, digest: digest)
-            try advanceViews(db, zoneRowID: zone.id, ending: false)
+            let sequence = sequences.last ?? zone.changeSequence
+            _ = try perform(.finishZoneWrite(zone: zone.id, databaseID: zone.databaseID, sequence: sequence, digest: digest), db)
         case .readReferrers(let zone, let targets):
             return .list(
                 try String.fetchAll(
