@@ -209,17 +209,23 @@ public struct DatabaseService: Sendable {
             sharesLeft: modifications.indices.compactMap { refusals[$0] == nil ? leaving[$0] : nil },
             keepsHistory: keepsHistory
         )
-        var batchResults =
+        let batchResults =
             batch.operations.isEmpty && batch.sharesLeft.isEmpty
             ? [] : try await mapStoreErrors(writing: true) { try await store.modifyRecords(batch, logger: logger) }
+        // The store answers the batch's operations in order; an iterator, since taking each from the front of an array
+        // moves the rest, once per record.
+        var batchAnswers = batchResults.makeIterator()
         var results: [RecordModificationResult] = []
+        results.reserveCapacity(modifications.count)
         for index in modifications.indices {
             if let refusal = refusals[index] {
                 results.append(.failed(refusal))
             } else if let shareName = leaving[index] {
                 results.append(.deleted(recordName: shareName))
+            } else if let answer = batchAnswers.next() {
+                results.append(answer)
             } else {
-                results.append(batchResults.removeFirst())
+                throw CumulusError(.internalError, "the store answered fewer operations than the batch holds")
             }
         }
         changes?.changed([ChangeSignal.key(database)])
