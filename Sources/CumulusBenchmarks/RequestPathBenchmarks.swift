@@ -65,9 +65,11 @@ extension Benchmarks {
         print(
             "| request path \(kind.name): the floor, `GET /health`, 1 connection | \(probes) | \(format(floorSeconds)) | "
                 + "\(Int(Double(probes) / floorSeconds)) requests/s | server CPU \(String(format: "%.3f", floor)) ms a request |")
-        /// A figure of server CPU in milliseconds, and how many floors it is.
-        func cpu(_ milliseconds: Double) -> String {
-            String(format: "%.3f ms (%.1f× the floor)", milliseconds, milliseconds / floor)
+        /// A figure of server CPU in milliseconds, and how many floors it is (and, for a paced figure, how many of the
+        /// floor at the same pace).
+        func cpu(_ milliseconds: Double, pacedFloor: Double? = nil) -> String {
+            let paced = pacedFloor.map { String(format: "; %.1f× the floor 10 ms apart", milliseconds / $0) } ?? ""
+            return String(format: "%.3f ms (%.1f× the floor", milliseconds, milliseconds / floor) + paced + ")"
         }
         // The floor again, 10 ms apart: what waking an idle server costs before it does any work of its own. Paced
         // figures are read per thread in nanoseconds: 150 requests 10 ms apart use a few clock ticks of CPU in all.
@@ -117,14 +119,10 @@ extension Benchmarks {
             }
             pacedLatencies.sort()
             let pacedCPUms = server.cpuMilliseconds(since: pacedThreads) / Double(count)
-            // At the floor's own pace, the write is also given in paced floors: what it costs beyond waking the server.
-            let figure =
-                pause == 10
-                ? String(format: "%.3f ms (%.1f× the floor; %.1f× the floor 10 ms apart)", pacedCPUms, pacedCPUms / floor, pacedCPUms / pacedFloor)
-                : cpu(pacedCPUms)
             print(
                 "| request path \(kind.name): single-record writes \(pause) ms apart, 1 connection | \(count) | | | "
-                    + "server CPU \(figure) a request (the pauses' idle CPU included); "
+                    // At the floor's own pace, the write is also given in paced floors: what it costs beyond waking the server.
+                    + "server CPU \(cpu(pacedCPUms, pacedFloor: pause == 10 ? pacedFloor : nil)) a request (the pauses' idle CPU included); "
                     + "latency p50 \(percentile(pacedLatencies, 0.5)) ms, p99 \(percentile(pacedLatencies, 0.99)) ms |")
         }
 
@@ -223,7 +221,7 @@ extension Benchmarks {
         // Last: the subscription and token it makes must not change what the writes above cost.
         try await notificationCosts(
             server: server, container: container, apiToken: apiToken, users: (webToken, others[1], others[0]),
-            post: { try await post($0, $1, as: $2) }, cpu: cpu, kind: kind)
+            post: { try await post($0, $1, as: $2) }, cpu: { cpu($0) }, kind: kind)
         print(
             "| request path \(kind.name): server memory after the run | | | | resident \(String(format: "%.0f", server.residentMiB)) MiB, "
                 + "peak \(String(format: "%.0f", server.peakResidentMiB)) MiB |")

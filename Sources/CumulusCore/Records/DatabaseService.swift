@@ -209,12 +209,11 @@ public struct DatabaseService: Sendable {
             sharesLeft: modifications.indices.compactMap { refusals[$0] == nil ? leaving[$0] : nil },
             keepsHistory: keepsHistory
         )
-        let batchResults =
-            batch.operations.isEmpty && batch.sharesLeft.isEmpty
-            ? [] : try await mapStoreErrors(writing: true) { try await store.modifyRecords(batch, logger: logger) }
         // The store answers the batch's operations in order; an iterator, since taking each from the front of an array
         // moves the rest, once per record.
-        var batchAnswers = batchResults.makeIterator()
+        var batchAnswers =
+            (batch.operations.isEmpty && batch.sharesLeft.isEmpty
+            ? [] : try await mapStoreErrors(writing: true) { try await store.modifyRecords(batch, logger: logger) }).makeIterator()
         var results: [RecordModificationResult] = []
         results.reserveCapacity(modifications.count)
         for index in modifications.indices {
