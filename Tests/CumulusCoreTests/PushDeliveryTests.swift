@@ -57,6 +57,21 @@ struct PushDeliveryTests {
         #expect(!resumedOld && old == state)
     }
 
+    @Test func aStoredStateOfUnexpectedShapeReadsWhatItCanAndNothingElse() {
+        // Values of the wrong kind are passed over, members this version does not know are ignored, and the rest is read.
+        let mixed = DeliveryState(
+            json: Array(
+                #"{"p":{"a":3,"b":"x","c":[1],"d":4},"n":7,"future":{"x":[1,2]},"log":[[6,"a",2],[7,"d"],"x",[8,9,1],[9,"d",3,0],[10,"d",3]]}"#
+                    .utf8))
+        #expect(mixed.positions == ["a": 3, "d": 4] && mixed.lastID == 7)
+        #expect(mixed.log == [DeliveryState.Step(id: 6, key: "a", previous: 2), DeliveryState.Step(id: 10, key: "d", previous: 3)])
+        // A member of the wrong kind leaves its default; what is not JSON, or not an object, reads as nothing told yet.
+        #expect(DeliveryState(json: Array(#"{"p":[1],"n":"7","log":{}}"#.utf8)) == DeliveryState())
+        for broken in [#"{"p":{"a":3}"#, "[1,2]", "", #"{"p":{"a":3}} x"#] {
+            #expect(DeliveryState(json: Array(broken.utf8)) == DeliveryState(), "\(broken)")
+        }
+    }
+
     @Test func aCommitWakesOnlyTheConnectionsWatchingWhatItChanged() async throws {
         let signal = ChangeSignal()
         let alice = ChangeSignal.key(DatabaseRef(container: "c", environment: .development, scope: .private, ownerRecordName: "_alice"))

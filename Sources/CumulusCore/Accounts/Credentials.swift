@@ -1,5 +1,6 @@
 import Crypto
 import CryptoExtras
+import CumulusModel
 import Foundation
 
 /// Random tokens and their stored hashes.
@@ -47,7 +48,7 @@ public enum TokenCodec {
 
     /// A new user record name: `_` and 32 hex digits, as CloudKit's look.
     public static func makeUserRecordName() -> String {
-        "_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
+        "_" + UUID.random().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
     }
 }
 

@@ -228,24 +228,63 @@ public struct PushService: Sendable {
 
         init() {}
 
+        /// Reads the stored form with a pull reader: it is read at every look, and its log is most of it. A value of an
+        /// unexpected kind is passed over, and a document that is not JSON reads as nothing told yet.
         init(json: [UInt8]) {
-            guard case .object(let members)? = try? JSONValue(parsing: json) else { return }
-            func number(_ value: JSONValue?) -> Int64? {
-                if case .number(let text)? = value { return Int64(text) }
-                return nil
-            }
-            if case .object(let positions)? = members["p"] {
-                for (key, value) in positions { if let number = number(value) { self.positions[key] = number } }
-            }
-            lastID = number(members["n"]) ?? 0
-            if case .array(let steps)? = members["log"] {
-                for step in steps {
-                    guard case .array(let parts) = step, parts.count == 3, let id = number(parts[0]), case .string(let key) = parts[1],
-                        let previous = number(parts[2])
-                    else { continue }
-                    log.append(Step(id: id, key: key, previous: previous))
+            func number(_ scanner: inout JSONScanner) throws -> Int64? {
+                guard try scanner.peek() == .number else {
+                    try scanner.skipValue()
+                    return nil
                 }
+                return Int64(try scanner.readNumber())
             }
+            var state = DeliveryState()
+            do {
+                try JSONScanner.scan(json) { scanner in
+                    guard try scanner.peek() == .object else { return try scanner.skipValue() }
+                    try scanner.beginObject()
+                    while let member = try scanner.nextKey() {
+                        switch (member, try scanner.peek()) {
+                        case ("p", .object):
+                            try scanner.beginObject()
+                            while let key = try scanner.nextKey() {
+                                if let value = try number(&scanner) { state.positions[key] = value }
+                            }
+                        case ("n", .number):
+                            state.lastID = try number(&scanner) ?? 0
+                        case ("log", .array):
+                            try scanner.beginArray()
+                            while try scanner.nextElement() {
+                                guard try scanner.peek() == .array else {
+                                    try scanner.skipValue()
+                                    continue
+                                }
+                                try scanner.beginArray()
+                                var parts: (id: Int64?, key: String?, previous: Int64?) = (nil, nil, nil)
+                                var count = 0
+                                while try scanner.nextElement() {
+                                    switch count {
+                                    case 0: parts.id = try number(&scanner)
+                                    case 1:
+                                        if try scanner.peek() == .string { parts.key = try scanner.readString() } else { try scanner.skipValue() }
+                                    case 2: parts.previous = try number(&scanner)
+                                    default: try scanner.skipValue()
+                                    }
+                                    count += 1
+                                }
+                                if count == 3, let id = parts.id, let key = parts.key, let previous = parts.previous {
+                                    state.log.append(Step(id: id, key: key, previous: previous))
+                                }
+                            }
+                        default:
+                            try scanner.skipValue()
+                        }
+                    }
+                }
+            } catch {
+                state = DeliveryState()
+            }
+            self = state
         }
 
         var json: [UInt8] {
@@ -548,7 +587,7 @@ public struct PushService: Sendable {
         writer.key("ck")
         writer.beginObject()
         writer.key("nid")
-        writer.string(UUID().uuidString)
+        writer.string(UUID.random().uuidString)
         writer.key("ce")
         writer.int(token.environment == .production ? 2 : 1)
         writer.key("cid")

@@ -93,7 +93,7 @@ extension DatabaseService {
                 uploader: author, createdAt: now)
         }
         try await mapStoreErrors { try await store.createAssetUploads(uploads, logger: logger) }
-        return uploads.map { ($0.recordName ?? UUID().uuidString, $0) }
+        return uploads.map { ($0.recordName ?? UUID.random().uuidString, $0) }
     }
 
     /// New receipts for the assets records hold, for saving in other records of the same database (`assets/rereference`):

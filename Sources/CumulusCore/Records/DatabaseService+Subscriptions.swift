@@ -59,7 +59,7 @@ extension DatabaseService {
         for index in operations.indices {
             let path = "operations[\(index)].subscription"
             if operations[index].operationType == .create, operations[index].subscription.subscriptionID.isEmpty {
-                operations[index].subscription.subscriptionID = UUID().uuidString
+                operations[index].subscription.subscriptionID = UUID.random().uuidString
             }
             try NameRules.checkRecordName(operations[index].subscription.subscriptionID, path: "\(path).subscriptionID", limits: limits)
             if operations[index].operationType != .delete {

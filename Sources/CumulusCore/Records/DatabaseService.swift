@@ -258,7 +258,7 @@ public struct DatabaseService: Sendable {
         if let name = draft.recordName {
             recordName = name
         } else if type == .create {
-            recordName = UUID().uuidString
+            recordName = UUID.random().uuidString
         } else {
             throw CumulusError(.badRequest, "\(path).recordName: is required for \(type.rawValue)")
         }

@@ -43,7 +43,7 @@ public struct ItemError: Sendable, Hashable {
     public init(code: ServerErrorCode, reason: String, uuid: String? = nil) {
         self.code = code
         self.reason = reason
-        self.uuid = uuid ?? UUID().uuidString.lowercased()
+        self.uuid = uuid ?? UUID.random().uuidString.lowercased()
     }
 
     /// Reads the error of an item, or `nil` when the item has none. A code this version does not know fails the read

@@ -61,7 +61,7 @@ struct CourierRequest: Sendable {
         let uri = URI(target)
         let parts = uri.path.split(separator: "/", omittingEmptySubsequences: false)
         // "", "courier", "1", container, environment, token; a percent-encoded part is left to the router to decode.
-        guard parts.count == 6, !parts[3].isEmpty, !parts.contains(where: { $0.contains("%") }),
+        guard parts.count == 6, !parts[3].isEmpty, !parts.contains(where: { $0.utf8.contains(UInt8(ascii: "%")) }),
             let environment = ContainerEnvironment(rawValue: String(parts[4])), PushService.isWellFormed(String(parts[5]))
         else { return nil }
         container = String(parts[3])
@@ -230,7 +230,7 @@ final class CourierExchange {
     private let courier: Courier
     private let context: ChannelHandlerContext
     private let onEnd: () -> Void
-    private let requestID = UUID().uuidString.lowercased()
+    private let requestID = UUID.random().uuidString.lowercased()
     private let executor: EventLoopTaskExecutor
     private let started = ContinuousClock.now
     /// The push connection, once opened; a look works on a copy and hands back the connection moved on.

@@ -57,7 +57,7 @@ public struct FileAssetStorage: AssetStorage {
         let target = try url(fileID)
         try FileManager.default.createDirectory(at: target.deletingLastPathComponent(), withIntermediateDirectories: true)
         // Written beside the target and renamed into place: a reader never sees half a file.
-        let partial = target.appendingPathExtension("partial-\(UUID().uuidString)")
+        let partial = target.appendingPathExtension("partial-\(UUID.random().uuidString)")
         guard FileManager.default.createFile(atPath: partial.path, contents: nil) else {
             throw StoreError(.unavailable, "could not create \(partial.path)")
         }
