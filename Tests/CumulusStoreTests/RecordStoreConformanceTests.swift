@@ -233,6 +233,39 @@ struct RecordStoreConformanceTests {
         try await expectSeparateReads()
     }
 
+    /// A look that advances a token is given what `pushTokenFeeds` reads and stores the positions it answers, and only
+    /// those: nothing when it answers none or throws, and it changes nothing else of the token.
+    @Test(arguments: StoreFactory.all)
+    func aLookThatAdvancesATokenSeesItsFeedsAndStoresOnlyItsPositions(_ factory: StoreFactory) async throws {
+        let store = try await prepared(factory)
+        let token = StoredPushToken(
+            token: "alice", container: Self.container, environment: .development, userRecordName: "_alice", positions: Array("{}".utf8),
+            createdAt: 7)
+        try await store.savePushToken(token, logger: logger)
+        let owner = SubscriptionOwner(container: Self.container, environment: .development, scope: .private, userRecordName: "_alice")
+        try await store.modifySubscriptions(
+            of: owner, saving: [StoredSubscription(subscriptionID: "all", json: Array("{}".utf8), createdAt: 1)], deleting: [], logger: logger)
+        let expected = try await store.pushTokenFeeds("alice", logger: logger)
+
+        // No such token: the look is told so, and nothing is stored.
+        let missing = try await store.advancePushToken("missing", logger: logger) { feeds in (Array(#"{"n":1}"#.utf8), feeds == nil) }
+        let stored = try await store.pushToken("missing", logger: logger)
+        #expect(missing && stored == nil, "\(factory.name)")
+        // The feeds as read alone; positions answered are stored, and nothing else of the token changes.
+        let seen = try await store.advancePushToken("alice", logger: logger) { feeds in (Array(#"{"n":1}"#.utf8), feeds) }
+        #expect(seen == expected, "\(factory.name)")
+        var advanced = token
+        advanced.positions = Array(#"{"n":1}"#.utf8)
+        #expect(try await store.pushToken("alice", logger: logger) == advanced, "\(factory.name)")
+        // No positions answered, or the look failing: the token stays as it was.
+        _ = try await store.advancePushToken("alice", logger: logger) { _ in (nil, 0) }
+        struct LookFailed: Error {}
+        await #expect(throws: (any Error).self) {
+            _ = try await store.advancePushToken("alice", logger: logger) { _ -> (positions: [UInt8]?, result: Int) in throw LookFailed() }
+        }
+        #expect(try await store.pushToken("alice", logger: logger) == advanced, "\(factory.name)")
+    }
+
     /// Field indexes are a budget: container A's development queries fill the store's, yet container B's fields declared
     /// in production, and A's own, get their indexes; a container under its fair share takes a place from the one over
     /// it; an operator lists and drops them.

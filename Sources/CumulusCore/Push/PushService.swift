@@ -411,16 +411,125 @@ public struct PushService: Sendable {
     }
 
     /// Checks a token's feeds: the first notification due, advancing its positions past it.
+    ///
+    /// The look's rule is ``look(_:user:answers:)``, a pass over the feeds that asks for any other read it needs. Most
+    /// looks need none (zone and database subscriptions of the user's own databases): those run inside the store's
+    /// ``SubscriptionStore/advancePushToken(_:logger:_:)``, which on SQLite reads the feeds and stores the positions in
+    /// one write transaction, so a delivery costs the store one hop instead of a read and a write. A look that needs
+    /// reads (shared zones, query subscriptions) reads the feeds again, passes over them again with each answer until
+    /// nothing is missing, and saves the positions after.
     func check(_ value: String, container: String, environment: ContainerEnvironment, logger: Logger) async throws -> Check {
-        guard let feeds = try await mapStoreErrors({ try await store.pushTokenFeeds(value, logger: logger) }) else {
+        let first = try await mapStoreErrors {
+            try await store.advancePushToken(value, logger: logger) { feeds -> (positions: [UInt8]?, result: FirstLook) in
+                guard let feeds else { return (nil, .noToken) }
+                guard feeds.token.container == container, feeds.token.environment == environment else { return (nil, .otherContainer) }
+                guard let user = feeds.token.userRecordName else { return (nil, .looked(nil, feeds.token)) }
+                do {
+                    let look = try Self.look(feeds, user: user, answers: [])
+                    return (look.moved ? look.state.json : nil, .looked(look, feeds.token))
+                } catch is MissingRead {
+                    return (nil, .needsReads)
+                }
+            }
+        }
+        switch first {
+        case .noToken:
             return Check(notification: nil, keys: [])
+        case .otherContainer:
+            throw CumulusError(.notFound, "token: no such push token")
+        case .looked(let look, let token):
+            guard let look else { return Check(notification: nil, keys: []) }
+            return try await finish(look, token: token, logger: logger)
+        case .needsReads:
+            guard let feeds = try await mapStoreErrors({ try await store.pushTokenFeeds(value, logger: logger) }) else {
+                return Check(notification: nil, keys: [])
+            }
+            let token = feeds.token
+            guard token.container == container, token.environment == environment else { throw CumulusError(.notFound, "token: no such push token") }
+            guard let user = token.userRecordName else { return Check(notification: nil, keys: []) }
+            var answers: [LookAnswer] = []
+            while true {
+                do {
+                    let look = try Self.look(feeds, user: user, answers: answers)
+                    if look.moved { try await save(look.state, of: token, logger: logger) }
+                    return try await finish(look, token: token, logger: logger)
+                } catch let missing as MissingRead {
+                    answers.append(try await answer(missing.read, logger: logger))
+                }
+            }
+        }
+    }
+
+    /// What the first try at a look found in the store's transaction.
+    enum FirstLook: Sendable {
+        case noToken
+        case otherContainer
+        /// The look, or `nil` for a token bound to no user; its positions are stored.
+        case looked(Look?, StoredPushToken)
+        /// The look needs other reads: nothing was stored.
+        case needsReads
+    }
+
+    /// A read a look needs beyond its token's feeds.
+    enum LookRead: Sendable {
+        /// The shares of a zone that list the user.
+        case shares(user: String, zoneName: String, database: DatabaseRef)
+        /// A page of a zone's changes.
+        case changes(ZoneChangeRequest)
+    }
+
+    enum LookAnswer: Sendable {
+        case shares([ShareState])
+        case changes(ZoneChangePage)
+    }
+
+    /// Thrown by a look that needs the answer to `read` to go on.
+    struct MissingRead: Error {
+        var read: LookRead
+    }
+
+    func answer(_ read: LookRead, logger: Logger) async throws -> LookAnswer {
+        switch read {
+        case .shares(let user, let zoneName, let database):
+            .shares(try await mapStoreErrors { try await store.shares(listing: user, zoneName: zoneName, in: database, logger: logger) })
+        case .changes(let request):
+            .changes(try await mapStoreErrors { try await store.zoneChanges(request, logger: logger) })
+        }
+    }
+
+    /// What a look found: the token's state moved past it, and the notification due, if any.
+    struct Look: Sendable {
+        struct Found: Sendable {
+            var subscription: Subscription
+            var scope: DatabaseScope
+            var zone: ZoneID
+            /// The change a query subscription fired for.
+            var record: RecordChangeEvent?
+            var id: Int64
+        }
+
+        var state: DeliveryState
+        /// Whether the state moved: most looks after a wake-up do, and have it stored.
+        var moved: Bool
+        var found: Found?
+        var keys: Set<String>
+        var moreDue: Bool
+    }
+
+    /// The look's rule: which notification is due first, and where each subscription and zone then stands. It reads
+    /// nothing itself: the `answers` are those to the reads it asked for so far, in the order it asked, and a read not
+    /// answered yet is thrown as ``MissingRead`` (the same feeds and answers always ask the same reads in the same order).
+    static func look(_ feeds: PushTokenFeeds, user: String, answers: [LookAnswer]) throws(MissingRead) -> Look {
+        var asked = 0
+        func read(_ read: LookRead) throws(MissingRead) -> LookAnswer {
+            guard asked < answers.count else { throw MissingRead(read: read) }
+            defer { asked += 1 }
+            return answers[asked]
         }
         let token = feeds.token
-        guard token.container == container, token.environment == environment else { throw CumulusError(.notFound, "token: no such push token") }
-        guard let user = token.userRecordName else { return Check(notification: nil, keys: []) }
         var state = DeliveryState(json: token.positions)
-        let before = state
-        var notification: PushNotification?
+        let initial = state
+        var found: Look.Found?
         var moreDue = false
         let (subscriptions, keys) = Self.watched(feeds, user: user)
         search: for (subscription, scope, zones) in subscriptions {
@@ -435,48 +544,42 @@ public struct PushService: Sendable {
                 let from = zone.sequence < seen ? 0 : seen
                 guard zone.sequence > from else { continue }
                 // One notification a look: past it, only whether the next look has one to find (it reads what it needs).
-                if notification != nil {
+                if found != nil {
                     moreDue = true
                     break search
                 }
                 // In the shared database a participant is told only of changes to records their shares cover.
                 var access: ParticipantAccess?
                 if scope == .shared {
-                    let shares = try await mapStoreErrors {
-                        try await store.shares(listing: user, zoneName: zone.zoneID.zoneName, in: zone.database, logger: logger)
-                    }
-                    guard let granted = AuthorizationPolicy().participantAccess(user: user, shares: shares) else { continue }
+                    guard case .shares(let shares) = try read(.shares(user: user, zoneName: zone.zoneID.zoneName, database: zone.database)),
+                        let granted = AuthorizationPolicy().participantAccess(user: user, shares: shares)
+                    else { continue }
                     access = granted
                 }
-                var payload: [UInt8]?
+                var record: RecordChangeEvent?
                 switch subscription.kind {
                 case .zone, .database:
                     state.positions[key] = zone.sequence
                     if let access {
-                        let visible = try await mapStoreErrors {
-                            try await store.zoneChanges(
-                                ZoneChangeRequest(
-                                    database: zone.database, zoneName: zone.zoneID.zoneName, incarnation: nil, after: from, limit: 1, access: access),
-                                logger: logger)
-                        }
-                        guard !visible.changes.isEmpty else { continue }
+                        let request = ZoneChangeRequest(
+                            database: zone.database, zoneName: zone.zoneID.zoneName, incarnation: nil, after: from, limit: 1, access: access)
+                        guard case .changes(let visible) = try read(.changes(request)), !visible.changes.isEmpty else { continue }
                     }
-                    payload = Self.notification(subscription, scope: scope, zone: zone.zoneID, user: user, token: token, record: nil)
                 case .query:
                     guard let query = subscription.query else { continue }
                     var after = from
                     var reached = zone.sequence
-                    while payload == nil {
-                        let page = try await mapStoreErrors {
-                            try await store.zoneChanges(
-                                ZoneChangeRequest(
-                                    database: zone.database, zoneName: zone.zoneID.zoneName, incarnation: nil, after: after, limit: 200,
-                                    recordTypes: [query.recordType], access: access), logger: logger)
-                        }
+                    var fired = false
+                    while !fired {
+                        let request = ZoneChangeRequest(
+                            database: zone.database, zoneName: zone.zoneID.zoneName, incarnation: nil, after: after, limit: 200,
+                            recordTypes: [query.recordType], access: access)
+                        guard case .changes(let page) = try read(.changes(request)) else { break }
                         for change in page.changes {
                             let event = Self.event(change, zone: zone.zoneID)
                             if SubscriptionMatcher.fires(subscription, for: event, in: zone.zoneID) {
-                                payload = Self.notification(subscription, scope: scope, zone: zone.zoneID, user: user, token: token, record: event)
+                                record = event
+                                fired = true
                                 break
                             }
                         }
@@ -487,20 +590,27 @@ public struct PushService: Sendable {
                     }
                     state.positions[key] = reached
                     if reached < zone.sequence { moreDue = true }
+                    guard fired else { continue }
                 }
-                if let payload {
-                    notification = PushNotification(id: state.notified(key, previous: seen), payload: payload)
-                    if subscription.firesOnce {
-                        let owner = SubscriptionOwner(container: token.container, environment: token.environment, scope: scope, userRecordName: user)
-                        try await mapStoreErrors {
-                            try await store.modifySubscriptions(of: owner, saving: [], deleting: [subscription.subscriptionID], logger: logger)
-                        }
-                    }
-                }
+                found = Look.Found(
+                    subscription: subscription, scope: scope, zone: zone.zoneID, record: record, id: state.notified(key, previous: seen))
             }
         }
-        try await save(state, of: token, ifChangedFrom: before, logger: logger)
-        return Check(notification: notification, keys: keys, moreDue: moreDue)
+        return Look(state: state, moved: state != initial, found: found, keys: keys, moreDue: moreDue)
+    }
+
+    /// The notification a look found, made (and its subscription deleted when it fires once) after its positions are
+    /// stored.
+    func finish(_ look: Look, token: StoredPushToken, logger: Logger) async throws -> Check {
+        guard let found = look.found, let user = token.userRecordName else { return Check(notification: nil, keys: look.keys, moreDue: look.moreDue) }
+        let payload = Self.notification(found.subscription, scope: found.scope, zone: found.zone, user: user, token: token, record: found.record)
+        if found.subscription.firesOnce {
+            let owner = SubscriptionOwner(container: token.container, environment: token.environment, scope: found.scope, userRecordName: user)
+            try await mapStoreErrors {
+                try await store.modifySubscriptions(of: owner, saving: [], deleting: [found.subscription.subscriptionID], logger: logger)
+            }
+        }
+        return Check(notification: PushNotification(id: found.id, payload: payload), keys: look.keys, moreDue: look.moreDue)
     }
 
     /// Moves a token's delivery back to just after notification `id` (a stream's `Last-Event-ID`).
@@ -509,13 +619,12 @@ public struct PushService: Sendable {
         var state = DeliveryState(json: token.positions)
         let before = state
         guard state.rewind(after: id) else { return .reset(lastID: state.lastID) }
-        try await save(state, of: token, ifChangedFrom: before, logger: logger)
+        if state != before { try await save(state, of: token, logger: logger) }
         return .resumed
     }
 
-    /// Stores a token's delivery state when it moved: most checks find nothing new and write nothing.
-    func save(_ state: DeliveryState, of token: StoredPushToken, ifChangedFrom before: DeliveryState, logger: Logger) async throws {
-        guard state != before else { return }
+    /// Stores a token's delivery state (only when it moved: most checks that find nothing new write nothing).
+    func save(_ state: DeliveryState, of token: StoredPushToken, logger: Logger) async throws {
         var updated = token
         updated.positions = state.json
         try await mapStoreErrors { try await store.savePushToken(updated, logger: logger) }

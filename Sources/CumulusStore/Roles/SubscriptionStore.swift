@@ -21,8 +21,34 @@ public protocol SubscriptionStore: Sendable {
     /// stored.
     func pushTokenFeeds(_ token: String, logger: Logger) async throws -> PushTokenFeeds?
 
+    /// A look at a push token's feeds that stores where it moved the token: `look` is given what
+    /// ``pushTokenFeeds(_:logger:)`` reads (`nil` when no such token is stored) and answers the token's new positions
+    /// (`nil` to store nothing) with its result. An error it throws fails the call, and nothing is stored.
+    ///
+    /// A delivered notification is such a look, so its store work is one call. SQLite reads and writes in one write
+    /// transaction: one hop to its writer instead of a read on the reader pool and a write after it. The default reads,
+    /// then saves, as two round trips to a server would anyway; a look is not atomic there, and need not be (two
+    /// looks at once tell a notification twice at worst).
+    func advancePushToken<Result: Sendable>(
+        _ token: String, logger: Logger, _ look: @escaping @Sendable (PushTokenFeeds?) throws -> (positions: [UInt8]?, result: Result)
+    ) async throws -> Result
+
     /// Deletes a user's push tokens beyond the `keeping` most recently bound (``StoredPushToken/createdAt``), so one
     /// user cannot pile up tokens. Returns how many were deleted.
     func trimPushTokens(of userRecordName: String, container: String, environment: ContainerEnvironment, keeping: Int, logger: Logger)
         async throws -> Int
+}
+
+extension SubscriptionStore {
+    public func advancePushToken<Result: Sendable>(
+        _ token: String, logger: Logger, _ look: @escaping @Sendable (PushTokenFeeds?) throws -> (positions: [UInt8]?, result: Result)
+    ) async throws -> Result {
+        let feeds = try await pushTokenFeeds(token, logger: logger)
+        let (positions, result) = try look(feeds)
+        if let positions, var stored = feeds?.token {
+            stored.positions = positions
+            try await savePushToken(stored, logger: logger)
+        }
+        return result
+    }
 }

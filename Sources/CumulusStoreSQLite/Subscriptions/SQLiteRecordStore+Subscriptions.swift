@@ -81,56 +81,73 @@ extension SQLiteRecordStore {
     }
 
     public func pushTokenFeeds(_ token: String, logger: Logger) async throws -> PushTokenFeeds? {
-        try await read { db in
-            guard let stored = try Self.pushToken(db, token) else { return nil }
-            let environment = stored.environment
-            var feeds = PushTokenFeeds(token: stored, subscriptions: [:])
-            guard let user = stored.userRecordName else { return feeds }
-            for row in try Row.fetchAll(
+        try await read { db in try Self.pushTokenFeeds(db, token) }
+    }
+
+    public func advancePushToken<Result: Sendable>(
+        _ token: String, logger: Logger, _ look: @escaping @Sendable (PushTokenFeeds?) throws -> (positions: [UInt8]?, result: Result)
+    ) async throws -> Result {
+        try await write { db in
+            let (positions, result) = try look(try Self.pushTokenFeeds(db, token))
+            if let positions {
+                // Only the positions: the upsert of `savePushToken` would also rewrite the user index's entry.
+                try db.cachedStatement(sql: "UPDATE push_tokens SET positions = ? WHERE token = ?").execute(arguments: [
+                    String(decoding: positions, as: UTF8.self), token,
+                ])
+            }
+            return result
+        }
+    }
+
+    static func pushTokenFeeds(_ db: Database, _ token: String) throws -> PushTokenFeeds? {
+        guard let stored = try Self.pushToken(db, token) else { return nil }
+        let environment = stored.environment
+        var feeds = PushTokenFeeds(token: stored, subscriptions: [:])
+        guard let user = stored.userRecordName else { return feeds }
+        for row in try Row.fetchAll(
+            db.cachedStatement(
+                sql: """
+                    SELECT database_scope, subscription_id, body, created_at FROM subscriptions
+                    WHERE container_id = ? AND environment = ? AND database_scope IN ('private', 'shared', 'public') AND user_record_name = ?
+                    ORDER BY created_at, subscription_id
+                    """),
+            arguments: [stored.container, environment.rawValue, user])
+        {
+            guard let scope = DatabaseScope(rawValue: row[0]) else { continue }
+            feeds.subscriptions[scope, default: []].append(
+                StoredSubscription(subscriptionID: row[1], json: Array((row[2] as String).utf8), createdAt: row[3]))
+        }
+        func zones(_ database: DatabaseRef) throws -> [ZoneState] {
+            guard let databaseID = try Self.databaseID(db, database) else { return [ZoneState.unwrittenDefaultZone(of: database)] }
+            return try Row.fetchAll(
                 db.cachedStatement(
                     sql: """
-                        SELECT database_scope, subscription_id, body, created_at FROM subscriptions
-                        WHERE container_id = ? AND environment = ? AND database_scope IN ('private', 'shared', 'public') AND user_record_name = ?
-                        ORDER BY created_at, subscription_id
+                        SELECT id, zone_name, change_seq FROM zones WHERE database_id = ? AND deleted = 0
+                        ORDER BY zone_name <> '_defaultZone', zone_name
                         """),
-                arguments: [stored.container, environment.rawValue, user])
-            {
-                guard let scope = DatabaseScope(rawValue: row[0]) else { continue }
-                feeds.subscriptions[scope, default: []].append(
-                    StoredSubscription(subscriptionID: row[1], json: Array((row[2] as String).utf8), createdAt: row[3]))
-            }
-            func zones(_ database: DatabaseRef) throws -> [ZoneState] {
-                guard let databaseID = try Self.databaseID(db, database) else { return [ZoneState.unwrittenDefaultZone(of: database)] }
-                return try Row.fetchAll(
-                    db.cachedStatement(
-                        sql: """
-                            SELECT id, zone_name, change_seq FROM zones WHERE database_id = ? AND deleted = 0
-                            ORDER BY zone_name <> '_defaultZone', zone_name
-                            """),
-                    arguments: [databaseID]
-                ).map { ZoneState(zoneID: database.zoneID($0[1]), changeSequence: $0[2], incarnation: $0[0]) }
-            }
-            if feeds.subscriptions[.private] != nil {
-                feeds.privateZones = try zones(
-                    DatabaseRef(container: stored.container, environment: environment, scope: .private, ownerRecordName: user))
-            }
-            if feeds.subscriptions[.public] != nil {
-                feeds.publicZones = try zones(DatabaseRef.publicDatabase(container: stored.container, environment: environment))
-            }
-            if feeds.subscriptions[.shared] != nil {
-                feeds.sharedZones = try Row.fetchAll(
-                    db.cachedStatement(
-                        sql: """
-                            SELECT \(Self.sharedZoneColumns) FROM shared_zone_views v JOIN zones z ON z.id = v.zone_id
-                            JOIN databases d ON d.id = z.database_id
-                            WHERE v.user_record_name = ? AND v.deleted = 0 AND z.deleted = 0 AND d.container_id = ? AND d.environment = ?
-                            ORDER BY d.owner_record_name, z.zone_name
-                            """),
-                    arguments: [user, stored.container, environment.rawValue]
-                ).map(Self.sharedZone)
-            }
-            return feeds
+                arguments: [databaseID]
+            ).map { ZoneState(zoneID: database.zoneID($0[1]), changeSequence: $0[2], incarnation: $0[0]) }
         }
+        if feeds.subscriptions[.private] != nil {
+            feeds.privateZones = try zones(
+                DatabaseRef(container: stored.container, environment: environment, scope: .private, ownerRecordName: user))
+        }
+        if feeds.subscriptions[.public] != nil {
+            feeds.publicZones = try zones(DatabaseRef.publicDatabase(container: stored.container, environment: environment))
+        }
+        if feeds.subscriptions[.shared] != nil {
+            feeds.sharedZones = try Row.fetchAll(
+                db.cachedStatement(
+                    sql: """
+                        SELECT \(Self.sharedZoneColumns) FROM shared_zone_views v JOIN zones z ON z.id = v.zone_id
+                        JOIN databases d ON d.id = z.database_id
+                        WHERE v.user_record_name = ? AND v.deleted = 0 AND z.deleted = 0 AND d.container_id = ? AND d.environment = ?
+                        ORDER BY d.owner_record_name, z.zone_name
+                        """),
+                arguments: [user, stored.container, environment.rawValue]
+            ).map(Self.sharedZone)
+        }
+        return feeds
     }
 
     public func trimPushTokens(of userRecordName: String, container: String, environment: ContainerEnvironment, keeping: Int, logger: Logger)
