@@ -157,9 +157,14 @@ public final class ChangeSignal: Sendable {
         state.withLock { $0.waiters[registration.id]?.woken ?? false }
     }
 
-    /// Forgets the wake-ups remembered so far: call it just before looking at what changed.
-    public func consume(_ registration: Registration) {
-        state.withLock { $0.waiters[registration.id]?.woken = false }
+    /// Forgets the wake-ups remembered so far: call it just before looking at what changed. Returns whether there was
+    /// one.
+    @discardableResult
+    public func consume(_ registration: Registration) -> Bool {
+        state.withLock { state in
+            defer { state.waiters[registration.id]?.woken = false }
+            return state.waiters[registration.id]?.woken ?? false
+        }
     }
 
     /// Stops watching.

@@ -74,8 +74,8 @@ public struct PushConnection: Sendable {
         let signal = service.signal
         let now = ContinuousClock.now
         // Wake-ups from here on concern changes this check may not see: they make the connection due again.
-        signal.consume(registration)
-        let check = try await service.check(token, container: container, environment: environment, logger: logger)
+        let woken = signal.consume(registration)
+        let check = try await service.check(token, container: container, environment: environment, afterWakeUp: woken, logger: logger)
         checkedAt = now
         if check.keys != keys {
             let added = !check.keys.isSubset(of: keys)

@@ -412,50 +412,57 @@ public struct PushService: Sendable {
 
     /// Checks a token's feeds: the first notification due, advancing its positions past it.
     ///
-    /// The look's rule is ``look(_:user:answers:)``, a pass over the feeds that asks for any other read it needs. Most
-    /// looks need none (zone and database subscriptions of the user's own databases): those run inside the store's
-    /// ``SubscriptionStore/advancePushToken(_:logger:_:)``, which on SQLite reads the feeds and stores the positions in
-    /// one write transaction, so a delivery costs the store one hop instead of a read and a write. A look that needs
-    /// reads (shared zones, query subscriptions) reads the feeds again, passes over them again with each answer until
-    /// nothing is missing, and saves the positions after.
-    func check(_ value: String, container: String, environment: ContainerEnvironment, logger: Logger) async throws -> Check {
-        let first = try await mapStoreErrors {
-            try await store.advancePushToken(value, logger: logger) { feeds -> (positions: [UInt8]?, result: FirstLook) in
-                guard let feeds else { return (nil, .noToken) }
-                guard feeds.token.container == container, feeds.token.environment == environment else { return (nil, .otherContainer) }
-                guard let user = feeds.token.userRecordName else { return (nil, .looked(nil, feeds.token)) }
-                do {
-                    let look = try Self.look(feeds, user: user, answers: [])
-                    return (look.moved ? look.state.json : nil, .looked(look, feeds.token))
-                } catch is MissingRead {
-                    return (nil, .needsReads)
+    /// The look's rule is ``look(_:user:answers:)``, a pass over the feeds that asks for any other read it needs. After
+    /// a wake-up (a commit to a watched database), when the positions will most likely move, a look that needs no other
+    /// read runs inside the store's ``SubscriptionStore/advancePushToken(_:logger:_:)``, which on SQLite reads the feeds
+    /// and stores the positions in one write transaction: a delivery costs the store one hop instead of a read and a
+    /// write. Any other look (a connection's first, a re-check, one that needs reads: shared zones, query
+    /// subscriptions) reads the feeds on their own, passes over them again with each answer it asks for until nothing
+    /// is missing, and saves the positions only if they moved; so a flood of looks that find nothing never queues on
+    /// SQLite's writer.
+    func check(_ value: String, container: String, environment: ContainerEnvironment, afterWakeUp: Bool, logger: Logger) async throws
+        -> Check
+    {
+        if afterWakeUp {
+            let first = try await mapStoreErrors {
+                try await store.advancePushToken(value, logger: logger) { feeds -> (positions: [UInt8]?, result: FirstLook) in
+                    guard let feeds else { return (nil, .noToken) }
+                    guard feeds.token.container == container, feeds.token.environment == environment else { return (nil, .otherContainer) }
+                    guard let user = feeds.token.userRecordName else { return (nil, .looked(nil, feeds.token)) }
+                    do {
+                        let look = try Self.look(feeds, user: user, answers: [])
+                        return (look.moved ? look.state.json : nil, .looked(look, feeds.token))
+                    } catch is MissingRead {
+                        return (nil, .needsReads)
+                    }
                 }
+            }
+            switch first {
+            case .noToken:
+                return Check(notification: nil, keys: [])
+            case .otherContainer:
+                throw CumulusError(.notFound, "token: no such push token")
+            case .looked(let look, let token):
+                guard let look else { return Check(notification: nil, keys: []) }
+                return try await finish(look, token: token, logger: logger)
+            case .needsReads:
+                break
             }
         }
-        switch first {
-        case .noToken:
+        guard let feeds = try await mapStoreErrors({ try await store.pushTokenFeeds(value, logger: logger) }) else {
             return Check(notification: nil, keys: [])
-        case .otherContainer:
-            throw CumulusError(.notFound, "token: no such push token")
-        case .looked(let look, let token):
-            guard let look else { return Check(notification: nil, keys: []) }
-            return try await finish(look, token: token, logger: logger)
-        case .needsReads:
-            guard let feeds = try await mapStoreErrors({ try await store.pushTokenFeeds(value, logger: logger) }) else {
-                return Check(notification: nil, keys: [])
-            }
-            let token = feeds.token
-            guard token.container == container, token.environment == environment else { throw CumulusError(.notFound, "token: no such push token") }
-            guard let user = token.userRecordName else { return Check(notification: nil, keys: []) }
-            var answers: [LookAnswer] = []
-            while true {
-                do {
-                    let look = try Self.look(feeds, user: user, answers: answers)
-                    if look.moved { try await save(look.state, of: token, logger: logger) }
-                    return try await finish(look, token: token, logger: logger)
-                } catch let missing as MissingRead {
-                    answers.append(try await answer(missing.read, logger: logger))
-                }
+        }
+        let token = feeds.token
+        guard token.container == container, token.environment == environment else { throw CumulusError(.notFound, "token: no such push token") }
+        guard let user = token.userRecordName else { return Check(notification: nil, keys: []) }
+        var answers: [LookAnswer] = []
+        while true {
+            do {
+                let look = try Self.look(feeds, user: user, answers: answers)
+                if look.moved { try await save(look.state, of: token, logger: logger) }
+                return try await finish(look, token: token, logger: logger)
+            } catch let missing as MissingRead {
+                answers.append(try await answer(missing.read, logger: logger))
             }
         }
     }
