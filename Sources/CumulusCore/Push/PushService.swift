@@ -485,6 +485,7 @@ public struct PushService: Sendable {
         case changes(ZoneChangeRequest)
     }
 
+    /// The answer to a ``LookRead``.
     enum LookAnswer: Sendable {
         case shares([ShareState])
         case changes(ZoneChangePage)
@@ -630,7 +631,8 @@ public struct PushService: Sendable {
         return .resumed
     }
 
-    /// Stores a token's delivery state (only when it moved: most checks that find nothing new write nothing).
+    /// Stores a token's delivery state. Callers store only a state that moved: most looks that find nothing new write
+    /// nothing.
     func save(_ state: DeliveryState, of token: StoredPushToken, logger: Logger) async throws {
         var updated = token
         updated.positions = state.json
