@@ -417,7 +417,7 @@ public struct PushService: Sendable {
     /// read runs inside the store's ``SubscriptionStore/advancePushToken(_:logger:_:)``, which on SQLite reads the feeds
     /// and stores the positions in one write transaction: a delivery costs the store one hop instead of a read and a
     /// write. Any other look (a connection's first, a re-check, one that needs reads: shared zones, query
-    /// subscriptions) reads the feeds on their own, passes over them again with each answer it asks for until nothing
+    /// subscriptions; one whose watch is larger than ``largestWatchInAWrite``) reads the feeds on their own, passes over them again with each answer it asks for until nothing
     /// is missing, and saves the positions only if they moved; so a flood of looks that find nothing never queues on
     /// SQLite's writer.
     func check(_ value: String, container: String, environment: ContainerEnvironment, afterWakeUp: Bool, logger: Logger) async throws
@@ -429,11 +429,16 @@ public struct PushService: Sendable {
                     guard let feeds else { return (nil, .noToken) }
                     guard feeds.token.container == container, feeds.token.environment == environment else { return (nil, .otherContainer) }
                     guard let user = feeds.token.userRecordName else { return (nil, .looked(nil, feeds.token)) }
+                    // A pass's work and its positions grow with subscriptions times zones: a large watch is passed over
+                    // off the writer, which every user's commits wait for.
+                    let subscriptions = feeds.subscriptions.values.reduce(0) { $0 + $1.count }
+                    guard subscriptions * (feeds.privateZones.count + feeds.publicZones.count + feeds.sharedZones.count) <= Self.largestWatchInAWrite
+                    else { return (nil, .readSeparately) }
                     do {
                         let look = try Self.look(feeds, user: user, answers: [])
                         return (look.moved ? look.state.json : nil, .looked(look, feeds.token))
                     } catch is MissingRead {
-                        return (nil, .needsReads)
+                        return (nil, .readSeparately)
                     }
                 }
             }
@@ -445,7 +450,7 @@ public struct PushService: Sendable {
             case .looked(let look, let token):
                 guard let look else { return Check(notification: nil, keys: []) }
                 return try await finish(look, token: token, logger: logger)
-            case .needsReads:
+            case .readSeparately:
                 break
             }
         }
@@ -473,9 +478,13 @@ public struct PushService: Sendable {
         case otherContainer
         /// The look, or `nil` for a token bound to no user; its positions are stored.
         case looked(Look?, StoredPushToken)
-        /// The look needs other reads: nothing was stored.
-        case needsReads
+        /// The look needs other reads, or its watch is too large to pass over in a write: nothing was stored.
+        case readSeparately
     }
+
+    /// The most subscriptions times zones a look passes over inside SQLite's write transaction (ten subscriptions over a
+    /// hundred zones); a token that watches more is looked at off the writer.
+    static let largestWatchInAWrite = 1_024
 
     /// A read a look needs beyond its token's feeds.
     enum LookRead: Sendable {
