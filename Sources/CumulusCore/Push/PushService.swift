@@ -417,9 +417,9 @@ public struct PushService: Sendable {
     /// read runs inside the store's ``SubscriptionStore/advancePushToken(_:logger:_:)``, which on SQLite reads the feeds
     /// and stores the positions in one write transaction: a delivery costs the store one hop instead of a read and a
     /// write. Any other look (a connection's first, a re-check, one that needs reads: shared zones, query
-    /// subscriptions; one whose watch is larger than ``largestWatchInAWrite``) reads the feeds on their own, passes over them again with each answer it asks for until nothing
-    /// is missing, and saves the positions only if they moved; so a flood of looks that find nothing never queues on
-    /// SQLite's writer.
+    /// subscriptions; one whose watch is larger than ``largestWatchInAWrite``) reads the feeds on their own, passes
+    /// over them again with each answer it asks for until nothing is missing, and saves the positions only if they
+    /// moved; so a flood of looks that find nothing never queues on SQLite's writer.
     func check(_ value: String, container: String, environment: ContainerEnvironment, afterWakeUp: Bool, logger: Logger) async throws
         -> Check
     {
