@@ -23,15 +23,26 @@ if [ ! -f "$conf" ]; then
     as_root pg_ctlcluster "$version" "$name" reload >&2
 fi
 
-if ! pg_lsclusters --no-header | awk '$2 == "replica"' | grep -q .; then
+make_replica() {
     port=$((primary_port + 1))
     as_root pg_createcluster "$version" replica -p "$port" >/dev/null
     data=$(pg_lsclusters --no-header | awk '$2 == "replica" { print $6 }')
     as_postgres bash -c "rm -rf '$data' && PGPASSWORD=cumulus pg_basebackup -h 127.0.0.1 -p $primary_port -U cumulus -D '$data' -R -X stream -c fast" >&2
     # A hot standby needs at least the primary's connection limit.
     echo "max_connections = 400" | as_root tee "/etc/postgresql/$version/replica/conf.d/cumulus-tests.conf" >/dev/null
+}
+
+if ! pg_lsclusters --no-header | awk '$2 == "replica"' | grep -q .; then
+    make_replica
 fi
-as_root pg_ctlcluster "$version" replica start >/dev/null 2>&1 || true
+# A standby is only a copy: one that cannot start (a machine stopped mid-replay can leave it so) is made again.
+if ! as_root pg_ctlcluster "$version" replica start >/dev/null 2>&1 \
+    && ! pg_lsclusters --no-header | awk '$2 == "replica" { print $4 }' | grep -q online; then
+    echo "the replica cannot start: making it again from the primary" >&2
+    as_root pg_dropcluster "$version" replica --stop >/dev/null 2>&1 || true
+    make_replica
+    as_root pg_ctlcluster "$version" replica start >/dev/null
+fi
 port=$(pg_lsclusters --no-header | awk '$2 == "replica" { print $3 }')
 # Ready once it answers (it first replays what the primary wrote while it was made).
 for _ in $(seq 1 60); do
