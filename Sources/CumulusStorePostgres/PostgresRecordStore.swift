@@ -145,12 +145,31 @@ public final class PostgresRecordStore: RecordStore {
     func query(_ query: PostgresQuery, logger: Logger, duplicate: String? = nil, missingReference: String? = nil) async throws
         -> PostgresRowSequence
     {
+        let client = self.client
+        return try await onePoolStatement(duplicate: duplicate, missingReference: missingReference) {
+            try await client.query(query, logger: logger)
+        }
+    }
+
+    /// Runs a prepared statement (``PostgresPreparedText``) on a connection of the pool, as ``query(_:logger:duplicate:missingReference:)``.
+    @discardableResult
+    func run<Text: PostgresPreparedText>(
+        _ text: Text.Type, _ bindings: PostgresBindings, logger: Logger, duplicate: String? = nil, missingReference: String? = nil
+    ) async throws -> AsyncThrowingMapSequence<PostgresRowSequence, PostgresRow> {
+        let client = self.client
+        return try await onePoolStatement(duplicate: duplicate, missingReference: missingReference) {
+            try await client.execute(PreparedExecution<Text>(bindings: bindings), logger: logger)
+        }
+    }
+
+    private func onePoolStatement<Rows: Sendable>(
+        duplicate: String?, missingReference: String?, _ statement: @escaping @Sendable () async throws -> Rows
+    ) async throws -> Rows {
         do {
-            let client = self.client
             return try await metrics.measure(.query) {
                 try await withConnectionWait { leased in
-                    // The whole query is within the connection wait: the pool's client gives no connection to watch.
-                    let rows = try await client.query(query, logger: logger)
+                    // The whole statement is within the connection wait: the pool's client gives no connection to watch.
+                    let rows = try await statement()
                     leased(nil)
                     return rows
                 }

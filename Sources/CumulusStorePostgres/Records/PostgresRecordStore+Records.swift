@@ -4,16 +4,21 @@ public import Logging
 import PostgresNIO
 
 extension PostgresRecordStore {
+    /// ``liveRecords(_:zoneRowID:zoneID:names:logger:)``'s statement: every lookup and most writes run it.
+    private enum LiveRecords: PostgresPreparedText {
+        static let name = "cumulus_live_records"
+        static let sql = "SELECT \(recordColumns) FROM records WHERE zone_id = $1 AND NOT deleted AND record_name = ANY($2)"
+    }
+
     /// Live records of a zone by name, one statement.
     static func liveRecords(_ connection: PostgresConnection, zoneRowID: Int64, zoneID: ZoneID, names: [String], logger: Logger) async throws
         -> [String: StoredRecord]
     {
         guard !names.isEmpty else { return [:] }
-        let rows = try await connection.query(
-            """
-            SELECT \(unescaped: recordColumns) FROM records
-            WHERE zone_id = \(zoneRowID) AND NOT deleted AND record_name = ANY(\(names))
-            """, logger: logger)
+        var bindings = PostgresBindings()
+        bindings.append(zoneRowID)
+        bindings.append(names)
+        let rows = try await connection.run(LiveRecords.self, bindings, logger: logger)
         var records: [String: StoredRecord] = [:]
         records.reserveCapacity(names.count)
         for try await row in rows {

@@ -67,13 +67,17 @@ extension PostgresRecordStore {
                         defer { lostConnections.forget(connection) }
                         return try await withTaskExecutorPreference(ConnectionLoopExecutor(connection.eventLoop)) {
                             // BEGIN with its isolation in one statement: a round trip fewer than BEGIN then SET TRANSACTION.
-                            try await connection.query(snapshot ? "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY" : "BEGIN", logger: logger)
+                            if snapshot {
+                                try await connection.run(BeginSnapshot.self, logger: logger)
+                            } else {
+                                try await connection.run(Begin.self, logger: logger)
+                            }
                             do {
                                 if let shard = ShardFence.shard {
                                     try await ShardFence.check(shard, connection, lock: !snapshot, logger: logger)
                                 }
                                 let value = try await body(connection)
-                                try await connection.query("COMMIT", logger: logger)
+                                try await connection.run(Commit.self, logger: logger)
                                 return value
                             } catch {
                                 _ = try? await connection.query("ROLLBACK", logger: logger)
@@ -96,6 +100,22 @@ extension PostgresRecordStore {
         } catch {
             throw StoreError(.unavailable, "PostgreSQL is unavailable", underlying: error)
         }
+    }
+
+    /// A transaction's first and last statements, prepared once per connection as every write's are.
+    private enum Begin: PostgresPreparedText {
+        static let name = "cumulus_begin"
+        static let sql = "BEGIN"
+    }
+
+    private enum BeginSnapshot: PostgresPreparedText {
+        static let name = "cumulus_begin_snapshot"
+        static let sql = "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"
+    }
+
+    private enum Commit: PostgresPreparedText {
+        static let name = "cumulus_commit"
+        static let sql = "COMMIT"
     }
 
     /// The database row's ID, or `nil` if the database was never written.
@@ -149,16 +169,37 @@ extension PostgresRecordStore {
     static func zoneRow(_ connection: PostgresConnection, _ database: DatabaseRef, zoneName: String, forUpdate: Bool = false, logger: Logger)
         async throws -> (id: Int64, changeSequence: Int64, databaseID: Int64)?
     {
-        let lock = forUpdate ? " FOR UPDATE OF z" : ""
-        let rows = try await connection.query(
-            """
-            SELECT z.id, z.change_seq, d.id FROM zones z JOIN databases d ON d.id = z.database_id
-            WHERE d.container_id = \(database.container) AND d.environment = \(database.environment.rawValue)
-            AND d.scope = \(database.scope.rawValue) AND d.owner_record_name = \(database.ownerRecordName)
-            AND z.zone_name = \(zoneName) AND NOT z.deleted\(unescaped: lock)
-            """, logger: logger)
-        for try await (id, sequence, databaseID) in rows.decode((Int64, Int64, Int64).self) { return (id, sequence, databaseID) }
+        var bindings = PostgresBindings()
+        for text in [database.container, database.environment.rawValue, database.scope.rawValue, database.ownerRecordName, zoneName] {
+            bindings.append(text)
+        }
+        let rows =
+            if forUpdate {
+                try await connection.run(ZoneInDatabaseLocked.self, bindings, logger: logger)
+            } else {
+                try await connection.run(ZoneInDatabase.self, bindings, logger: logger)
+            }
+        for try await row in rows {
+            let (id, sequence, databaseID) = try row.decode((Int64, Int64, Int64).self)
+            return (id, sequence, databaseID)
+        }
         return nil
+    }
+
+    /// ``zoneRow(_:_:zoneName:forUpdate:logger:)``'s statement, on the path of every feed page and lookup: the database
+    /// by its four names, then the zone's name.
+    private enum ZoneInDatabase: PostgresPreparedText {
+        static let name = "cumulus_zone_in_database"
+        static let sql = """
+            SELECT z.id, z.change_seq, d.id FROM zones z JOIN databases d ON d.id = z.database_id
+            WHERE d.container_id = $1 AND d.environment = $2 AND d.scope = $3 AND d.owner_record_name = $4
+            AND z.zone_name = $5 AND NOT z.deleted
+            """
+    }
+
+    private enum ZoneInDatabaseLocked: PostgresPreparedText {
+        static let name = "cumulus_zone_in_database_locked"
+        static let sql = ZoneInDatabase.sql + " FOR UPDATE OF z"
     }
 
     public func zones(in database: DatabaseRef, logger: Logger) async throws -> [ZoneState] {

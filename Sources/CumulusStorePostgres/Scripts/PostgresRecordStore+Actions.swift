@@ -38,19 +38,12 @@ extension PostgresRecordStore {
     private static func zoneRowReading(
         _ names: [String], _ connection: PostgresConnection, _ database: DatabaseRef, zoneName: String, logger: Logger
     ) async throws -> (zone: ZoneRow?, records: [String: StoredRecord]?) {
-        let rows = try await connection.query(
-            """
-            WITH seen AS (
-                SELECT z.id, z.change_seq FROM zones z JOIN databases d ON d.id = z.database_id
-                WHERE d.container_id = \(database.container) AND d.environment = \(database.environment.rawValue)
-                AND d.scope = \(database.scope.rawValue) AND d.owner_record_name = \(database.ownerRecordName)
-                AND z.zone_name = \(zoneName) AND NOT z.deleted
-            ),
-            locked AS (SELECT z.id, z.change_seq, z.database_id, z.deleted FROM zones z WHERE z.id IN (SELECT id FROM seen) FOR UPDATE)
-            SELECT l.id, l.change_seq, l.database_id, l.deleted, s.change_seq, \(unescaped: recordColumns("r"))
-            FROM locked l JOIN seen s ON s.id = l.id
-            LEFT JOIN records r ON r.zone_id = l.id AND NOT r.deleted AND r.record_name = ANY(\(names))
-            """, logger: logger)
+        var bindings = PostgresBindings()
+        for text in [database.container, database.environment.rawValue, database.scope.rawValue, database.ownerRecordName, zoneName] {
+            bindings.append(text)
+        }
+        bindings.append(names)
+        let rows = try await connection.run(ZoneLockedWithRecords.self, bindings, logger: logger)
         let zoneID = database.zoneID(zoneName)
         var zone: ZoneRow?
         var consistent = true
@@ -74,6 +67,23 @@ extension PostgresRecordStore {
             return (again.map { ZoneRow(id: $0.id, databaseID: $0.databaseID, changeSequence: $0.changeSequence) }, nil)
         }
         return (zone, records)
+    }
+
+    /// ``zoneRowReading(_:_:_:zoneName:logger:)``'s statement: the database by its four names, the zone's name, the
+    /// records' names.
+    private enum ZoneLockedWithRecords: PostgresPreparedText {
+        static let name = "cumulus_zone_locked_with_records"
+        static let sql = """
+            WITH seen AS (
+                SELECT z.id, z.change_seq FROM zones z JOIN databases d ON d.id = z.database_id
+                WHERE d.container_id = $1 AND d.environment = $2 AND d.scope = $3 AND d.owner_record_name = $4
+                AND z.zone_name = $5 AND NOT z.deleted
+            ),
+            locked AS (SELECT z.id, z.change_seq, z.database_id, z.deleted FROM zones z WHERE z.id IN (SELECT id FROM seen) FOR UPDATE)
+            SELECT l.id, l.change_seq, l.database_id, l.deleted, s.change_seq, \(recordColumns("r"))
+            FROM locked l JOIN seen s ON s.id = l.id
+            LEFT JOIN records r ON r.zone_id = l.id AND NOT r.deleted AND r.record_name = ANY($6)
+            """
     }
 
     // The actions, each the SQL that does it; none decides anything.
@@ -118,7 +128,7 @@ extension PostgresRecordStore {
         case .finishZoneWrite(let zone, let databaseID, let sequence, let digest):
             var bindings = PostgresBindings()
             appendZoneWriteEnd(&bindings, zone: zone, databaseID: databaseID, sequence: sequence, digest: digest)
-            try await connection.query(PostgresQuery(unsafeSQL: finishZoneWriteStatement, binds: bindings), logger: logger)
+            try await connection.run(FinishZoneWrite.self, bindings, logger: logger)
         case .adjustZoneDigest(let zone, let change):
             try await adjustZoneDigest(connection, zone: zone, by: change, logger: logger)
         case .advanceViews(let zone, let ending):
@@ -451,8 +461,11 @@ extension PostgresRecordStore {
         """
     }
 
-    /// ``zoneWriteEnd(from:)`` as a statement of its own, built once: it is on the path of every write that deletes.
-    private static let finishZoneWriteStatement = "WITH \(zoneWriteEnd(from: 1)) SELECT 1"
+    /// ``zoneWriteEnd(from:)`` as a statement of its own: it is on the path of every write that deletes.
+    private enum FinishZoneWrite: PostgresPreparedText {
+        static let name = "cumulus_finish_zone_write"
+        static let sql = "WITH \(zoneWriteEnd(from: 1)) SELECT 1"
+    }
 
     /// The parameters of ``zoneWriteEnd(from:)``.
     private static func appendZoneWriteEnd(
@@ -461,6 +474,55 @@ extension PostgresRecordStore {
         for value in [zone, databaseID, sequence] { bindings.append(value, context: .default) }
         for lane in digest.lanes { bindings.append(Int64(lane), context: .default) }
         bindings.append(digest.recordCount, context: .default)
+    }
+
+    /// The statement that saves a batch's records: one upsert of every row, from column arrays; the rows it replaces
+    /// that were live, read in the statement's snapshot before the upsert; and the saved records' references dropped
+    /// (the ones they keep are inserted after). One round trip. Parameters: the zone, then the columns' arrays, names
+    /// first; ending its zone's write, ``zoneWriteEnd(from:)``'s from `$15`; keeping versions, the names and the time
+    /// after those.
+    private static func saveRecordsText(endingWrite: Bool, keepingVersions: Bool) -> String {
+        var sql = """
+            WITH old AS (
+                    SELECT record_name, change_seq FROM records WHERE zone_id = $1 AND record_name = ANY($2) AND NOT deleted
+                ),
+                done AS (
+                    INSERT INTO records (zone_id, record_name, record_type, change_seq, deleted, fields, parent_name, share_name, short_guid,
+                        created_at, created_by, created_device, modified_at, modified_by, modified_device)
+                    SELECT $1, u.name, u.type, u.seq, false, u.fields, u.parent, u.share, u.guid, u.ca, u.cb, u.cd, u.ma, u.mb, u.md
+                    FROM UNNEST($2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+                        AS u(name, type, seq, fields, parent, share, guid, ca, cb, cd, ma, mb, md)
+                    ON CONFLICT (zone_id, record_name) DO UPDATE SET
+                        record_type = excluded.record_type, change_seq = excluded.change_seq, deleted = false, fields = excluded.fields,
+                        parent_name = excluded.parent_name, share_name = excluded.share_name, short_guid = excluded.short_guid,
+                        created_at = excluded.created_at, created_by = excluded.created_by, created_device = excluded.created_device,
+                        modified_at = excluded.modified_at, modified_by = excluded.modified_by, modified_device = excluded.modified_device
+                ),
+                gone AS (DELETE FROM record_references WHERE zone_id = $1 AND source_name = ANY($2))
+            """
+        guard endingWrite else { return sql + "\nSELECT record_name, change_seq FROM old" }
+        sql += ",\n" + zoneWriteEnd(from: 15)
+        if keepingVersions {
+            // Reads the statement's snapshot, as `old` does: the versions before the upsert.
+            sql += ",\nkept AS (\(keptVersions(zone: "$1", names: "$27", replacedAt: "$28")))"
+        }
+        // `old` is not read: a batch that ends its zone's write knows what it replaced.
+        return sql + "\nSELECT NULL::text, NULL::bigint WHERE false"
+    }
+
+    private enum SaveRecords: PostgresPreparedText {
+        static let name = "cumulus_save_records"
+        static let sql = saveRecordsText(endingWrite: false, keepingVersions: false)
+    }
+
+    private enum SaveRecordsEndingWrite: PostgresPreparedText {
+        static let name = "cumulus_save_records_ending_write"
+        static let sql = saveRecordsText(endingWrite: true, keepingVersions: false)
+    }
+
+    private enum SaveRecordsEndingWriteKeepingVersions: PostgresPreparedText {
+        static let name = "cumulus_save_records_ending_write_keeping"
+        static let sql = saveRecordsText(endingWrite: true, keepingVersions: true)
     }
 
     /// Writes records with one upsert of every row (`UNNEST` of column arrays; a record written twice in one batch
@@ -474,45 +536,38 @@ extension PostgresRecordStore {
         for (index, write) in writes.enumerated() { lastWrite[write.recordName] = index }
         let rows = writes.indices.filter { lastWrite[writes[$0].recordName] == $0 }
         let last = rows.map { writes[$0] }
-        // The rows it replaces that were live, read in the statement's snapshot, before the upsert, and the saved
-        // records' references dropped (the ones they keep are inserted after): one round trip.
-        var statement: PostgresQuery = """
-            WITH old AS (
-                    SELECT record_name, change_seq FROM records WHERE zone_id = \(zone) AND record_name = ANY(\(last.map(\.recordName))) AND NOT deleted
-                ),
-                done AS (
-                    INSERT INTO records (zone_id, record_name, record_type, change_seq, deleted, fields, parent_name, share_name, short_guid,
-                        created_at, created_by, created_device, modified_at, modified_by, modified_device)
-                    SELECT \(zone), u.name, u.type, u.seq, false, u.fields, u.parent, u.share, u.guid, u.ca, u.cb, u.cd, u.ma, u.mb, u.md
-                    FROM UNNEST(\(last.map(\.recordName)), \(last.map(\.recordType)), \(rows.map { sequences[$0] }),
-                        \(last.map { String(decoding: $0.fieldsJSON, as: UTF8.self) }), \(NullableTextArray(last.map(\.parent))),
-                        \(NullableTextArray(last.map { $0.share?.recordName })), \(NullableTextArray(last.map(\.shortGUID))),
-                        \(last.map(\.created.timestamp)), \(last.map(\.created.userRecordName)), \(last.map(\.created.deviceID)),
-                        \(last.map(\.modified.timestamp)), \(last.map(\.modified.userRecordName)), \(last.map(\.modified.deviceID)))
-                        AS u(name, type, seq, fields, parent, share, guid, ca, cb, cd, ma, mb, md)
-                    ON CONFLICT (zone_id, record_name) DO UPDATE SET
-                        record_type = excluded.record_type, change_seq = excluded.change_seq, deleted = false, fields = excluded.fields,
-                        parent_name = excluded.parent_name, share_name = excluded.share_name, short_guid = excluded.short_guid,
-                        created_at = excluded.created_at, created_by = excluded.created_by, created_device = excluded.created_device,
-                        modified_at = excluded.modified_at, modified_by = excluded.modified_by, modified_device = excluded.modified_device
-                ),
-                gone AS (DELETE FROM record_references WHERE zone_id = \(zone) AND source_name = ANY(\(last.map(\.recordName))))
-            """
+        var bindings = PostgresBindings()
+        bindings.append(zone)
+        bindings.append(last.map(\.recordName))
+        bindings.append(last.map(\.recordType))
+        bindings.append(rows.map { sequences[$0] })
+        bindings.append(last.map { String(decoding: $0.fieldsJSON, as: UTF8.self) })
+        bindings.append(NullableTextArray(last.map(\.parent)))
+        bindings.append(NullableTextArray(last.map { $0.share?.recordName }))
+        bindings.append(NullableTextArray(last.map(\.shortGUID)))
+        bindings.append(last.map(\.created.timestamp))
+        bindings.append(last.map(\.created.userRecordName))
+        bindings.append(last.map(\.created.deviceID))
+        bindings.append(last.map(\.modified.timestamp))
+        bindings.append(last.map(\.modified.userRecordName))
+        bindings.append(last.map(\.modified.deviceID))
+        var replaced: [String: Int64] = [:]
         if let end {
-            statement.sql += ",\n" + zoneWriteEnd(from: statement.binds.count + 1)
-            appendZoneWriteEnd(&statement.binds, zone: zone, databaseID: end.databaseID, sequence: end.sequence, digest: end.digest)
-            if !end.versionsToKeep.isEmpty {
-                // Reads the statement's snapshot, as `old` does: the versions before the upsert.
-                let first = statement.binds.count + 1
-                statement.sql += ",\nkept AS (\(keptVersions(zone: "$\(first)", names: "$\(first + 1)", replacedAt: "$\(first + 2)")))"
-                statement.binds.append(zone)
-                statement.binds.append(end.versionsToKeep)
-                statement.binds.append(end.replacedAt)
+            appendZoneWriteEnd(&bindings, zone: zone, databaseID: end.databaseID, sequence: end.sequence, digest: end.digest)
+            // A batch that ends its zone's write knows what it replaced: the statement returns no rows.
+            if end.versionsToKeep.isEmpty {
+                try await connection.run(SaveRecordsEndingWrite.self, bindings, logger: logger)
+            } else {
+                bindings.append(end.versionsToKeep)
+                bindings.append(end.replacedAt)
+                try await connection.run(SaveRecordsEndingWriteKeepingVersions.self, bindings, logger: logger)
+            }
+        } else {
+            for try await row in try await connection.run(SaveRecords.self, bindings, logger: logger) {
+                let (name, sequence) = try row.decode((String, Int64).self)
+                replaced[name] = sequence
             }
         }
-        // A batch that ends its zone's write knows what it replaced: `old`, unreferenced, is not read.
-        statement.sql += end == nil ? "\nSELECT record_name, change_seq FROM old" : "\nSELECT NULL::text, NULL::bigint WHERE false"
-        let replaced = try await liveSequences(connection.query(statement, logger: logger))
         // In a statement of their own: one that also deleted would not see its own deletions, and would keep none.
         let references = last.flatMap { write in write.deleteSelfTargets.map { (target: $0, source: write.recordName) } }
         if !references.isEmpty {

@@ -48,14 +48,25 @@ extension PostgresRecordStore {
 
 extension PostgresRecordStore {
     public func savePushToken(_ token: StoredPushToken, logger: Logger) async throws {
-        try await query(
-            """
+        var bindings = PostgresBindings()
+        for text in [
+            token.token, token.container, token.environment.rawValue, token.userRecordName, String(decoding: token.positions, as: UTF8.self),
+        ] {
+            bindings.append(text)
+        }
+        bindings.append(token.createdAt)
+        try await run(SavePushToken.self, bindings, logger: logger, missingReference: "the container does not exist")
+    }
+
+    /// ``savePushToken(_:logger:)``'s statement: after a delivery, a look saves the positions it answered.
+    private enum SavePushToken: PostgresPreparedText {
+        static let name = "cumulus_save_push_token"
+        static let sql = """
             INSERT INTO push_tokens (token, container_id, environment, user_record_name, positions, created_at)
-            VALUES (\(token.token), \(token.container), \(token.environment.rawValue), \(token.userRecordName),
-                \(String(decoding: token.positions, as: UTF8.self)), \(token.createdAt))
+            VALUES ($1, $2, $3, $4, $5, $6)
             ON CONFLICT (token) DO UPDATE SET user_record_name = excluded.user_record_name, positions = excluded.positions,
                 created_at = excluded.created_at
-            """, logger: logger, missingReference: "the container does not exist")
+            """
     }
 
     public func pushToken(_ token: String, logger: Logger) async throws -> StoredPushToken? {
@@ -71,14 +82,15 @@ extension PostgresRecordStore {
         return nil
     }
 
-    public func pushTokenFeeds(_ token: String, logger: Logger) async throws -> PushTokenFeeds? {
-        // One statement, so one snapshot and one round trip: the token (kind 0), its user's subscriptions (1), the
-        // zones of the private and public databases that have subscriptions (2; a database that has no zone row gives
-        // one row without a zone), and the zones shared with the user when they subscribe in their shared database (3).
-        let rows = try await query(
-            """
+    /// ``pushTokenFeeds(_:logger:)``'s statement, on the path of every delivered notification: the token (kind 0), its
+    /// user's subscriptions (1), the zones of the private and public databases that have subscriptions (2; a database
+    /// that has no zone row gives one row without a zone), and the zones shared with the user when they subscribe in
+    /// their shared database (3). Parameters: the token, the public database's owner name.
+    private enum PushTokenFeedsRead: PostgresPreparedText {
+        static let name = "cumulus_push_token_feeds"
+        static let sql = """
             WITH t AS (
-                SELECT container_id, environment, user_record_name, positions, created_at FROM push_tokens WHERE token = \(token)
+                SELECT container_id, environment, user_record_name, positions, created_at FROM push_tokens WHERE token = $1
             ), s AS (
                 SELECT s.database_scope, s.subscription_id, s.body, s.created_at FROM subscriptions s
                 JOIN t ON s.container_id = t.container_id AND s.environment = t.environment AND s.user_record_name = t.user_record_name
@@ -92,7 +104,7 @@ extension PostgresRecordStore {
             SELECT 2, z.zone_name, d.scope, NULL, NULL, z.change_seq, z.id
             FROM t JOIN databases d ON d.container_id = t.container_id AND d.environment = t.environment
                 AND ((d.scope = 'private' AND d.owner_record_name = t.user_record_name)
-                    OR (d.scope = 'public' AND d.owner_record_name = \(ZoneID.publicOwnerName)))
+                    OR (d.scope = 'public' AND d.owner_record_name = $2))
                 AND EXISTS (SELECT 1 FROM s WHERE s.database_scope = d.scope)
             LEFT JOIN zones z ON z.database_id = d.id AND NOT z.deleted
             UNION ALL
@@ -101,7 +113,15 @@ extension PostgresRecordStore {
                 AND EXISTS (SELECT 1 FROM s WHERE s.database_scope = 'shared')
             JOIN zones z ON z.id = v.zone_id AND NOT z.deleted
             JOIN databases d ON d.id = z.database_id AND d.container_id = t.container_id AND d.environment = t.environment
-            """, logger: logger)
+            """
+    }
+
+    public func pushTokenFeeds(_ token: String, logger: Logger) async throws -> PushTokenFeeds? {
+        // One statement, so one snapshot and one round trip.
+        var bindings = PostgresBindings()
+        bindings.append(token)
+        bindings.append(ZoneID.publicOwnerName)
+        let rows = try await run(PushTokenFeedsRead.self, bindings, logger: logger)
         // A UNION ALL promises no order: the rows are gathered, then put in the order the other reads give.
         var stored: StoredPushToken?
         var subscriptions: [DatabaseScope: [StoredSubscription]] = [:]

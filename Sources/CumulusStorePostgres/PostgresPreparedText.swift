@@ -1,0 +1,51 @@
+import Logging
+import PostgresNIO
+
+/// The text of a statement on a hot path (every write runs it), which PostgreSQL parses once per connection rather than
+/// at every execution: after a connection's first use it keeps the statement by ``name``, and each execution sends
+/// only the name and the parameters, and reads no description of the rows back.
+///
+/// The text is fixed: parameters by number (`$1`), nothing interpolated per call, so one name always means one text.
+/// PostgreSQL takes the parameters' types from the first execution's bindings, as it does for an unnamed statement.
+///
+/// A statement whose preparation fails (a bug in its text, or a schema the database does not have) keeps failing on
+/// that connection: PostgresNIO remembers the error by name. The texts are fixed and run by the suites on every store,
+/// and the server migrates before it serves, so neither reaches a deployment.
+///
+/// ```swift
+/// enum Commit: PostgresPreparedText {
+///     static let name = "cumulus_commit"
+///     static let sql = "COMMIT"
+/// }
+/// try await connection.run(Commit.self, logger: logger)
+/// ```
+protocol PostgresPreparedText: Sendable {
+    /// The statement's name on the connection; short, since every execution sends it. Unique across the store.
+    static var name: String { get }
+    /// The statement, its parameters numbered.
+    static var sql: String { get }
+}
+
+/// A ``PostgresPreparedText`` with one execution's parameters, in the form PostgresNIO prepares and runs.
+struct PreparedExecution<Text: PostgresPreparedText>: PostgresPreparedStatement {
+    typealias Row = PostgresRow
+
+    static var name: String { Text.name }
+    static var sql: String { Text.sql }
+
+    var bindings: PostgresBindings
+
+    func makeBindings() -> PostgresBindings { bindings }
+
+    func decodeRow(_ row: PostgresRow) -> PostgresRow { row }
+}
+
+extension PostgresConnection {
+    /// Runs the prepared statement `text` with `bindings`, preparing it first on this connection's first use; its rows.
+    @discardableResult
+    func run<Text: PostgresPreparedText>(
+        _ text: Text.Type, _ bindings: PostgresBindings = PostgresBindings(), logger: Logger
+    ) async throws -> AsyncThrowingMapSequence<PostgresRowSequence, PostgresRow> {
+        try await execute(PreparedExecution<Text>(bindings: bindings), logger: logger)
+    }
+}
