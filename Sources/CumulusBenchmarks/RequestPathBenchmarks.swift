@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import CumulusCore
 import CumulusModel
 import CumulusStore
+import CumulusStorePostgres
 import Foundation
 import Logging
 import NIOCore
@@ -71,6 +72,15 @@ extension Benchmarks {
             let paced = pacedFloor.map { String(format: "; %.1f× the floor 10 ms apart", milliseconds / $0) } ?? ""
             return String(format: "%.3f ms (%.1f× the floor", milliseconds, milliseconds / floor) + paced + ")"
         }
+        /// PostgreSQL's own CPU (every process of the cluster, when it runs on this machine and its processes can be read).
+        func databaseCPU() -> Double? {
+            guard case .postgres(let location) = kind else { return nil }
+            return PostgresCluster.cpuSeconds(port: location.port)
+        }
+        func databaseCPU(since start: Double?, per count: Int, _ unit: String, scale: Double) -> String {
+            guard let start, let now = databaseCPU() else { return "" }
+            return String(format: "PostgreSQL's own CPU %.3f ", (now - start) * scale / Double(count)) + unit + "; "
+        }
         // The floor again, 10 ms apart: what waking an idle server costs before it does any work of its own. Paced
         // figures are read per thread in nanoseconds: 150 requests 10 ms apart use a few clock ticks of CPU in all.
         let pacedProbes = 150
@@ -91,6 +101,7 @@ extension Benchmarks {
         var latencies: [Double] = []
         latencies.reserveCapacity(singles)
         let singleCPU = server.cpuSeconds
+        let singleDatabaseCPU = databaseCPU()
         let singleStart = ContinuousClock.now
         for index in 0..<singles {
             let start = ContinuousClock.now
@@ -103,6 +114,7 @@ extension Benchmarks {
         print(
             "| request path \(kind.name): single-record writes, 1 connection | \(singles) | \(format(singleSeconds)) | "
                 + "\(Int(Double(singles) / singleSeconds)) requests/s | server CPU \(cpu(singleCPUms)) a request; "
+                + databaseCPU(since: singleDatabaseCPU, per: singles, "ms a request", scale: 1000)
                 + "latency p50 \(percentile(latencies, 0.5)) ms, p99 \(percentile(latencies, 0.99)) ms |")
 
         // The same write paced as an app saves edits, one at a time with a pause between (issue 41): what a request
@@ -158,6 +170,7 @@ extension Benchmarks {
             return #"{"zoneID":{"zoneName":"Drives"},"desiredKeys":[],"operations":[\#(operations.joined(separator: ","))]}"#
         }
         let batchCPU = server.cpuSeconds
+        let batchDatabaseCPU = databaseCPU()
         let batchStart = ContinuousClock.now
         var batchLatencies: [Double] = []
         batchLatencies.reserveCapacity(bodies.count)
@@ -172,6 +185,7 @@ extension Benchmarks {
         print(
             "| request path \(kind.name): batched writes, 200 a request, 1 connection | \(records) | \(format(batchSeconds)) | "
                 + "\(Int(Double(records) / batchSeconds)) | server CPU \(Int(batchCPUus)) µs a record; `desiredKeys: []`; "
+                + databaseCPU(since: batchDatabaseCPU, per: records, "µs a record", scale: 1_000_000)
                 + (ceiling.map { "\(String(format: "%.2f", Double(records) / batchSeconds / $0)) of the ceiling above; " } ?? "")
                 + "a request p50 \(percentile(batchLatencies, 0.5)) ms, p99 \(percentile(batchLatencies, 0.99)) ms, "
                 + "slowest \(String(format: "%.1f", batchLatencies.last ?? 0)) ms |")

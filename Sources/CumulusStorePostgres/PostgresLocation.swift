@@ -107,6 +107,11 @@ public struct PostgresLocation: Sendable, Hashable {
         // replaces it), and one that stops answering, at the operation's timeout.
         configuration.options.minimumConnections = min(keepingOpen, maximumConnections)
         configuration.options.keepAliveBehavior = nil
+        // Prepared statements (`PostgresPreparedText`) are planned with each execution's parameters, as unnamed ones
+        // are: after five executions PostgreSQL may keep a generic plan made without them, and one made while a table
+        // was small (a scan) stays as it grows. Measured: a batch's zone read went from 1 to 25 ms over 12,000 rows.
+        // Preparing still saves parsing and analysing the text at every execution.
+        configuration.options.additionalStartupParameters.append(("plan_cache_mode", "force_custom_plan"))
         return configuration
     }
 }

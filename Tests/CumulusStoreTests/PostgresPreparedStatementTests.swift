@@ -81,6 +81,13 @@ struct PostgresPreparedStatementTests {
         }
         try await write(3, store)
         #expect(try await prepared(store) == names)
+        // Planned with each execution's parameters: a generic plan made while a zone was small would scan it as it grows.
+        let mode = try await store.transaction(logger: logger) { connection in
+            var mode = ""
+            for try await value in try await connection.query("SHOW plan_cache_mode", logger: logger).decode(String.self) { mode = value }
+            return mode
+        }
+        #expect(mode == "force_custom_plan")
         let records = try await store.records(named: ["r"], zoneName: "Z", in: alice, access: nil, logger: logger)
         #expect(try records["r"]?.fields()["n"] == .int64(3))
     }
