@@ -6,7 +6,9 @@ import PostgresNIO
 /// only the name and the parameters, and reads no description of the rows back.
 ///
 /// The text is fixed: parameters by number (`$1`), nothing interpolated per call, so one name always means one text.
-/// PostgreSQL takes the parameters' types from the first execution's bindings, as it does for an unnamed statement.
+/// PostgreSQL takes the parameters' types from the first execution's bindings, as it does for an unnamed statement, and
+/// plans each execution with its parameters (``PostgresLocation/clientConfiguration(maximumConnections:keepingOpen:)``
+/// asks for `plan_cache_mode = force_custom_plan`): only the parsing is saved, never a plan kept past its data.
 ///
 /// A statement whose preparation fails (a bug in its text, or a schema the database does not have) keeps failing on
 /// that connection: PostgresNIO remembers the error by name. The texts are fixed and run by the suites on every store,
