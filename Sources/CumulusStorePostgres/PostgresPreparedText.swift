@@ -10,9 +10,10 @@ import PostgresNIO
 /// plans each execution with its parameters (``PostgresLocation/clientConfiguration(maximumConnections:keepingOpen:)``
 /// asks for `plan_cache_mode = force_custom_plan`): only the parsing is saved, never a plan kept past its data.
 ///
-/// A statement whose preparation fails (a bug in its text, or a schema the database does not have) keeps failing on
-/// that connection: PostgresNIO remembers the error by name. The texts are fixed and run by the suites on every store,
-/// and the server migrates before it serves, so neither reaches a deployment.
+/// A statement whose preparation fails keeps failing on that connection: PostgresNIO remembers the error by name. A bug
+/// in a text cannot reach a deployment (the texts are fixed and run by the suites on every store, and the server
+/// migrates before it serves); a preparation cancelled for a passing reason (a lock or statement timeout, a transaction
+/// already failed) closes its connection, so the pool replaces it (``PostgresConnection/run(_:_:logger:)``).
 ///
 /// ```swift
 /// enum Commit: PostgresPreparedText {
@@ -44,10 +45,30 @@ struct PreparedExecution<Text: PostgresPreparedText>: PostgresPreparedStatement 
 
 extension PostgresConnection {
     /// Runs the prepared statement `text` with `bindings`, preparing it first on this connection's first use; its rows.
+    ///
+    /// On an error that can cancel a preparation for a passing reason, the connection is closed before the error is
+    /// thrown: had it been the preparation, every later run of `text` on this connection would fail with it.
     @discardableResult
     func run<Text: PostgresPreparedText>(
         _ text: Text.Type, _ bindings: PostgresBindings = PostgresBindings(), logger: Logger
     ) async throws -> AsyncThrowingMapSequence<PostgresRowSequence, PostgresRow> {
-        try await execute(PreparedExecution<Text>(bindings: bindings), logger: logger)
+        do {
+            return try await execute(PreparedExecution<Text>(bindings: bindings), logger: logger)
+        } catch let error as PSQLError where error.mayHaveCancelledAPreparation {
+            logger.warning(
+                "closing a PostgreSQL connection after a statement failed in a way that may have cancelled its preparation",
+                metadata: ["cumulus.statement": "\(Text.name)", "cumulus.sqlstate": "\(error.serverInfo?[.sqlState] ?? "")"])
+            try? await close()
+            throw error
+        }
+    }
+}
+
+extension PSQLError {
+    /// Lock and statement timeouts, a cancellation, a transaction already failed, and PostgreSQL short of resources:
+    /// the errors a statement's preparation can meet that a later one would not.
+    var mayHaveCancelledAPreparation: Bool {
+        guard let state = serverInfo?[.sqlState] else { return false }
+        return ["55P03", "57014", "25P02"].contains(state) || state.hasPrefix("53")
     }
 }

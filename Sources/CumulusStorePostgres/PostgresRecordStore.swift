@@ -151,14 +151,20 @@ public final class PostgresRecordStore: RecordStore {
         }
     }
 
-    /// Runs a prepared statement (``PostgresPreparedText``) on a connection of the pool, as ``query(_:logger:duplicate:missingReference:)``.
+    /// Runs a prepared statement (``PostgresPreparedText``) on a connection of the pool, as ``query(_:logger:duplicate:missingReference:)``;
+    /// its rows, read before the connection goes back to the pool.
     @discardableResult
     func run<Text: PostgresPreparedText>(
         _ text: Text.Type, _ bindings: PostgresBindings, logger: Logger, duplicate: String? = nil, missingReference: String? = nil
-    ) async throws -> AsyncThrowingMapSequence<PostgresRowSequence, PostgresRow> {
+    ) async throws -> [PostgresRow] {
         let client = self.client
         return try await onePoolStatement(duplicate: duplicate, missingReference: missingReference) {
-            try await client.execute(PreparedExecution<Text>(bindings: bindings), logger: logger)
+            // On a connection of its own rather than the pool's `execute`, so that a failed preparation closes it.
+            try await client.withConnection { connection in
+                var rows: [PostgresRow] = []
+                for try await row in try await connection.run(text, bindings, logger: logger) { rows.append(row) }
+                return rows
+            }
         }
     }
 

@@ -91,4 +91,35 @@ struct PostgresPreparedStatementTests {
         let records = try await store.records(named: ["r"], zoneName: "Z", in: alice, access: nil, logger: logger)
         #expect(try records["r"]?.fields()["n"] == .int64(3))
     }
+
+    @Test func aPreparationALockTimeoutCancelledClosesItsConnectionAndTheNextWriteSucceeds() async throws {
+        let store = try await PostgresTestServer.makeStore(connections: 1)
+        try await store.createContainer("c", createdAt: 0, logger: logger)
+        _ = try await store.modifyZones(
+            [ZoneOperation(operationType: .create, zoneID: ZoneID(zoneName: "Z"))], in: alice, timestamp: 0, logger: logger)
+        // For the rest of its session, the store's only connection gives up on a lock after 200 ms.
+        let database = try await store.transaction(logger: logger) { connection in
+            try await connection.query("SET lock_timeout = '200ms'", logger: logger)
+            var name = ""
+            for try await value in try await connection.query("SELECT current_database()", logger: logger).decode(String.self) { name = value }
+            return name
+        }
+        var location = try PostgresLocation(url: try #require(PostgresTestServer.url))
+        location.database = database
+        try await PostgresTestServer.withClient(location) { other in
+            try await other.withConnection { holder in
+                try await holder.query("BEGIN", logger: logger)
+                try await holder.query("LOCK TABLE records IN ACCESS EXCLUSIVE MODE", logger: logger)
+                // The write's first statement that reads `records` is prepared now, and its preparation waits for the
+                // table: the lock timeout cancels it.
+                await #expect(throws: StoreError.self) { try await write(1, store) }
+                try await holder.query("ROLLBACK", logger: logger)
+            }
+        }
+        // That connection was closed, so the pool's next one prepares the statement afresh; on the same connection,
+        // PostgresNIO would answer every later run of it with the remembered error.
+        try await write(2, store)
+        let records = try await store.records(named: ["r"], zoneName: "Z", in: alice, access: nil, logger: logger)
+        #expect(try records["r"]?.fields()["n"] == .int64(2))
+    }
 }

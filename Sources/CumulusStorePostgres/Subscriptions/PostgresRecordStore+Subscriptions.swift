@@ -127,7 +127,7 @@ extension PostgresRecordStore {
         var subscriptions: [DatabaseScope: [StoredSubscription]] = [:]
         var zones: [DatabaseScope: [ZoneState]] = [:]
         var sharedZones: [SharedZone] = []
-        for try await row in rows {
+        for row in rows {
             let reader = RowReader(row)
             switch try reader[0, as: Int32.self] {
             case 0:
