@@ -169,10 +169,7 @@ extension PostgresRecordStore {
     static func zoneRow(_ connection: PostgresConnection, _ database: DatabaseRef, zoneName: String, forUpdate: Bool = false, logger: Logger)
         async throws -> (id: Int64, changeSequence: Int64, databaseID: Int64)?
     {
-        var bindings = PostgresBindings()
-        for text in [database.container, database.environment.rawValue, database.scope.rawValue, database.ownerRecordName, zoneName] {
-            bindings.append(text)
-        }
+        let bindings = zoneBindings(database, zoneName: zoneName)
         let rows =
             if forUpdate {
                 try await connection.run(ZoneInDatabaseLocked.self, bindings, logger: logger)
@@ -186,8 +183,17 @@ extension PostgresRecordStore {
         return nil
     }
 
-    /// ``zoneRow(_:_:zoneName:forUpdate:logger:)``'s statement, on the path of every feed page and lookup: the database
-    /// by its four names, then the zone's name.
+    /// A zone's parameters, `$1` to `$5`: its database by the database's four names, then the zone's name.
+    static func zoneBindings(_ database: DatabaseRef, zoneName: String) -> PostgresBindings {
+        var bindings = PostgresBindings()
+        for text in [database.container, database.environment.rawValue, database.scope.rawValue, database.ownerRecordName, zoneName] {
+            bindings.append(text)
+        }
+        return bindings
+    }
+
+    /// ``zoneRow(_:_:zoneName:forUpdate:logger:)``'s statement, on the path of every feed page and lookup; its
+    /// parameters are ``zoneBindings(_:zoneName:)``.
     private enum ZoneInDatabase: PostgresPreparedText {
         static let name = "cumulus_zone_in_database"
         static let sql = """

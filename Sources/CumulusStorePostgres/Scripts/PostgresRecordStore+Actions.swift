@@ -38,10 +38,7 @@ extension PostgresRecordStore {
     private static func zoneRowReading(
         _ names: [String], _ connection: PostgresConnection, _ database: DatabaseRef, zoneName: String, logger: Logger
     ) async throws -> (zone: ZoneRow?, records: [String: StoredRecord]?) {
-        var bindings = PostgresBindings()
-        for text in [database.container, database.environment.rawValue, database.scope.rawValue, database.ownerRecordName, zoneName] {
-            bindings.append(text)
-        }
+        var bindings = zoneBindings(database, zoneName: zoneName)
         bindings.append(names)
         let rows = try await connection.run(ZoneLockedWithRecords.self, bindings, logger: logger)
         let zoneID = database.zoneID(zoneName)
@@ -69,8 +66,7 @@ extension PostgresRecordStore {
         return (zone, records)
     }
 
-    /// ``zoneRowReading(_:_:_:zoneName:logger:)``'s statement: the database by its four names, the zone's name, the
-    /// records' names.
+    /// ``zoneRowReading(_:_:_:zoneName:logger:)``'s statement: ``zoneBindings(_:zoneName:)``, then the records' names.
     private enum ZoneLockedWithRecords: PostgresPreparedText {
         static let name = "cumulus_zone_locked_with_records"
         static let sql = """
