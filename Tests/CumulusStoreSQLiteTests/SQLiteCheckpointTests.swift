@@ -87,6 +87,26 @@ struct SQLiteCheckpointTests {
         }
     }
 
+    /// Under a steady stream of writes some write always commits while a checkpoint runs, so no write finds the whole
+    /// log copied, which is when SQLite starts it over: without help the log grows as long as the stream lasts.
+    @Test func aLogPastItsBoundIsCutBackWhileWritesKeepComing() async throws {
+        try await withStore(maximumWriteAheadLogBytes: 1 << 20) { store, path in
+            let maintenance = Task { await store.maintainInBackground(logger: logger) }
+            defer { maintenance.cancel() }
+            try await waitUntil { store.backgroundCheckpointCount > 0 }
+            let writing = Task {
+                while !Task.isCancelled { try await writeRows(1, to: store) }
+            }
+            defer { writing.cancel() }
+            // Past the bound first, then back under it with no pause in the writes.
+            try await waitUntil { fileSize(path + "-wal") > 2 << 20 }
+            try await waitUntil { fileSize(path + "-wal") <= 1 << 20 }
+            #expect(fileSize(path + "-wal") <= 1 << 20)
+            writing.cancel()
+            try await writing.value
+        }
+    }
+
     @Test func anInMemoryStoreHasNothingToCheckpoint() async throws {
         let store = try SQLiteRecordStore.inMemory()
         // Returns at once rather than running until cancelled.

@@ -35,11 +35,17 @@ extension SQLiteRecordStore: BackgroundMaintenance {
         while !Task.isCancelled {
             do {
                 let (logFrames, checkpointedFrames) = try await checkpointer.writeWithoutTransaction { try $0.checkpoint(.passive) }
-                // Readers pin what they read; a log grown this far despite passive checkpoints is copied with a restart,
-                // which makes new writes wait until the readers in it finish (seldom: reads are one page each).
                 if logFrames - checkpointedFrames > restartFrames {
+                    // Readers pin what they read; a log grown this far despite passive checkpoints is copied with a
+                    // restart, which makes new writes wait until the readers in it finish (seldom: reads are one page each).
                     logger.notice("the write-ahead log outgrew its bound; restarting it", metadata: ["cumulus.wal.frames": "\(logFrames)"])
                     _ = try await checkpointer.writeWithoutTransaction { try $0.checkpoint(.restart) }
+                } else if logFrames > restartFrames {
+                    // A write starts the log over only when it finds every frame copied, and under a steady stream of
+                    // writes one always commits while a checkpoint runs: the log grew without end. Copying the last
+                    // few frames between two writes, on the writer's own queue, lets the next write start it over
+                    // (and cut the file back); it costs one write's wait once per bound's worth of log.
+                    _ = try await writer.writeWithoutTransaction { try $0.checkpoint(.passive) }
                 }
                 checkpointsRun.add(1, ordering: .relaxed)
             } catch {
