@@ -11,6 +11,15 @@ public struct ModifyRecordsScript {
     let batch: RecordBatch
     let planner: RecordBatchPlanner
     let zoneID: ZoneID
+    /// The batch's ``RecordBatch/namesToRead``, gathered once: a batch of 200 visits every field of every operation.
+    let namesToRead: Set<String>
+
+    init(batch: RecordBatch, planner: RecordBatchPlanner, zoneID: ZoneID) {
+        self.batch = batch
+        self.planner = planner
+        self.zoneID = zoneID
+        self.namesToRead = batch.operations.isEmpty ? [] : batch.namesToRead
+    }
 
     /// The script for `batch`.
     public static func script(_ batch: RecordBatch, planner: RecordBatchPlanner) -> TransactionScript<[RecordModificationResult]> {
@@ -18,7 +27,7 @@ public struct ModifyRecordsScript {
     }
 
     private func start() -> TransactionScript<[RecordModificationResult]> {
-        let reading = batch.operations.isEmpty ? [] : Array(batch.namesToRead)
+        let reading = Array(namesToRead)
         return .perform(.findZone(batch.database, zoneName: batch.zoneName, lock: true, thenReading: reading)) { answer in
             if let zone = try answer.zone { return try write(in: zone) }
             guard batch.zoneName == ZoneID.defaultZoneName else { throw StoreError(.zoneNotFound, "zone \(batch.zoneName) does not exist") }
@@ -44,7 +53,7 @@ public struct ModifyRecordsScript {
 
     private func modify(in zone: ZoneRow) throws -> TransactionScript<[RecordModificationResult]> {
         guard !batch.operations.isEmpty else { return .done([]) }
-        return .perform(.readRecords(zone: zone.id, zoneID: zoneID, names: Array(batch.namesToRead))) { answer in
+        return .perform(.readRecords(zone: zone.id, zoneID: zoneID, names: Array(namesToRead))) { answer in
             let read = try answer.records
             return try plan(existing: read, zone: zone).then { plan, existing in
                 try checkShareChanges(plan, existing: existing, zone: zone).then { plan, shareChanges in
@@ -127,7 +136,7 @@ public struct ModifyRecordsScript {
         let replacedNames = plan.writes.map(\.recordName).filter { existing[$0] != nil }
         let finished: TransactionScript<Void>
         if plan.deletions.isEmpty, SharePlanner.moves(plan.writes, existing: existing, shareRoots: []).isEmpty,
-            Set(written.keys).isSubset(of: batch.namesToRead)
+            written.keys.allSatisfy(namesToRead.contains)
         {
             // Only writes, each of a name read under the zone's lock: what they replace is what was read, so the digest
             // is known before they are saved, and the versions they replace are kept, the records saved and the zone's
