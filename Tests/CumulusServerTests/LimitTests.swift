@@ -23,6 +23,33 @@ struct LimitTests {
         }
     }
 
+    /// A database's live zones are bounded (`Limits.maximumZones`, the default zone among them): a create past the limit
+    /// fails on its own with `QUOTA_EXCEEDED`, as CloudKit answers an item over a quota, and the batch's others go on.
+    @Test(arguments: TestStore.all)
+    func zonesPerDatabaseAreLimited(_ store: TestStore) async throws {
+        let world = try await TestWorld.make(store: store, limits: Limits(maximumZones: 2))
+        try await world.test { client in
+            #expect(try await client.createZone("Trips", as: world.alice).zones[0]["serverErrorCode"] == nil)
+            let response = try await client.send(
+                "zones/modify", as: .user(world.alice),
+                body: #"{"operations":[{"operationType":"create","zone":{"zoneID":{"zoneName":"Cars"}}},"#
+                    + #"{"operationType":"create","zone":{"zoneID":{"zoneName":"Trips"}}}]}"#)
+            #expect(response.status == 200)
+            #expect(response.zones[0]["serverErrorCode"]?.stringValue == "QUOTA_EXCEEDED")
+            #expect(response.zones[0]["reason"]?.stringValue?.contains("2 zones") == true)
+            #expect(response.zones[0]["zoneID"]?["zoneName"]?.stringValue == "Cars")
+            #expect(response.zones[1]["serverErrorCode"] == nil, "creating a zone that exists is not a new one")
+            // Bob's database has room of its own.
+            #expect(try await client.createZone("Cars", as: world.bob).zones[0]["serverErrorCode"] == nil)
+            // A zone deleted frees its place.
+            let deleted = try await client.send(
+                "zones/modify", as: .user(world.alice),
+                body: #"{"operations":[{"operationType":"delete","zone":{"zoneID":{"zoneName":"Trips"}}}]}"#)
+            #expect(deleted.zones[0]["serverErrorCode"] == nil)
+            #expect(try await client.createZone("Cars", as: world.alice).zones[0]["serverErrorCode"] == nil)
+        }
+    }
+
     @Test func recordsAreAtMostOneMegabyte() async throws {
         let world = try await TestWorld.make()
         try await world.test { client in

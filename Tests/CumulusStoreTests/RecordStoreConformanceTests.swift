@@ -679,6 +679,50 @@ struct RecordStoreConformanceTests {
         #expect(try await store.schema(container: Self.container, environment: .development, logger: logger) == after)
         #expect(try await store.schema(container: Self.container, environment: .production, logger: logger) == ContainerSchema())
     }
+
+    /// A database holds at most `maximumZones` live zones, its default zone among them. Creating a zone that exists is
+    /// not a new one, a zone deleted earlier in the batch frees its place, and transactions creating zones at once
+    /// cannot both take the last place.
+    @Test(arguments: StoreFactory.all)
+    func zonesPerDatabaseStayWithinTheLimit(_ factory: StoreFactory) async throws {
+        let store = try await prepared(factory)
+        @Sendable func modify(_ operations: [(ZoneOperation.OperationType, String)]) async throws -> [ZoneModificationResult] {
+            try await store.modifyZones(
+                operations.map { ZoneOperation(operationType: $0.0, zoneID: ZoneID(zoneName: $0.1)) }, in: alice, timestamp: 0, maximumZones: 3,
+                logger: logger)
+        }
+        func refused(_ result: ZoneModificationResult) -> Bool {
+            if case .failed(_, .quotaExceeded, let reason) = result { return reason.contains("3 zones") }
+            return false
+        }
+        func saved(_ result: ZoneModificationResult) -> Bool {
+            if case .saved = result { return true }
+            return false
+        }
+        // The default zone and two more.
+        let first = try await modify([(.create, "A"), (.create, "B"), (.create, "C"), (.create, "A")])
+        #expect(saved(first[0]) && saved(first[1]))
+        #expect(refused(first[2]))
+        #expect(saved(first[3]), "creating a zone that exists is not a new one")
+        let second = try await modify([(.delete, "A"), (.create, "C"), (.create, "D")])
+        #expect(saved(second[1]))
+        #expect(refused(second[2]))
+        #expect(Set(try await store.zones(in: alice, logger: logger).map(\.zoneID.zoneName)) == ["_defaultZone", "B", "C"])
+        // Another database has its own count.
+        _ = try await store.modifyZones(
+            [ZoneOperation(operationType: .create, zoneID: ZoneID(zoneName: "A"))], in: bob, timestamp: 0, maximumZones: 3, logger: logger)
+
+        // One place left, eight transactions at once each creating a zone of its own: one takes it.
+        _ = try await modify([(.delete, "C")])
+        let racing = try await withThrowingTaskGroup(of: [ZoneModificationResult].self) { group in
+            for index in 0..<8 { group.addTask { try await modify([(.create, "race\(index)")]) } }
+            return try await group.reduce(into: []) { $0 += $1 }
+        }
+        #expect(racing.filter(saved).count == 1)
+        #expect(racing.filter(refused).count == 7)
+        #expect(try await store.zones(in: alice, logger: logger).count == 3)
+    }
+
 }
 
 extension RecordModificationResult {

@@ -18,6 +18,10 @@ public struct Limits: Sendable, Hashable {
     public var maximumQuerySorts: Int
     /// Subscriptions a user may have in one database.
     public var maximumSubscriptions: Int
+    /// Live zones in one database, its default zone among them. What a zone costs grows with their number for its owner
+    /// alone (the database's change feed, each look of a device watching the whole database), so this bounds what one
+    /// account can make the server do for it; a zone deleted no longer counts.
+    public var maximumZones: Int
     /// Values (objects, arrays, strings, numbers, booleans, nulls) in one request body, counted while it is parsed: what
     /// bounds the parsed tree's memory for any body (see `docs/SECURITY.md`).
     public var maximumJSONValues: Int
@@ -32,8 +36,8 @@ public struct Limits: Sendable, Hashable {
     public init(
         maximumOperationsPerRequest: Int = 200, maximumRecordSize: Int = 1_000_000, maximumRequestBodySize: Int = 16 * 1024 * 1024,
         maximumNameLength: Int = 255, maximumResultsLimit: Int = 200, maximumShareParticipants: Int = 100, maximumQueryFilters: Int = 32,
-        maximumQuerySorts: Int = 8, maximumSubscriptions: Int = 100, maximumJSONValues: Int = 1_000_000, maximumJSONDepth: Int = 64,
-        maximumIndexedFieldsPerContainer: Int = 64, maximumSchemaSize: Int = 10_000
+        maximumQuerySorts: Int = 8, maximumSubscriptions: Int = 100, maximumZones: Int = 10_000, maximumJSONValues: Int = 1_000_000,
+        maximumJSONDepth: Int = 64, maximumIndexedFieldsPerContainer: Int = 64, maximumSchemaSize: Int = 10_000
     ) {
         self.maximumOperationsPerRequest = maximumOperationsPerRequest
         self.maximumRecordSize = maximumRecordSize
@@ -44,6 +48,7 @@ public struct Limits: Sendable, Hashable {
         self.maximumQueryFilters = maximumQueryFilters
         self.maximumQuerySorts = maximumQuerySorts
         self.maximumSubscriptions = maximumSubscriptions
+        self.maximumZones = maximumZones
         self.maximumJSONValues = maximumJSONValues
         self.maximumJSONDepth = maximumJSONDepth
         self.maximumIndexedFieldsPerContainer = maximumIndexedFieldsPerContainer

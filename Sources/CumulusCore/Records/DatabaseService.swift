@@ -120,7 +120,8 @@ public struct DatabaseService: Sendable {
             operations.append(ZoneOperation(operationType: operation.operationType, zoneID: ZoneID(zoneName: name)))
         }
         let results = try await mapStoreErrors {
-            try await store.modifyZones(operations, in: database, timestamp: clock.milliseconds(), logger: logger)
+            try await store.modifyZones(
+                operations, in: database, timestamp: clock.milliseconds(), maximumZones: limits.maximumZones, logger: logger)
         }
         changes?.changed([ChangeSignal.key(database)])
         return results

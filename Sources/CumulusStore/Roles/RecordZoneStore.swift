@@ -10,9 +10,10 @@ public protocol RecordZoneStore: Sendable {
     func zones(named names: [String], in database: DatabaseRef, logger: Logger) async throws -> [String: ZoneState]
 
     /// Creates and deletes zones, in order. Creating an existing zone succeeds and returns it; deleting a zone deletes
-    /// its records.
-    func modifyZones(_ operations: [ZoneOperation], in database: DatabaseRef, timestamp: Int64, logger: Logger) async throws
-        -> [ZoneModificationResult]
+    /// its records. A create that would leave the database with more than `maximumZones` live zones (its default zone
+    /// among them) fails with `QUOTA_EXCEEDED`, whatever other transactions create at the same time.
+    func modifyZones(_ operations: [ZoneOperation], in database: DatabaseRef, timestamp: Int64, maximumZones: Int, logger: Logger)
+        async throws -> [ZoneModificationResult]
 
     /// The live records with these names in a zone. Throws ``StoreError/Code/zoneNotFound`` if the zone does not exist.
     /// With `access`, only records a participant may see are returned.
@@ -43,4 +44,14 @@ public protocol RecordZoneStore: Sendable {
 
     /// One page of records matching a query. Throws ``StoreError/Code/zoneNotFound`` if the zone does not exist.
     func queryRecords(_ query: RecordQuery, logger: Logger) async throws -> RecordQueryPage
+}
+
+extension RecordZoneStore {
+    /// Creates and deletes zones, in order, with no limit on their number: for tools and tests. The service passes its
+    /// limit (`Limits.maximumZones`).
+    public func modifyZones(_ operations: [ZoneOperation], in database: DatabaseRef, timestamp: Int64, logger: Logger) async throws
+        -> [ZoneModificationResult]
+    {
+        try await modifyZones(operations, in: database, timestamp: timestamp, maximumZones: .max, logger: logger)
+    }
 }

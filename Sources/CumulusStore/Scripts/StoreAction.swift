@@ -58,6 +58,11 @@ public enum StoreAction {
     case createDatabase(DatabaseRef, timestamp: Int64)
     /// Creates a zone if no live one has the name. Answers ``StoreAnswer/createdZone(_:created:)``.
     case createZone(databaseID: Int64, zoneName: String, timestamp: Int64)
+    /// The number of live zones in a database, its default zone among them. Transactions that count the same
+    /// database's zones take turns until they end (SQLite's one writer; on PostgreSQL a transaction lock of their own,
+    /// which no other writer takes), so a count stays true until the transaction ends. Answers
+    /// ``StoreAnswer/count(_:)``.
+    case countZones(databaseID: Int64)
     /// Marks a zone deleted (its row stays, a tombstone for the database feed) and deletes its records and shares; its
     /// digest becomes empty.
     case deleteZone(zone: Int64)

@@ -3,35 +3,61 @@ public import CumulusModel
 /// The sequences of zones, written once: creating and deleting them, and reading a zone's records as a caller may
 /// see them.
 public enum ZoneScripts {
-    /// Creates and deletes zones in order; the database is created with its default zone on first use.
+    /// Creates and deletes zones in order; the database is created with its default zone on first use. A create that
+    /// would leave the database with more than `maximumZones` live zones (its default zone among them) fails with
+    /// `QUOTA_EXCEEDED` and the batch's other operations go on; creating a zone that exists is not one.
     public static func modify(
-        _ operations: [ZoneOperation], in database: DatabaseRef, timestamp: Int64
+        _ operations: [ZoneOperation], in database: DatabaseRef, timestamp: Int64, maximumZones: Int = .max
     ) -> TransactionScript<[ZoneModificationResult]> {
         .perform(.createDatabase(database, timestamp: timestamp)) { answer in
             let databaseID = try answer.sequence
-            var results: [ZoneModificationResult] = []
-            return try TransactionScript.forEach(operations) { operation in
-                let name = operation.zoneID.zoneName
-                let zoneID = database.zoneID(name)
-                switch operation.operationType {
-                case .create:
-                    return .perform(.createZone(databaseID: databaseID, zoneName: name, timestamp: timestamp)) { answer in
-                        let (zone, created) = try answer.createdZone
-                        results.append(.saved(ZoneState(zoneID: zoneID, changeSequence: zone.changeSequence, incarnation: zone.id)))
-                        return created ? .perform(.touchZone(zone: zone.id, databaseID: databaseID, sequence: nil)) : .finished
-                    }
-                case .delete:
-                    return .perform(.findZone(database, zoneName: name, lock: true)) { answer in
-                        guard let zone = try answer.zone else {
-                            results.append(.failed(zoneID, .zoneNotFound, "zone \(name) does not exist"))
-                            return .finished
-                        }
-                        results.append(.deleted(zoneID))
-                        return delete(zone)
-                    }
-                }
-            }.map { results }
+            guard maximumZones < .max, operations.contains(where: { $0.operationType == .create }) else {
+                return try modify(operations, in: database, databaseID: databaseID, timestamp: timestamp, maximumZones: nil)
+            }
+            return .perform(.countZones(databaseID: databaseID)) { answer in
+                try modify(operations, in: database, databaseID: databaseID, timestamp: timestamp, maximumZones: (maximumZones, try answer.count))
+            }
         }
+    }
+
+    private static func modify(
+        _ operations: [ZoneOperation], in database: DatabaseRef, databaseID: Int64, timestamp: Int64, maximumZones: (Int, live: Int)?
+    ) throws -> TransactionScript<[ZoneModificationResult]> {
+        var results: [ZoneModificationResult] = []
+        var live = maximumZones?.live ?? 0
+        return try TransactionScript.forEach(operations) { operation in
+            let name = operation.zoneID.zoneName
+            let zoneID = database.zoneID(name)
+            switch operation.operationType {
+            case .create:
+                let create = TransactionScript<Void>.perform(.createZone(databaseID: databaseID, zoneName: name, timestamp: timestamp)) {
+                    answer in
+                    let (zone, created) = try answer.createdZone
+                    results.append(.saved(ZoneState(zoneID: zoneID, changeSequence: zone.changeSequence, incarnation: zone.id)))
+                    guard created else { return .finished }
+                    live += 1
+                    return .perform(.touchZone(zone: zone.id, databaseID: databaseID, sequence: nil))
+                }
+                guard let (maximum, _) = maximumZones, live >= maximum else { return create }
+                // At the limit only a zone that exists can be created (again).
+                return .perform(.findZone(database, zoneName: name, lock: false)) { answer in
+                    if try answer.zone != nil { return create }
+                    results.append(
+                        .failed(zoneID, .quotaExceeded, "zone \(name): a database may have \(maximum) zones, its default zone among them"))
+                    return .finished
+                }
+            case .delete:
+                return .perform(.findZone(database, zoneName: name, lock: true)) { answer in
+                    guard let zone = try answer.zone else {
+                        results.append(.failed(zoneID, .zoneNotFound, "zone \(name) does not exist"))
+                        return .finished
+                    }
+                    results.append(.deleted(zoneID))
+                    live -= 1
+                    return delete(zone)
+                }
+            }
+        }.map { results }
     }
 
     /// Deletes a zone's records and shares and keeps its row as a tombstone for the database feed; participants'

@@ -243,10 +243,11 @@ extension PostgresRecordStore {
     }
 
     public func modifyZones(
-        _ operations: [ZoneOperation], in database: DatabaseRef, timestamp: Int64, logger: Logger
+        _ operations: [ZoneOperation], in database: DatabaseRef, timestamp: Int64, maximumZones: Int, logger: Logger
     ) async throws -> [ZoneModificationResult] {
         try await transaction(logger: logger) { connection in
-            try await Self.run(ZoneScripts.modify(operations, in: database, timestamp: timestamp), connection, logger: logger)
+            try await Self.run(
+                ZoneScripts.modify(operations, in: database, timestamp: timestamp, maximumZones: maximumZones), connection, logger: logger)
         }
     }
 }

@@ -104,6 +104,17 @@ extension PostgresRecordStore {
                 throw StoreError(.unavailable, "zone \(name) was deleted while it was created; retry")
             }
             return .createdZone(ZoneRow(id: existing.id, databaseID: databaseID, changeSequence: existing.changeSequence), created: false)
+        case .countZones(let databaseID):
+            // Counters of one database's zones take turns on a transaction lock that only they take, so two instances
+            // creating zones at once cannot both find room for the last one, and no record writer waits for it.
+            try await connection.query(
+                "SELECT pg_advisory_xact_lock(hashtext('cumulus.zones'), (\(databaseID) % 2147483647)::integer)", logger: logger)
+            for try await count in try await connection.query(
+                "SELECT count(*) FROM zones WHERE database_id = \(databaseID) AND NOT deleted", logger: logger
+            ).decode(Int64.self) {
+                return .count(Int(count))
+            }
+            return .count(0)
         case .deleteZone(let zone):
             try await connection.query(
                 PostgresQuery(

@@ -280,11 +280,11 @@ extension ShardedPostgresStore {
         try await withOwner(database.ownerRecordName, logger: logger) { try await $0.zones(named: names, in: database, logger: logger) }
     }
 
-    public func modifyZones(_ operations: [ZoneOperation], in database: DatabaseRef, timestamp: Int64, logger: Logger) async throws
-        -> [ZoneModificationResult]
-    {
+    public func modifyZones(
+        _ operations: [ZoneOperation], in database: DatabaseRef, timestamp: Int64, maximumZones: Int, logger: Logger
+    ) async throws -> [ZoneModificationResult] {
         try await withOwner(database.ownerRecordName, logger: logger) {
-            try await $0.modifyZones(operations, in: database, timestamp: timestamp, logger: logger)
+            try await $0.modifyZones(operations, in: database, timestamp: timestamp, maximumZones: maximumZones, logger: logger)
         }
     }
 

@@ -96,8 +96,10 @@ extension SQLiteRecordStore {
     }
 
     public func modifyZones(
-        _ operations: [ZoneOperation], in database: DatabaseRef, timestamp: Int64, logger: Logger
+        _ operations: [ZoneOperation], in database: DatabaseRef, timestamp: Int64, maximumZones: Int, logger: Logger
     ) async throws -> [ZoneModificationResult] {
-        try await write { db in try Self.run(ZoneScripts.modify(operations, in: database, timestamp: timestamp), db) }
+        try await write { db in
+            try Self.run(ZoneScripts.modify(operations, in: database, timestamp: timestamp, maximumZones: maximumZones), db)
+        }
     }
 }

@@ -41,6 +41,11 @@ extension SQLiteRecordStore {
                 databaseID, zoneName, timestamp,
             ])
             return .createdZone(ZoneRow(id: db.lastInsertedRowID, databaseID: databaseID, changeSequence: 0), created: true)
+        case .countZones(let databaseID):
+            // The one writer runs one transaction at a time: nothing creates a zone between this count and the commit.
+            let count = try Int.fetchOne(
+                db.cachedStatement(sql: "SELECT count(*) FROM zones WHERE database_id = ? AND deleted = 0"), arguments: [databaseID])
+            return .count(count ?? 0)
         case .deleteZone(let zone):
             for table in ["shares", "record_references", "records"] {
                 try db.cachedStatement(sql: "DELETE FROM \(table) WHERE zone_id = ?").execute(arguments: [zone])
