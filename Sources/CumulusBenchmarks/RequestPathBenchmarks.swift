@@ -199,9 +199,9 @@ extension Benchmarks {
                 batchLatencies.append((ContinuousClock.now - start).seconds * 1000)
             }
         }
+        let batchSeconds = (ContinuousClock.now - batchStart).seconds
         try await oneConnection.shutdown()
         try await oneLoop.shutdownGracefully()
-        let batchSeconds = (ContinuousClock.now - batchStart).seconds
         batchLatencies.sort()
         let batchCPUus = (server.cpuSeconds - batchCPU) * 1_000_000 / Double(records)
         print(

@@ -24,7 +24,7 @@ struct LimitTests {
     }
 
     /// A database's live zones are bounded (`Limits.maximumZones`, the default zone among them): a create past the limit
-    /// fails on its own with `QUOTA_EXCEEDED`, as CloudKit answers an item over a quota, and the batch's others go on.
+    /// fails on its own with `QUOTA_EXCEEDED`, and the batch's other operations go on.
     @Test(arguments: TestStore.all)
     func zonesPerDatabaseAreLimited(_ store: TestStore) async throws {
         let world = try await TestWorld.make(store: store, limits: Limits(maximumZones: 2))

@@ -709,8 +709,9 @@ struct RecordStoreConformanceTests {
         #expect(refused(second[2]))
         #expect(Set(try await store.zones(in: alice, logger: logger).map(\.zoneID.zoneName)) == ["_defaultZone", "B", "C"])
         // Another database has its own count.
-        _ = try await store.modifyZones(
+        let bobs = try await store.modifyZones(
             [ZoneOperation(operationType: .create, zoneID: ZoneID(zoneName: "A"))], in: bob, timestamp: 0, maximumZones: 3, logger: logger)
+        #expect(saved(bobs[0]))
 
         // One place left, eight transactions at once each creating a zone of its own: one takes it.
         _ = try await modify([(.delete, "C")])
@@ -722,7 +723,6 @@ struct RecordStoreConformanceTests {
         #expect(racing.filter(refused).count == 7)
         #expect(try await store.zones(in: alice, logger: logger).count == 3)
     }
-
 }
 
 extension RecordModificationResult {

@@ -12,19 +12,20 @@ public enum ZoneScripts {
         .perform(.createDatabase(database, timestamp: timestamp)) { answer in
             let databaseID = try answer.sequence
             guard maximumZones < .max, operations.contains(where: { $0.operationType == .create }) else {
-                return try modify(operations, in: database, databaseID: databaseID, timestamp: timestamp, maximumZones: nil)
+                return try modify(operations, in: database, databaseID: databaseID, timestamp: timestamp, maximumZones: nil, liveZones: 0)
             }
             return .perform(.countZones(databaseID: databaseID)) { answer in
-                try modify(operations, in: database, databaseID: databaseID, timestamp: timestamp, maximumZones: (maximumZones, try answer.count))
+                try modify(
+                    operations, in: database, databaseID: databaseID, timestamp: timestamp, maximumZones: maximumZones, liveZones: try answer.count)
             }
         }
     }
 
     private static func modify(
-        _ operations: [ZoneOperation], in database: DatabaseRef, databaseID: Int64, timestamp: Int64, maximumZones: (Int, live: Int)?
+        _ operations: [ZoneOperation], in database: DatabaseRef, databaseID: Int64, timestamp: Int64, maximumZones: Int?, liveZones: Int
     ) throws -> TransactionScript<[ZoneModificationResult]> {
         var results: [ZoneModificationResult] = []
-        var live = maximumZones?.live ?? 0
+        var live = liveZones
         return try TransactionScript.forEach(operations) { operation in
             let name = operation.zoneID.zoneName
             let zoneID = database.zoneID(name)
@@ -38,7 +39,7 @@ public enum ZoneScripts {
                     live += 1
                     return .perform(.touchZone(zone: zone.id, databaseID: databaseID, sequence: nil))
                 }
-                guard let (maximum, _) = maximumZones, live >= maximum else { return create }
+                guard let maximum = maximumZones, live >= maximum else { return create }
                 // At the limit only a zone that exists can be created (again).
                 return .perform(.findZone(database, zoneName: name, lock: false)) { answer in
                     if try answer.zone != nil { return create }
