@@ -28,12 +28,20 @@ make_replica() {
     as_root pg_createcluster "$version" replica -p "$port" >/dev/null
     data=$(pg_lsclusters --no-header | awk '$2 == "replica" { print $6 }')
     as_postgres bash -c "rm -rf '$data' && PGPASSWORD=cumulus pg_basebackup -h 127.0.0.1 -p $primary_port -U cumulus -D '$data' -R -X stream -c fast" >&2
-    # A hot standby needs at least the primary's connection limit.
-    echo "max_connections = 400" | as_root tee "/etc/postgresql/$version/replica/conf.d/cumulus-tests.conf" >/dev/null
+    connection_limit
+}
+
+# A hot standby needs at least the primary's connection limit.
+connection_limit() {
+    echo "max_connections = 1000" | as_root tee "/etc/postgresql/$version/replica/conf.d/cumulus-tests.conf" >/dev/null
 }
 
 if ! pg_lsclusters --no-header | awk '$2 == "replica"' | grep -q .; then
     make_replica
+else
+    # The start below takes a changed limit.
+    connection_limit
+    as_root pg_ctlcluster "$version" replica stop >/dev/null 2>&1 || true
 fi
 # A standby is only a copy: one that cannot start (a machine stopped mid-replay can leave it so) is made again.
 if ! as_root pg_ctlcluster "$version" replica start >/dev/null 2>&1 \

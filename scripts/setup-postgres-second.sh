@@ -17,9 +17,10 @@ read -r version first_port <<<"$first"
 
 if ! pg_lsclusters --no-header | awk '$2 == "second"' | grep -q .; then
     as_root pg_createcluster "$version" second -p "$((first_port + 2))" >/dev/null
-    echo "max_connections = 400" | as_root tee "/etc/postgresql/$version/second/conf.d/cumulus-tests.conf" >/dev/null
 fi
-as_root pg_ctlcluster "$version" second start >/dev/null 2>&1 || true
+echo "max_connections = 1000" | as_root tee "/etc/postgresql/$version/second/conf.d/cumulus-tests.conf" >/dev/null
+# A restart takes a changed limit; a cluster that was stopped just starts.
+as_root pg_ctlcluster "$version" second restart >/dev/null 2>&1 || as_root pg_ctlcluster "$version" second start >/dev/null 2>&1 || true
 port=$(pg_lsclusters --no-header | awk '$2 == "second" { print $3 }')
 for _ in $(seq 1 30); do
     as_postgres psql -p "$port" -Atc "SELECT 1" >/dev/null 2>&1 && break

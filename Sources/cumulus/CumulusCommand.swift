@@ -301,6 +301,10 @@ struct Serve: AsyncParsableCommand {
         help: "The largest asset accepted, in MiB (default: $CUMULUS_MAX_ASSET_SIZE or 250).")
     var maxAssetSize: Int?
     @Option(
+        name: .customLong("max-zones"),
+        help: "Live zones one database may hold, its default zone among them (default: $CUMULUS_MAX_ZONES or 10000).")
+    var maxZones: Int?
+    @Option(
         name: .customLong("history-retention"),
         help: """
             How long replaced and deleted versions of records are kept, for zone restores and undelete: 7d, 36h, 90m; \
@@ -401,6 +405,10 @@ struct Serve: AsyncParsableCommand {
             throw ValidationError("--max-asset-size (CUMULUS_MAX_ASSET_SIZE) must be a positive number of MiB")
         }
         configuration.assetLimits.maximumSize = Int64(assetMiB) * 1024 * 1024
+        guard let zones = maxZones ?? Int(settings.text("max-zones") ?? "10000"), zones > 0 else {
+            throw ValidationError("--max-zones (CUMULUS_MAX_ZONES) must be a positive number")
+        }
+        configuration.limits.maximumZones = zones
         guard
             let perAddress = maxConnectionsPerAddress ?? Int(settings.text("max-connections-per-address") ?? "512"), perAddress > 0
         else {

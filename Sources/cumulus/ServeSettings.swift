@@ -19,7 +19,7 @@ struct ServeSettings {
         "host": .text, "port": .integer, "public-url": .text, "apple-app-site-association": .text, "app-store-id": .text,
         "trust-forwarded-for": .flag, "push-recheck-interval": .integer, "max-push-connections": .integer,
         "accept-unhashed-large-bodies": .flag, "max-connections-per-address": .integer, "requests-per-second": .number,
-        "metrics-port": .integer, "log-level": .text, "log-format": .text, "assets": .text, "max-asset-size": .integer,
+        "metrics-port": .integer, "log-level": .text, "log-format": .text, "assets": .text, "max-asset-size": .integer, "max-zones": .integer,
         "history-retention": .text, "database": .text, "data": .text, "database-connections": .integer,
         "read-replica": .text, "fan-out": .text, "shard": .text,
     ]

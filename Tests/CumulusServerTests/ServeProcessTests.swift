@@ -353,6 +353,26 @@ struct ServeProcessTests {
         }
     }
 
+    /// `--max-zones` sets how many live zones one database may hold; a value that is not a positive number stops the
+    /// server before it starts.
+    @Test func theZoneLimitIsASetting() async throws {
+        let data = try temporaryDirectory()
+        let container = "iCloud.com.example.zones"
+        let (apiToken, webToken) = try await Self.containerWithAlice(container, data: data)
+        let server = try await Server.start(arguments: ["--data", data.path, "--max-zones", "2"])
+        let (status, answer) = try await Self.post(
+            "\(server.url)/database/1/\(container)/development/private/zones/modify?ckAPIToken=\(apiToken)&ckWebAuthToken=\(webToken)",
+            #"{"operations":[{"operationType":"create","zone":{"zoneID":{"zoneName":"A"}}},"#
+                + #"{"operationType":"create","zone":{"zoneID":{"zoneName":"B"}}}]}"#)
+        #expect(server.stop() == 0)
+        let zones = answer["zones"]?.arrayValue ?? []
+        #expect(status == 200 && zones.count == 2, "\(answer)")
+        #expect(zones.first?["serverErrorCode"] == nil)
+        #expect(zones.last?["serverErrorCode"]?.stringValue == "QUOTA_EXCEEDED")
+        let refused = try await Self.run(["serve", "--port", "0", "--data", data.path, "--max-zones", "0"])
+        #expect(refused.status != 0 && refused.stderr.contains("--max-zones"), "\(refused.stderr)")
+    }
+
     /// Every setting of `cumulus serve` is in docs/OPERATIONS.md's list, and the list names no other.
     @Test func everySettingIsInTheOperationsList() async throws {
         let help = try await Self.run(["serve", "--help"]).stdout
