@@ -5,9 +5,10 @@ public import CumulusModel
 public enum ZoneScripts {
     /// Creates and deletes zones in order; the database is created with its default zone on first use. A create that
     /// would leave the database with more than `maximumZones` live zones (its default zone among them) fails with
-    /// `QUOTA_EXCEEDED` and the batch's other operations go on; creating a zone that exists is not one.
+    /// `QUOTA_EXCEEDED` and the batch's other operations go on; creating a zone that exists is not one. `Int.max` is no
+    /// limit, and counts nothing.
     public static func modify(
-        _ operations: [ZoneOperation], in database: DatabaseRef, timestamp: Int64, maximumZones: Int = .max
+        _ operations: [ZoneOperation], in database: DatabaseRef, timestamp: Int64, maximumZones: Int
     ) -> TransactionScript<[ZoneModificationResult]> {
         .perform(.createDatabase(database, timestamp: timestamp)) { answer in
             let databaseID = try answer.sequence

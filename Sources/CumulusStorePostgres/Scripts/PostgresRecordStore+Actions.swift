@@ -106,7 +106,8 @@ extension PostgresRecordStore {
             return .createdZone(ZoneRow(id: existing.id, databaseID: databaseID, changeSequence: existing.changeSequence), created: false)
         case .countZones(let databaseID):
             // Counters of one database's zones take turns on a transaction lock that only they take, so two instances
-            // creating zones at once cannot both find room for the last one, and no record writer waits for it.
+            // creating zones at once cannot both find room for the last one, and no record writer waits for it. The count
+            // is a statement of its own, so that its snapshot is taken once the lock is held.
             try await connection.query(
                 "SELECT pg_advisory_xact_lock(hashtext('cumulus.zones'), (\(databaseID) % 2147483647)::integer)", logger: logger)
             for try await count in try await connection.query(
