@@ -348,7 +348,9 @@ extension ShardTests {
         configuration.options.connectionIdleTimeout = .seconds(2)
         let client = PostgresClient(configuration: configuration)
         Task { await client.run() }
-        let stopping = PostgresRecordStore(client: client, connectionWait: .seconds(2), operationTimeout: .seconds(2))
+        // Waits long enough for a loaded machine to open a connection before the cut (2 seconds refused a write there),
+        // and short enough that the cut's refusals come well within the test's bound.
+        let stopping = PostgresRecordStore(client: client, connectionWait: .seconds(8), operationTimeout: .seconds(8))
         let directory = try await TestStore.makePostgresStore(location: try await TestStore.makePostgresDatabase(on: first), migrate: false)
         let store = try await ShardedPostgresStore.prepare(directory: directory, others: [stopping], logicalShards: 8, logger: logger)
         let world = try await TestWorld.make(store: TestStore(name: "sharded, one database behind a proxy") { _ in store })
