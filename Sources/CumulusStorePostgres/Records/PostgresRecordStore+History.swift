@@ -26,9 +26,9 @@ extension PostgresRecordStore {
         """
         INSERT INTO record_history (zone_id, record_name, record_type, change_seq, fields, parent_name,
             created_at, created_by, created_device, modified_at, modified_by, modified_device, replaced_at)
-        SELECT zone_id, record_name, record_type, change_seq, fields, parent_name,
-            created_at, created_by, created_device, modified_at, modified_by, modified_device, \(replacedAt)::bigint
-        FROM records WHERE zone_id = \(zone) AND record_name = ANY(\(names)) AND NOT deleted
+        SELECT r.zone_id, r.record_name, r.record_type, r.change_seq, r.fields, r.parent_name,
+            r.created_at, r.created_by, r.created_device, r.modified_at, r.modified_by, r.modified_device, \(replacedAt)::bigint
+        FROM \(recordsNamed(names, inZone: zone, as: "r")) WHERE NOT r.deleted
         """
     }
 

@@ -7,7 +7,7 @@ extension PostgresRecordStore {
     /// ``liveRecords(_:zoneRowID:zoneID:names:logger:)``'s statement: every lookup and most writes run it.
     private enum LiveRecords: PostgresPreparedText {
         static let name = "cumulus_live_records"
-        static let sql = "SELECT \(recordColumns) FROM records WHERE zone_id = $1 AND NOT deleted AND record_name = ANY($2)"
+        static let sql = "SELECT \(recordColumns("r")) FROM \(recordsNamed("$2", inZone: "$1", as: "r")) WHERE NOT r.deleted"
     }
 
     /// Live records of a zone by name, one statement.

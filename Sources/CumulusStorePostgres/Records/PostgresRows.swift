@@ -68,6 +68,33 @@ extension PostgresRecordStore {
         recordColumns.split(separator: ",").map { "\(alias)." + $0.trimmingCharacters(in: .whitespacesAndNewlines) }.joined(separator: ", ")
     }
 
+    /// `FROM` items for the rows of `records`, tombstones included, named in the `text[]` expression `names` (each once)
+    /// in the zone whose row ID is the expression `zone`, as `alias`; `wanted.name` is the name each row was asked by.
+    ///
+    /// Each name is one probe of the `(zone_id, record_name)` key, whatever PostgreSQL's statistics say of the zone.
+    /// `zone_id = … AND record_name = ANY(…)` lets the planner choose between that probe and a scan of the zone (every
+    /// other index on `records` starts with `zone_id`), and it sizes the zone from statistics: the average zone when
+    /// the zone comes from a join, nothing for a zone that grew since the last `ANALYZE`. A batch then read a large zone
+    /// whole (docs/BENCHMARKS.md, fourth measurement). An equality probe per name ties with the zone scan where the
+    /// statistics say a zone holds one record, and PostgreSQL breaks the tie toward the smaller index. The first name
+    /// at or after the wanted one, in the key's order, is served without a sort by the key alone; any other index
+    /// would sort the zone first, so no statistics make that cheaper.
+    static func recordsNamed(_ names: String, inZone zone: String, as alias: String) -> String {
+        "(SELECT DISTINCT unnest(\(names)::text[]) AS name) AS wanted CROSS JOIN \(recordNamed("wanted.name", inZone: zone)) AS \(alias)"
+    }
+
+    /// A `LATERAL` item: the row of `records`, tombstone or live, named by the expression `name` in the zone whose row ID
+    /// is the expression `zone`, found as ``recordsNamed(_:inZone:as:)`` finds each.
+    static func recordNamed(_ name: String, inZone zone: String) -> String {
+        """
+        LATERAL (
+            SELECT next.* FROM (
+                SELECT * FROM records WHERE zone_id = \(zone) AND record_name >= \(name) ORDER BY record_name LIMIT 1
+            ) AS next WHERE next.record_name = \(name)
+        )
+        """
+    }
+
     /// Decodes a row selected with ``recordColumns`` starting at column `offset`.
     static func storedRecord(_ row: RowReader, zoneID: ZoneID, offset: Int = 0) throws -> StoredRecord {
         let sequence: Int64 = try row[offset + 2]

@@ -78,7 +78,7 @@ extension PostgresRecordStore {
             locked AS (SELECT z.id, z.change_seq, z.database_id, z.deleted FROM zones z WHERE z.id IN (SELECT id FROM seen) FOR UPDATE)
             SELECT l.id, l.change_seq, l.database_id, l.deleted, s.change_seq, \(recordColumns("r"))
             FROM locked l JOIN seen s ON s.id = l.id
-            LEFT JOIN records r ON r.zone_id = l.id AND NOT r.deleted AND r.record_name = ANY($6)
+            LEFT JOIN LATERAL (SELECT named.* FROM \(recordsNamed("$6", inZone: "l.id", as: "named")) WHERE NOT named.deleted) r ON true
             """
     }
 
@@ -194,8 +194,8 @@ extension PostgresRecordStore {
             let rows = try await connection.query(
                 """
                 SELECT DISTINCT r.source_name FROM record_references r
-                JOIN records s ON s.zone_id = r.zone_id AND s.record_name = r.source_name AND NOT s.deleted
-                WHERE r.zone_id = \(zone) AND r.target_name = ANY(\(targets))
+                CROSS JOIN \(unescaped: recordNamed("r.source_name", inZone: "r.zone_id")) AS s
+                WHERE r.zone_id = \(zone) AND r.target_name = ANY(\(targets)) AND NOT s.deleted
                 """, logger: logger)
             var sources: [String] = []
             for try await source in rows.decode(String.self) { sources.append(source) }
@@ -203,32 +203,41 @@ extension PostgresRecordStore {
         case .deleteRecords(let zone, let names, let sequences, let modified):
             // The live rows' sequences before the update, from the statement's snapshot, and their references dropped, in the
             // same round trip.
+            // The rows are found by name once (``recordsNamed(_:inZone:as:)``) and updated by their IDs.
             let replaced = try await liveSequences(
                 connection.query(
-                    """
-                    WITH old AS (SELECT record_name, change_seq FROM records WHERE zone_id = \(zone) AND record_name = ANY(\(names)) AND NOT deleted),
-                    done AS (
-                        UPDATE records r SET deleted = true, fields = NULL, change_seq = u.seq, share_name = NULL,
-                            modified_at = \(modified.timestamp), modified_by = \(modified.userRecordName), modified_device = \(modified.deviceID)
-                        FROM UNNEST(\(names), \(sequences)) AS u(name, seq)
-                        WHERE r.zone_id = \(zone) AND r.record_name = u.name AND NOT r.deleted
-                    ),
-                    gone AS (DELETE FROM record_references WHERE zone_id = \(zone) AND source_name = ANY(\(names)))
-                    SELECT record_name, change_seq FROM old
-                    """, logger: logger))
+                    PostgresQuery(
+                        unsafeSQL: """
+                            WITH old AS (SELECT r.id, r.record_name, r.change_seq FROM \(recordsNamed("$2", inZone: "$1", as: "r")) WHERE NOT r.deleted),
+                            done AS (
+                                UPDATE records r SET deleted = true, fields = NULL, change_seq = u.seq, share_name = NULL,
+                                    modified_at = $4, modified_by = $5, modified_device = $6
+                                FROM old JOIN UNNEST($2::text[], $3::bigint[]) AS u(name, seq) ON u.name = old.record_name
+                                WHERE r.id = old.id
+                            ),
+                            gone AS (DELETE FROM record_references WHERE zone_id = $1 AND source_name = ANY($2))
+                            SELECT record_name, change_seq FROM old
+                            """,
+                        binds: try binds(zone, names, sequences, modified.timestamp, modified.userRecordName, modified.deviceID)),
+                    logger: logger))
             return .liveSequences(replaced)
         case .renumberRecords(let zone, let names, let sequences):
+            // Tombstones are renumbered too; the sequences returned are the live rows'.
             return .liveSequences(
                 try await liveSequences(
                     connection.query(
-                        """
-                        WITH old AS (SELECT record_name, change_seq FROM records WHERE zone_id = \(zone) AND record_name = ANY(\(names)) AND NOT deleted),
-                        done AS (
-                            UPDATE records r SET change_seq = u.seq FROM UNNEST(\(names), \(sequences)) AS u(name, seq)
-                            WHERE r.zone_id = \(zone) AND r.record_name = u.name
-                        )
-                        SELECT record_name, change_seq FROM old
-                        """, logger: logger)))
+                        PostgresQuery(
+                            unsafeSQL: """
+                                WITH named AS (SELECT r.id, r.record_name, r.change_seq, r.deleted FROM \(recordsNamed("$2", inZone: "$1", as: "r"))),
+                                done AS (
+                                    UPDATE records r SET change_seq = u.seq
+                                    FROM named JOIN UNNEST($2::text[], $3::bigint[]) AS u(name, seq) ON u.name = named.record_name
+                                    WHERE r.id = named.id
+                                )
+                                SELECT record_name, change_seq FROM named WHERE NOT deleted
+                                """,
+                            binds: try binds(zone, names, sequences)),
+                        logger: logger)))
         case .recordExits(let zone, let root, let names, let sequences):
             try await connection.query(
                 """
@@ -492,7 +501,7 @@ extension PostgresRecordStore {
     private static func saveRecordsText(endingWrite: Bool, keepingVersions: Bool) -> String {
         var sql = """
             WITH old AS (
-                    SELECT record_name, change_seq FROM records WHERE zone_id = $1 AND record_name = ANY($2) AND NOT deleted
+                    SELECT r.record_name, r.change_seq FROM \(recordsNamed("$2", inZone: "$1", as: "r")) WHERE NOT r.deleted
                 ),
                 done AS (
                     INSERT INTO records (zone_id, record_name, record_type, change_seq, deleted, fields, parent_name, share_name, short_guid,

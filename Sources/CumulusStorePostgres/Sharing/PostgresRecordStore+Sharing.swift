@@ -14,17 +14,20 @@ extension PostgresRecordStore {
     {
         guard !names.isEmpty, !roots.isEmpty else { return [:] }
         let roots = Array(roots)
+        // Each step up is one probe of the key (``recordNamed(_:inZone:)``), whatever the statistics say of the zone.
         let rows = try await connection.query(
-            """
-            WITH RECURSIVE up(start, name, parent, depth) AS (
-                SELECT record_name, record_name, parent_name, 0 FROM records WHERE zone_id = \(zoneRowID) AND record_name = ANY(\(names))
-                UNION ALL
-                SELECT up.start, r.record_name, r.parent_name, up.depth + 1 FROM up
-                JOIN records r ON r.zone_id = \(zoneRowID) AND r.record_name = up.parent
-                WHERE up.depth < 1000 AND NOT (up.name = ANY(\(roots)))
-            )
-            SELECT start, name FROM up WHERE name = ANY(\(roots))
-            """, logger: logger)
+            PostgresQuery(
+                unsafeSQL: """
+                    WITH RECURSIVE up(start, name, parent, depth) AS (
+                        SELECT r.record_name, r.record_name, r.parent_name, 0 FROM \(recordsNamed("$2", inZone: "$1", as: "r"))
+                        UNION ALL
+                        SELECT up.start, r.record_name, r.parent_name, up.depth + 1 FROM up CROSS JOIN \(recordNamed("up.parent", inZone: "$1")) AS r
+                        WHERE up.depth < 1000 AND NOT (up.name = ANY($3))
+                    )
+                    SELECT start, name FROM up WHERE name = ANY($3)
+                    """,
+                binds: try binds(zoneRowID, names, roots)),
+            logger: logger)
         var result: [String: String] = [:]
         for try await (start, root) in rows.decode((String, String).self) { result[start] = root }
         return result
