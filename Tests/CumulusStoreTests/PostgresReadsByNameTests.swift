@@ -93,13 +93,17 @@ struct PostgresReadsByNameTests {
             // read of the zone alone is 4,000.
             let bound = Int64(3 * Self.batch)
 
-            let planner = RecordBatchPlanner(makeShortGUID: { "guid" })
-            let write = batch("Large", wanted.map { modification(.forceReplace, $0) }, timestamp: 3)
-            let (written, results) = try await rowsRead(store) { connection in
-                try await PostgresRecordStore.run(ModifyRecordsScript.script(write, planner: planner), connection, logger: logger)
+            /// A batch as the store writes it, in a transaction whose reads are counted.
+            func modify(_ operations: [RecordModification], timestamp: Int64) async throws -> (Int64, [RecordModificationResult]) {
+                let written = batch("Large", operations, timestamp: timestamp)
+                let planner = RecordBatchPlanner(makeShortGUID: { "guid" })
+                return try await rowsRead(store) { connection in
+                    try await PostgresRecordStore.run(ModifyRecordsScript.script(written, planner: planner), connection, logger: logger)
+                }
             }
-            let saved = results.filter { if case .saved = $0 { true } else { false } }
-            #expect(saved.count == Self.batch, "\(results.prefix(3))")
+
+            let (written, results) = try await modify(wanted.map { modification(.forceReplace, $0) }, timestamp: 3)
+            #expect(results.filter { if case .saved = $0 { true } else { false } }.count == Self.batch, "\(results.prefix(3))")
             #expect(written <= bound, "a write of \(Self.batch) read \(written) rows of records")
 
             let (looked, found) = try await rowsRead(store) { connection in
@@ -109,12 +113,8 @@ struct PostgresReadsByNameTests {
             #expect(found.count == Self.batch)
             #expect(looked <= bound, "a lookup of \(Self.batch) read \(looked) rows of records")
 
-            let delete = batch("Large", replaced.map { modification(.forceDelete, $0) }, timestamp: 4)
-            let (deleted, outcomes) = try await rowsRead(store) { connection in
-                try await PostgresRecordStore.run(ModifyRecordsScript.script(delete, planner: planner), connection, logger: logger)
-            }
-            let gone = outcomes.filter { if case .deleted = $0 { true } else { false } }
-            #expect(gone.count == replaced.count, "\(outcomes.prefix(3))")
+            let (deleted, outcomes) = try await modify(replaced.map { modification(.forceDelete, $0) }, timestamp: 4)
+            #expect(outcomes.filter { if case .deleted = $0 { true } else { false } }.count == replaced.count, "\(outcomes.prefix(3))")
             #expect(deleted <= bound, "a delete of \(replaced.count) read \(deleted) rows of records")
         }
     }
