@@ -202,8 +202,7 @@ extension PostgresRecordStore {
             return .list(sources)
         case .deleteRecords(let zone, let names, let sequences, let modified):
             // The live rows' sequences before the update, from the statement's snapshot, and their references dropped, in the
-            // same round trip.
-            // The rows are found by name once (``recordsNamed(_:inZone:as:)``) and updated by their IDs.
+            // same round trip. The rows are found by name once (``recordsNamed(_:inZone:as:)``) and updated by their IDs.
             let replaced = try await liveSequences(
                 connection.query(
                     PostgresQuery(
