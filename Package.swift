@@ -256,7 +256,8 @@ let package = Package(
             name: "CumulusStoreSQLiteTests",
             dependencies: [
                 "CumulusModel", "CumulusStore", "CumulusStoreSQLite", .product(name: "GRDB", package: "GRDB.swift"),
-                .product(name: "Logging", package: "swift-log"),
+                // SQLite's own C API, for counting the steps a statement runs.
+                .product(name: "GRDBSQLite", package: "GRDB.swift"), .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -126,6 +126,13 @@ struct ReconcileTests {
             #expect(bobs.status == 404 && bobs.json["serverErrorCode"]?.stringValue == "ZONE_NOT_FOUND")
             let stranger = try await reconcile(#"{"zoneID":{"zoneName":"Lists"},"ranges":[\#(valid)]}"#, as: .none)
             #expect(stranger.status == 401 || stranger.status == 403)
+            // The public database has no change feeds to verify: refused, to a user and to an anonymous caller alike.
+            for identity in [Identity.user(world.alice), .anonymous] {
+                let publicAnswer = try await client.send(
+                    "records/reconcile", as: identity, database: "public", body: #"{"zoneID":{"zoneName":"_defaultZone"},"ranges":[\#(valid)]}"#)
+                #expect(publicAnswer.status == 400 && publicAnswer.json["serverErrorCode"]?.stringValue == "BAD_REQUEST")
+                #expect(publicAnswer.reason?.contains("public database") == true, "\(publicAnswer.reason ?? "")")
+            }
         }
     }
 }

@@ -10,10 +10,14 @@ extension DatabaseService {
     /// holds in them, each answered by ``RangeReconciler``. A participant compares what is shared with them.
     ///
     /// The ranges of one request may not overlap, so a request reads each record of the zone once at most, as a feed
-    /// from the start does: one holder of a token cannot make one request cost more than reading their zone.
+    /// from the start does: one holder of a token cannot make one request cost more than reading their zone. The public
+    /// database, which has no change feeds to verify, has none either.
     public func reconcileRecords(caller: Caller, scope: DatabaseScope, request: RecordsReconcileRequest, logger: Logger) async throws
         -> RecordsReconcileResponse
     {
+        if scope == .public {
+            throw CumulusError(.badRequest, "records/reconcile is not available in the public database, which has no change feeds")
+        }
         guard !request.ranges.isEmpty else { throw CumulusError(.badRequest, "ranges: name at least one range") }
         guard request.ranges.count <= Self.maximumReconcileRanges else {
             throw CumulusError(

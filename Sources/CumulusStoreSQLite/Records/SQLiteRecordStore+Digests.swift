@@ -61,26 +61,40 @@ extension SQLiteRecordStore {
     }
 
     /// Runs a scan over the live records of a zone in `range`, as `access` lets its participant see them.
+    ///
+    /// A bound is written into the statement only when the range has it: `(? IS NULL OR record_name >= ?)` hides the
+    /// bound from SQLite's planner, which then reads the whole zone for every range (a reconciliation of 64 empty
+    /// ranges read a 50,000-record zone 64 times). So each of the four shapes is its own cached statement, and reads
+    /// only its range of the zone's key.
     static func scan<Scan: RecordSequenceScan>(
         _ scan: Scan, _ db: Database, zone: Int64, range: RecordNameRange, access: ParticipantAccess?
     ) throws -> Scan {
         var scan = scan
-        // Numbered parameters: ?1 zone, ?2 lower bound, ?3 upper bound, ?4 roots, ?5 share records.
         var prefix = ""
-        var condition = "r.zone_id = ?1 AND r.deleted = 0 AND (?2 IS NULL OR r.record_name >= ?2) AND (?3 IS NULL OR r.record_name < ?3)"
+        var arguments: StatementArguments = []
         if let access, !access.zoneWide {
             prefix = """
                 WITH RECURSIVE tree(name) AS (
-                    SELECT value FROM json_each(?4)
-                    UNION SELECT r.record_name FROM records r JOIN tree ON r.zone_id = ?1 AND r.parent_name = tree.name
+                    SELECT value FROM json_each(?)
+                    UNION SELECT r.record_name FROM records r JOIN tree ON r.zone_id = ? AND r.parent_name = tree.name
                 )
 
                 """
-            condition += " AND (r.record_name IN (SELECT name FROM tree) OR r.record_name IN (SELECT value FROM json_each(?5)))"
+            _ = arguments.append(contentsOf: [Array(access.roots).jsonArray, zone])
         }
-        var arguments: StatementArguments = [zone, range.lowerBound, range.upperBound]
+        var condition = "r.zone_id = ? AND r.deleted = 0"
+        _ = arguments.append(contentsOf: [zone])
+        if let lower = range.lowerBound {
+            condition += " AND r.record_name >= ?"
+            _ = arguments.append(contentsOf: [lower])
+        }
+        if let upper = range.upperBound {
+            condition += " AND r.record_name < ?"
+            _ = arguments.append(contentsOf: [upper])
+        }
         if let access, !access.zoneWide {
-            _ = arguments.append(contentsOf: [Array(access.roots).jsonArray, Array(access.shareRecordNames).jsonArray])
+            condition += " AND (r.record_name IN (SELECT name FROM tree) OR r.record_name IN (SELECT value FROM json_each(?)))"
+            _ = arguments.append(contentsOf: [Array(access.shareRecordNames).jsonArray])
         }
         let count = try Int.fetchOne(db.cachedStatement(sql: "\(prefix)SELECT count(*) FROM records r WHERE \(condition)"), arguments: arguments) ?? 0
         scan.begin(count: count)
