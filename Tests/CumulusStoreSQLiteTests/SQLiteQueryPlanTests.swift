@@ -154,8 +154,10 @@ struct SQLiteQueryPlanTests {
             _ = try await store.modifyRecords(
                 RecordBatch(
                     database: alice, zoneName: "Z", atomic: true,
-                    operations: (batch..<batch + 500).map {
-                        RecordModification(operationType: .create, recordName: "d" + String(100_000 + $0).dropFirst(), recordType: "Drive", fields: [:])
+                    operations: (batch..<batch + 500).map { index in
+                        // d00000 to d01999: names in the order of their numbers.
+                        let name = "d" + String(100_000 + index).dropFirst()
+                        return RecordModification(operationType: .create, recordName: name, recordType: "Drive", fields: [:])
                     },
                     author: "_alice", deviceID: "d", timestamp: 0),
                 logger: logger)
