@@ -457,6 +457,35 @@ struct PushStreamTests {
         }
     }
 
+    /// A full instance gives a user who holds no place the place of the biggest holder's newest stream, which ends; the
+    /// holder cannot take it back while it holds two more than the newcomer.
+    @Test func aFullInstanceGivesAPlaceToAUserWhoHoldsNone() async throws {
+        var world = try await TestWorld.make()
+        world.configuration.pushLimits = PushLimits(maximumConnections: 3, maximumAnonymousConnections: 1)
+        let (alice, bob) = (world.alice, world.bob)
+        try await world.test { client in
+            var streams: [EventStreamReader] = []
+            var couriers: [String] = []
+            for _ in 0..<3 {
+                let courier = try await PushStreamTests.subscribeAndMakeToken(client, as: alice)
+                var (stream, _) = try await EventStreamReader.open(client, courier)
+                #expect(try await stream.next()?.comment == "connected")
+                streams.append(stream)
+                couriers.append(courier)
+            }
+            let bobCourier = try await PushStreamTests.subscribeAndMakeToken(client, as: bob)
+            var (bobStream, _) = try await EventStreamReader.open(client, bobCourier)
+            #expect(try await bobStream.next()?.comment == "connected", "Bob, who held none, is served")
+            // Alice's newest stream ends (heartbeats may come first): the loop ends when it does.
+            while let event = try await streams[2].next() {
+                #expect(event.comment == "heartbeat", "\(event)")
+            }
+            let again = try await client.raw(try PushTests.courierPath(couriers[2], timeout: 0), method: .get)
+            #expect(again.status == 503 && again.serverErrorCode == "TRY_AGAIN_LATER", "\(again.json)")
+            withExtendedLifetime(streams) {}
+        }
+    }
+
     @Test func aUserKeepsOnlyTheirNewestTokens() async throws {
         var world = try await TestWorld.make()
         world.configuration.pushLimits = PushLimits(maximumTokensPerUser: 2)

@@ -238,14 +238,84 @@ final class ParkedRegistrations: Sendable {
     }
 }
 
-/// The connections open on this instance: how many, how many of them of anonymous tokens, and which is the current one
-/// of each token.
+/// The connections open on this instance: how many, how many of them of anonymous tokens, which is the current one of
+/// each token, and how many each user holds.
+///
+/// Places are shared fairly. While places are free, any connection gets one (an anonymous token's within the anonymous
+/// pool). When none is, a signed-in user's new connection takes the place of the newest connection of the biggest holder,
+/// provided that holder holds at least two more than the newcomer: the connections of tokens no user registered count
+/// as one holder, so they go first. No crowd of accounts can then keep a user who holds none out, unless every holder
+/// holds just one (as many users as places), and two near-equal holders never take turns ending each other's.
 final class PushConnectionRegistry: Sendable {
+    /// One connection counted against its holder: a user, or `nil` for the tokens no user registered.
+    private struct Holding {
+        var token: String
+        var holder: String?
+    }
+
     private struct State {
         var next: UInt64 = 0
+        /// Places taken, by connections still open, whether current or ending.
         var open = 0
         var anonymous = 0
         var current: [String: UInt64] = [:]
+        /// The connections counted against their holders, by generation: open and neither superseded nor given up.
+        var held: [UInt64: Holding] = [:]
+        /// Each holder's counted connections, oldest first.
+        var byHolder: [String?: [UInt64]] = [:]
+        /// Holders by how many they hold, and the largest such count: the biggest holder is found without a scan.
+        var holdersByCount: [Int: Set<String?>] = [:]
+        var largest = 0
+        /// Connections given up to a newcomer that have not closed yet: their places are already the newcomer's.
+        var givenUp: Set<UInt64> = []
+
+        mutating func count(_ holder: String?, by change: Int) {
+            let before = byHolder[holder]?.count ?? 0
+            let after = before + change
+            if before > 0 {
+                holdersByCount[before]?.remove(holder)
+                if holdersByCount[before]?.isEmpty == true { holdersByCount[before] = nil }
+            }
+            if after > 0 { holdersByCount[after, default: []].insert(holder) }
+            if after > largest { largest = after }
+            while largest > 0, holdersByCount[largest] == nil { largest -= 1 }
+        }
+
+        mutating func hold(_ generation: UInt64, _ holding: Holding) {
+            count(holding.holder, by: 1)
+            held[generation] = holding
+            byHolder[holding.holder, default: []].append(generation)
+        }
+
+        /// Stops counting a connection against its holder (it closed, was superseded, or was given up).
+        mutating func release(_ generation: UInt64) {
+            guard let holding = held.removeValue(forKey: generation) else { return }
+            count(holding.holder, by: -1)
+            byHolder[holding.holder]?.removeAll { $0 == generation }
+            if byHolder[holding.holder]?.isEmpty == true { byHolder[holding.holder] = nil }
+        }
+
+        /// The newest connection of the biggest holder, when it holds at least two more than `holder`; released and
+        /// no longer current.
+        mutating func giveUpForNewcomer(_ holder: String) -> String? {
+            let holds = byHolder[holder]?.count ?? 0
+            guard largest >= holds + 2 else { return nil }
+            // Of the biggest holders, the anonymous tokens first, then any.
+            let biggest = holdersByCount[largest] ?? []
+            let victim: String?
+            if biggest.contains(nil) {
+                victim = nil
+            } else if let first = biggest.first {
+                victim = first
+            } else {
+                return nil
+            }
+            guard let generation = byHolder[victim]?.last, let token = held[generation]?.token else { return nil }
+            release(generation)
+            givenUp.insert(generation)
+            if current[token] == generation { current[token] = nil }
+            return token
+        }
     }
 
     private let state = Mutex(State())
@@ -257,16 +327,27 @@ final class PushConnectionRegistry: Sendable {
         self.maximumAnonymous = maximumAnonymous
     }
 
-    /// A place for a new connection of `token`, which becomes its current one; `nil` when the instance is full, or its
-    /// places for anonymous tokens are, for one.
-    func open(_ token: String, anonymous: Bool) -> (number: UInt64, replaced: Bool)? {
+    /// A place for a new connection of `token`, held by `user` (`nil` for a token no user registered), which becomes
+    /// the token's current one; `nil` when the instance is full and no holder holds enough to give one up, or the
+    /// places for anonymous tokens are full, for one. `givenUp` names the token whose connection ended to make room:
+    /// wake it, so it ends now.
+    func open(_ token: String, user: String?) -> (number: UInt64, replaced: Bool, givenUp: String?)? {
         state.withLock { state in
-            guard state.open < maximum, !anonymous || state.anonymous < maximumAnonymous else { return nil }
+            let anonymous = user == nil
+            if anonymous, state.anonymous >= maximumAnonymous { return nil }
+            var givenUp: String?
+            if state.open - state.givenUp.count >= maximum {
+                guard let user, let token = state.giveUpForNewcomer(user) else { return nil }
+                givenUp = token
+            }
             state.open += 1
             if anonymous { state.anonymous += 1 }
             state.next += 1
-            let replaced = state.current.updateValue(state.next, forKey: token) != nil
-            return (state.next, replaced)
+            let previous = state.current.updateValue(state.next, forKey: token)
+            // The token's older connection ends (superseded): it no longer counts against its holder.
+            if let previous { state.release(previous) }
+            state.hold(state.next, Holding(token: token, holder: user))
+            return (state.next, previous != nil, givenUp)
         }
     }
 
@@ -277,7 +358,10 @@ final class PushConnectionRegistry: Sendable {
     /// Makes a connection no longer current, leaving its place taken until it closes.
     func end(_ token: String, generation: UInt64) {
         state.withLock { state in
-            if state.current[token] == generation { state.current[token] = nil }
+            if state.current[token] == generation {
+                state.current[token] = nil
+                state.release(generation)
+            }
         }
     }
 
@@ -285,7 +369,14 @@ final class PushConnectionRegistry: Sendable {
         state.withLock { state in
             state.open -= 1
             if anonymous { state.anonymous -= 1 }
+            state.givenUp.remove(generation)
+            state.release(generation)
             if state.current[token] == generation { state.current[token] = nil }
         }
+    }
+
+    /// How many connections each holder has counted against it (`nil`: the anonymous tokens'), for tests.
+    var holdings: [String?: Int] {
+        state.withLock { $0.byHolder.mapValues(\.count) }
     }
 }

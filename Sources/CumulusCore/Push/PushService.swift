@@ -161,11 +161,11 @@ public struct PushService: Sendable {
         let stored = try await mapStoreErrors { try await store.pushToken(token, logger: logger) }
         let user = stored.flatMap { $0.container == container && $0.environment == environment ? $0.userRecordName : nil }
         let anonymous = stored?.userRecordName == nil
-        guard let generation = connections.open(token, anonymous: anonymous) else {
+        guard let generation = connections.open(token, user: anonymous ? nil : stored?.userRecordName) else {
             let which = anonymous ? "push connections of tokens no user registered" : "push connections"
             throw CumulusError(.unavailable, "this server holds as many \(which) as it may; retry", retryAfter: 5)
         }
-        if generation.replaced { signal.wake([ChangeSignal.key(token: token)]) }
+        wakeEnded(token, generation)
         return PushConnection(
             service: self, token: token, container: container, environment: environment, generation: generation.number, anonymous: anonymous,
             user: user)
@@ -186,16 +186,25 @@ public struct PushService: Sendable {
     }
 
     private func adopt(_ parked: ParkedRegistrations.Parked, onWake: (@Sendable () -> Void)?) throws -> PushConnection {
-        guard let generation = connections.open(parked.token, anonymous: false) else {
+        guard let generation = connections.open(parked.token, user: parked.user) else {
             signal.unregister(parked.registration)
             throw CumulusError(.unavailable, "this server holds as many push connections as it may; retry", retryAfter: 5)
         }
-        if generation.replaced { signal.wake([ChangeSignal.key(token: parked.token)]) }
+        wakeEnded(parked.token, generation)
         var connection = PushConnection(
             service: self, token: parked.token, container: parked.container, environment: parked.environment, generation: generation.number,
             anonymous: false, user: parked.user)
         connection.adopt(parked, onWake: onWake)
         return connection
+    }
+
+    /// Wakes the connections a new one ended, so they end now: the token's previous one, and the one given up to make
+    /// room (``PushConnectionRegistry``).
+    private func wakeEnded(_ token: String, _ generation: (number: UInt64, replaced: Bool, givenUp: String?)) {
+        var keys: Set<String> = []
+        if generation.replaced { keys.insert(ChangeSignal.key(token: token)) }
+        if let givenUp = generation.givenUp { keys.insert(ChangeSignal.key(token: givenUp)) }
+        if !keys.isEmpty { signal.wake(keys) }
     }
 
     /// The courier's long poll: the next notification for a token, waiting up to `timeout`; `nil` when none came.
