@@ -166,6 +166,10 @@ public struct PushService: Sendable {
             throw CumulusError(.unavailable, "this server holds as many \(which) as it may; retry", retryAfter: 5)
         }
         wakeEnded(token, generation)
+        if generation.givenUp != nil {
+            // Seen by operators: the instance is full, and a crowd's connections are making room for newcomers.
+            logger.notice("push: the instance is full; the biggest holder's newest connection ended to make room for a new user's")
+        }
         return PushConnection(
             service: self, token: token, container: container, environment: environment, generation: generation.number, anonymous: anonymous,
             user: user)
