@@ -157,7 +157,8 @@ public func buildRouter(
         .register(on: router.group("schema/1/:container/:environment").add(middleware: throttle).add(middleware: authentication))
     ShareRoutes(database: database, accounts: accounts, address: address, appStoreID: configuration.appStoreID)
         .register(on: router)
-    AuthRoutes(accounts: accounts, limits: limits, metrics: metrics).register(on: router.group("auth/1/:container/:environment"))
+    AuthRoutes(accounts: accounts, limits: limits, metrics: metrics, refusalDelay: configuration.requestLimits.refusalDelay).register(
+        on: router.group("auth/1/:container/:environment"))
     ConsoleRoutes(
         accounts: accounts, database: database, console: ConsoleService(store: store, clock: clock),
         secureCookies: configuration.publicBaseURL?.lowercased().hasPrefix("https:") == true

@@ -107,6 +107,36 @@ struct AbuseTests {
         }
     }
 
+    /// A refused sign-in writes nothing (the instance remembers the limit is reached until its window ends) and is
+    /// answered after the refusal delay: a flood of them from one address grew SQLite's log by 43 to 64 MB in 10 s.
+    @Test func refusedSignInsWriteNothingAndWait() async throws {
+        let store = try SQLiteRecordStore(path: TestFiles.fresh("cumulus.sqlite"))
+        var prepared = try await TestWorld.make(store: TestStore(name: "SQLite, inspected") { _ in store })
+        prepared.configuration.signInLimits = SignInLimits(attemptsPerAccountAndAddress: 2)
+        prepared.configuration.requestLimits.refusalDelay = .milliseconds(250)
+        let world = prepared
+        @Sendable func counted() async throws -> Int {
+            try await store.writer.read { db in try Int.fetchOne(db, sql: "SELECT COALESCE(SUM(count), 0) FROM attempt_counts") ?? 0 }
+        }
+        try await world.test { client in
+            let base = "/auth/1/\(TestWorld.container)/development"
+            @Sendable func signIn() async throws -> CloudKitResponse {
+                try await client.raw("\(base)/signin?ckAPIToken=\(world.apiToken)", body: #"{"name":"alice","password":"guess"}"#)
+            }
+            for _ in 0..<2 { #expect(try await signIn().status == 401) }
+            #expect(try await signIn().status == 429)
+            let before = try await counted()
+            let started = ContinuousClock.now
+            let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+                for _ in 0..<12 { group.addTask { try await signIn().status } }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(statuses == Array(repeating: 429, count: 12))
+            #expect(ContinuousClock.now - started >= .milliseconds(250), "refused before the delay")
+            #expect(try await counted() == before, "a refused attempt counted in the store")
+        }
+    }
+
     // MARK: - Queries
 
     /// Anyone holds the API token, so an anonymous query never makes an index, even on a field records hold; a

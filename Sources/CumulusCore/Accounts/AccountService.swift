@@ -11,6 +11,7 @@ public struct AccountService: Sendable {
     let passwordHashing: PasswordHashingQueue
     let signInLimits: SignInLimits
     let credentials: CredentialCache
+    let refusals = RefusedAttempts()
     /// How long a web auth token stays valid, in milliseconds.
     let webAuthTokenLifetime: Int64
     let clock: WallClock
@@ -160,7 +161,7 @@ public struct AccountService: Sendable {
     ) async throws -> (UserAccount, String) {
         if let address {
             try await throttle(
-                "signup-address:" + address, limit: signInLimits.signUpsPerAddress, window: signInLimits.signUpWindow, action: "sign-ups",
+                [Attempt("signup-address:" + address, limit: signInLimits.signUpsPerAddress, window: signInLimits.signUpWindow, action: "sign-ups")],
                 logger: logger)
         }
         let user = try await createUser(container: container, name: name, password: password, email: email, logger: logger)
@@ -182,19 +183,23 @@ public struct AccountService: Sendable {
         let account = "\(container)\n\(name.trimmingCharacters(in: .whitespaces).lowercased())"
         // The name from this address first: a stranger's failures from their own address stop there, and do not count
         // against the name everywhere once they are refused.
+        var attempts: [Attempt] = []
         if let address {
-            try await throttle(
-                "signin-account-address:" + account + "\n" + address, limit: signInLimits.attemptsPerAccountAndAddress,
-                window: signInLimits.accountAndAddressWindow, action: "sign-in attempts for this name from this address", logger: logger)
+            attempts.append(
+                Attempt(
+                    "signin-account-address:" + account + "\n" + address, limit: signInLimits.attemptsPerAccountAndAddress,
+                    window: signInLimits.accountAndAddressWindow, action: "sign-in attempts for this name from this address"))
         }
-        try await throttle(
-            "signin-account:" + account, limit: signInLimits.attemptsPerAccount, window: signInLimits.accountWindow,
-            action: "sign-in attempts", logger: logger)
+        attempts.append(
+            Attempt(
+                "signin-account:" + account, limit: signInLimits.attemptsPerAccount, window: signInLimits.accountWindow, action: "sign-in attempts"))
         if let address {
-            try await throttle(
-                "signin-address:" + address, limit: signInLimits.attemptsPerAddress, window: signInLimits.addressWindow,
-                action: "sign-in attempts", logger: logger)
+            attempts.append(
+                Attempt(
+                    "signin-address:" + address, limit: signInLimits.attemptsPerAddress, window: signInLimits.addressWindow,
+                    action: "sign-in attempts"))
         }
+        try await throttle(attempts, logger: logger)
         let user = try await store.user(container: container, name: name, logger: logger)
         // An unknown name costs the same key derivation as a wrong password, so sign-in time does not reveal names.
         let hasher = passwordHasher
@@ -267,21 +272,48 @@ public struct AccountService: Sendable {
         }
     }
 
-    /// Counts one attempt against `key` in the current window of `window`, or throws `THROTTLED` with the seconds left
-    /// in the window if the key is over its limit.
-    private func throttle(_ key: String, limit: Int, window: Duration, action: String, logger: Logger) async throws {
-        let length = max(1, window.components.seconds * 1000)
+    /// One count an attempt makes: a key, its limit per window, and what the refusal calls the attempts.
+    struct Attempt {
+        var key: String
+        var limit: Int
+        var window: Duration
+        var action: String
+
+        init(_ key: String, limit: Int, window: Duration, action: String) {
+            self.key = key
+            self.limit = limit
+            self.window = window
+            self.action = action
+        }
+    }
+
+    /// Counts an attempt against each key in turn, in the current window of each, or throws `THROTTLED` with the seconds
+    /// left in the window of the first key over its limit. A key this instance already saw over its limit refuses
+    /// before anything is counted: a refused attempt writes nothing (``RefusedAttempts``).
+    private func throttle(_ attempts: [Attempt], logger: Logger) async throws {
         let now = clock.milliseconds()
-        let windowStart = now - now % length
+        func refusal(_ attempt: Attempt, windowEnd: Int64) -> CumulusError {
+            let length = max(1, attempt.window.components.seconds * 1000)
+            let retryAfter = Int((windowEnd - now + 999) / 1000)
+            return CumulusError(
+                .throttled, "too many \(attempt.action): at most \(attempt.limit) per \(length / 1000) s; retry in \(retryAfter) s",
+                retryAfter: retryAfter)
+        }
+        for attempt in attempts {
+            if let end = refusals.refused(attempt.key, now: now) { throw refusal(attempt, windowEnd: end) }
+        }
         // Counts are forgotten once the longest window that could hold them has passed.
         let longest =
             [signInLimits.accountWindow, signInLimits.accountAndAddressWindow, signInLimits.addressWindow, signInLimits.signUpWindow].max()!
             .components.seconds * 1000
-        let counts = try await store.countAttempts(keys: [key], windowStart: windowStart, forgetBefore: now - longest, logger: logger)
-        if let count = counts.first, count > limit {
-            let retryAfter = Int((windowStart + length - now + 999) / 1000)
-            throw CumulusError(
-                .throttled, "too many \(action): at most \(limit) per \(length / 1000) s; retry in \(retryAfter) s", retryAfter: retryAfter)
+        for attempt in attempts {
+            let length = max(1, attempt.window.components.seconds * 1000)
+            let windowStart = now - now % length
+            let counts = try await store.countAttempts(keys: [attempt.key], windowStart: windowStart, forgetBefore: now - longest, logger: logger)
+            if let count = counts.first, count > attempt.limit {
+                refusals.refuse(attempt.key, until: windowStart + length, now: now)
+                throw refusal(attempt, windowEnd: windowStart + length)
+            }
         }
     }
 

@@ -14,6 +14,9 @@ struct AuthRoutes {
     let accounts: AccountService
     let limits: Limits
     let metrics: ServerMetrics
+    /// How long a refused sign-up or sign-in waits before its answer, so a flood of them from one connection comes at
+    /// a request a delay (``RequestLimits/refusalDelay``).
+    var refusalDelay: Duration = .zero
 
     func register(on group: RouterGroup<CumulusRequestContext>) {
         group.post("signup", use: signUp)
@@ -83,12 +86,13 @@ struct AuthRoutes {
     }
 
     /// Runs a sign-up or sign-in, counting a refusal by the sign-in limits (attempts per account and address, hashing
-    /// at once) in `cumulus_limit_refusals_total{limit="sign_in"}`.
+    /// at once) in `cumulus_limit_refusals_total{limit="sign_in"}`, and answering it after the refusal delay.
     private func countingRefusals<T>(_ body: () async throws -> T) async throws -> T {
         do {
             return try await body()
         } catch let error as CumulusError where error.code == .throttled {
             metrics.refused(limit: "sign_in")
+            if refusalDelay > .zero { try await Task.sleep(for: refusalDelay) }
             throw error
         }
     }
