@@ -429,15 +429,27 @@ extension Users {
         func run() async throws {
             guard !FileManager.default.fileExists(atPath: output) else { throw CumulusError(.badRequest, "\(output) exists; choose another file") }
             let logger = Logger(label: "cumulus")
-            let document = try await options.withStore { store in
+            try await options.withStore { store in
                 guard let user = try await store.user(container: container, name: name, logger: logger) else {
                     throw CumulusError(.notFound, "no user named \(name) in \(container)")
                 }
                 let export = UserExport(store: store, assets: try options.assetStorage(directory: assets, store: store, logger: logger))
-                return try await export.document(for: user, at: Int64(Date().timeIntervalSince1970 * 1000), logger: logger)
-            }
-            guard FileManager.default.createFile(atPath: output, contents: Data(document), attributes: [.posixPermissions: 0o600]) else {
-                throw CumulusError(.badRequest, "cannot write \(output)")
+                // Written as it is read, so an account of any size exports in a page's memory; a failed export leaves no file.
+                guard FileManager.default.createFile(atPath: output, contents: nil, attributes: [.posixPermissions: 0o600]),
+                    let file = FileHandle(forWritingAtPath: output)
+                else {
+                    throw CumulusError(.badRequest, "cannot write \(output)")
+                }
+                do {
+                    defer { try? file.close() }
+                    try await export.write(for: user, at: Int64(Date().timeIntervalSince1970 * 1000), logger: logger) { piece in
+                        try file.write(contentsOf: piece)
+                    }
+                    try file.synchronize()
+                } catch {
+                    try? FileManager.default.removeItem(atPath: output)
+                    throw error
+                }
             }
             printResult(output)
         }

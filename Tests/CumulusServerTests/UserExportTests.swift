@@ -6,6 +6,8 @@ import HTTPTypes
 import Logging
 import Testing
 
+@testable import CumulusServer
+
 /// `cumulus users export`: everything of one user is in the document, and nothing of another's that they do not share.
 @Suite("Export a user", .timeLimit(.minutes(10)))
 struct UserExportTests {
@@ -18,7 +20,8 @@ struct UserExportTests {
             try await AssetTests.$port.withValue(client.client.port) {
                 // Alice: a zone with records and a photo, a share of it with Bob, a public record, a subscription.
                 try await client.createZone("Z", as: alice)
-                let photo = Array("alice's photo bytes".utf8)
+                // Three chunks of the asset store, the last one's bytes not a multiple of three: base64 written as read.
+                let photo = (0..<600_001).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 9) }
                 let uploaded = try await AssetTests.upload(photo, record: "list", as: alice, client: client)
                 let singleFile = try #require(uploaded.singleFile)
                 let saved = try await client.modify(
@@ -67,7 +70,8 @@ struct UserExportTests {
         #expect(participation["status"]?.stringValue == "ACCEPTED" && participation["permission"]?.stringValue == "READ_WRITE")
         #expect(development["subscriptions"]?.arrayValue?.first?["subscription"]?["subscriptionID"]?.stringValue == "lists")
         let asset = try #require(document["assets"]?.arrayValue?.first)
-        #expect(Data(base64Encoded: asset["bytes"]?.stringValue ?? "").map(Array.init) == Array("alice's photo bytes".utf8))
+        #expect(
+            Data(base64Encoded: asset["bytes"]?.stringValue ?? "").map(Array.init) == (0..<600_001).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 9) })
         #expect(asset["record"]?.stringValue == "development/private/Z/list/photo")
         // Bob's records are his: Alice's export names the share she takes part in, and holds none of his records.
         let text = String(decoding: bytes, as: UTF8.self)
@@ -99,5 +103,49 @@ struct UserExportTests {
             let nobody = try await client.send("users/export", as: .anonymous, method: .get)
             #expect(nobody.status == 401 || nobody.status == 421, "\(nobody.status)")
         }
+    }
+
+    /// An export is handed over in pieces as it is read, a page of records at a time: no piece holds much more than
+    /// ``UserExport/pieceSize``, and together they are the whole document.
+    @Test(arguments: TestStore.all)
+    func anExportIsWrittenInPiecesThatMakeTheWholeDocument(_ store: TestStore) async throws {
+        let world = try await TestWorld.make(store: store)
+        let route = String(repeating: "r", count: 1_000)
+        try await world.test { client in
+            try await client.createZone("Drives", as: world.alice)
+            for batch in 0..<5 {
+                let operations = (0..<200).map { operation("create", "drive-\(batch)-\($0)", fields: #"{"route":{"value":"\#(route)"}}"#) }
+                #expect(try await client.modify(operations, zone: "Drives", as: .user(world.alice)).status == 200)
+            }
+        }
+        let logger = Logger(label: "test")
+        let account = try #require(try await world.store.user(userRecordName: world.alice.userRecordName, logger: logger))
+        let export = UserExport(store: world.store, assets: nil)
+        var pieces: [[UInt8]] = []
+        try await export.write(for: account, at: 42, logger: logger) { pieces.append($0) }
+        #expect(pieces.count >= 4, "1,000 records of 1 KB: \(pieces.count) pieces")
+        #expect(pieces.map(\.count).max() ?? 0 < UserExport.pieceSize + 100_000, "\(pieces.map(\.count))")
+        let whole = try await export.document(for: account, at: 42, logger: logger)
+        #expect(Array(pieces.joined()) == whole)
+        let zones = try JSONValue(parsing: whole)["environments"]?[0]?["zones"]?.arrayValue ?? []
+        #expect(zones.first { $0["zoneName"]?.stringValue == "Drives" }?["records"]?.arrayValue?.count == 1_000)
+    }
+
+    /// At most two exports run at once on an instance, whoever asks; a third is told to retry (its user's interval is
+    /// not spent), and a place comes back when an export's body is written or dropped.
+    @Test func anInstanceRunsAFewExportsAtOnce() throws {
+        let throttle = ExportThrottle(interval: 600_000, maximumRunning: 2)
+        var first: ExportThrottle.Place? = try throttle.admit("_alice", now: 0)
+        let second = try throttle.admit("_bob", now: 0)
+        do {
+            _ = try throttle.admit("_carol", now: 0)
+            Issue.record("a third export ran at once")
+        } catch {
+            #expect(error.code == .unavailable && error.retryAfter == 30)
+        }
+        first = nil
+        #expect(first == nil)
+        let carol = try throttle.admit("_carol", now: 1)
+        withExtendedLifetime((second, carol)) {}
     }
 }

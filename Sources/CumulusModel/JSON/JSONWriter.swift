@@ -149,6 +149,19 @@ public struct JSONWriter: Sendable {
         needsComma = true
     }
 
+    /// Appends bytes to the value being written (the rest of a string written in pieces), with no separator before them.
+    public mutating func rawContinuing(_ json: some Sequence<UInt8>) {
+        bytes.append(contentsOf: json)
+    }
+
+    /// Hands over the bytes written so far and goes on after them, as if they were still there: a long document is
+    /// written and sent in pieces.
+    public mutating func takeBytes() -> [UInt8] {
+        let taken = bytes
+        bytes.removeAll(keepingCapacity: true)
+        return taken
+    }
+
     /// Writes a parsed JSON value.
     public mutating func write(_ value: JSONValue) {
         switch value {

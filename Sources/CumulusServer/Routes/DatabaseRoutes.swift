@@ -334,14 +334,22 @@ struct DatabaseRoutes {
         return CallerResponse(identity: UserIdentity(userRecordName: name, emailAddress: caller.user?.email, name: caller.user?.name))
     }
 
-    /// `users/export`: the signed-in user's own data, one document (a Cumulus extension, `docs/OPERATIONS.md`).
+    /// `users/export`: the signed-in user's own data, one document (a Cumulus extension, `docs/OPERATIONS.md`), streamed
+    /// as it is read: a failure after the first piece (the database stopping) ends the response early, and the
+    /// document does not parse.
     @Sendable func exportUser(_ request: Request, context: CumulusRequestContext) async throws -> Response {
         let caller = try context.requireCaller()
         guard let user = caller.user else { throw CumulusError(.authenticationRequired, "users/export: sign in; a user exports their own data") }
-        try exports.admit(user.userRecordName, now: clock.milliseconds())
-        let document = try await database.exportUser(caller: caller, logger: context.logger)
+        let place = try exports.admit(user.userRecordName, now: clock.milliseconds())
+        let (database, logger) = (database, context.logger)
         return Response(
-            status: .ok, headers: [.contentType: "application/json; charset=utf-8"], body: .init(byteBuffer: ByteBuffer(bytes: document)))
+            status: .ok, headers: [.contentType: "application/json; charset=utf-8"],
+            body: ResponseBody { writer in
+                // The place is held until the body is written, or dropped unwritten.
+                defer { withExtendedLifetime(place) {} }
+                try await database.exportUser(caller: caller, logger: logger) { piece in try await writer.write(ByteBuffer(bytes: piece)) }
+                try await writer.finish(nil)
+            })
     }
 
     // MARK: - Helpers
