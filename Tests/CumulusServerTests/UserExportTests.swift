@@ -11,6 +11,8 @@ import Testing
 /// `cumulus users export`: everything of one user is in the document, and nothing of another's that they do not share.
 @Suite("Export a user", .timeLimit(.minutes(10)))
 struct UserExportTests {
+    static let photo = (0..<600_001).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 9) }
+
     @Test(arguments: TestStore.all)
     func everyRecordShareParticipationSubscriptionAndAssetOfTheUserIsInTheExport(_ store: TestStore) async throws {
         let setup = try await AssetTests.AssetWorld(store)
@@ -21,7 +23,7 @@ struct UserExportTests {
                 // Alice: a zone with records and a photo, a share of it with Bob, a public record, a subscription.
                 try await client.createZone("Z", as: alice)
                 // Three chunks of the asset store, the last one's bytes not a multiple of three: base64 written as read.
-                let photo = (0..<600_001).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 9) }
+                let photo = Self.photo
                 let uploaded = try await AssetTests.upload(photo, record: "list", as: alice, client: client)
                 let singleFile = try #require(uploaded.singleFile)
                 let saved = try await client.modify(
@@ -70,8 +72,7 @@ struct UserExportTests {
         #expect(participation["status"]?.stringValue == "ACCEPTED" && participation["permission"]?.stringValue == "READ_WRITE")
         #expect(development["subscriptions"]?.arrayValue?.first?["subscription"]?["subscriptionID"]?.stringValue == "lists")
         let asset = try #require(document["assets"]?.arrayValue?.first)
-        #expect(
-            Data(base64Encoded: asset["bytes"]?.stringValue ?? "").map(Array.init) == (0..<600_001).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 9) })
+        #expect(Data(base64Encoded: asset["bytes"]?.stringValue ?? "").map(Array.init) == Self.photo)
         #expect(asset["record"]?.stringValue == "development/private/Z/list/photo")
         // Bob's records are his: Alice's export names the share she takes part in, and holds none of his records.
         let text = String(decoding: bytes, as: UTF8.self)
