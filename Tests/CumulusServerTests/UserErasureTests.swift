@@ -3,10 +3,13 @@ import CumulusCore
 import CumulusModel
 import CumulusServer
 import CumulusStore
+import CumulusStorePostgres
 import CumulusStoreSQLite
 import Foundation
 import GRDB
+import HTTPTypes
 import Logging
+import PostgresNIO
 import SplitCostsExample
 import Testing
 
@@ -99,6 +102,9 @@ struct UserErasureTests {
             let snacks = try await container(carol).privateCloudDatabase.records(
                 named: try carolPhone.database.read { db in try String.fetchAll(db, sql: "SELECT id FROM costs") }, in: SplitCosts.zone)
             #expect(snacks.values.allSatisfy { $0.created?.userRecordName != alice.userRecordName }, "her authorship is gone")
+            // And the device she wrote from: `records/lookup` showed it to the zone's owner.
+            let hersStayed = snacks.values.filter { $0.created?.userRecordName == UserErasure.erasedUserRecordName }
+            #expect(!hersStayed.isEmpty && hersStayed.allSatisfy { $0.created?.deviceID == UserErasure.erasureDeviceID }, "\(hersStayed)")
             // Her credentials no longer open anything (a server that cached one forgets it within its cache lifetime).
             await #expect(throws: CumulusError.self) {
                 try await world.accounts.authenticate(webAuthToken: alice.webAuthToken, container: TestWorld.container, logger: logger)
@@ -110,5 +116,92 @@ struct UserErasureTests {
             #expect(try Self.found(Self.hers, under: directory).isEmpty)
             #expect(try Self.found(["Rent", "Bob's own"], under: directory).count == 2, "the search finds what stays")
         }
+    }
+
+    /// Runs a statement in a database as PostgreSQL's superuser, as an operator would with `psql`; `nil` when this
+    /// process cannot (not root, or no local server), and the test that needs it has nothing to check.
+    static func asPostgres(_ statement: String, database: String) throws -> String? {
+        guard getuid() == 0, FileManager.default.isExecutableFile(atPath: "/usr/bin/psql") else { return nil }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/su")
+        process.arguments = ["postgres", "-c", "psql -X -q -t -A -d \(database) -c \"\(statement)\""]
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        let bytes = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else { return nil }
+        return String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// Over PostgreSQL, `cumulus users erase` then the statement OPERATIONS.md gives (`VACUUM (FULL, ANALYZE)` and a
+    /// `CHECKPOINT`, as a superuser) leave none of the user's strings in the database's files: records, a public record,
+    /// a zone name, a subscription, a device, and asset bytes (in `asset_chunks`' TOAST table), searched byte for byte
+    /// as the SQLite test searches its directory. Before the vacuum they are there (the search works).
+    @Test func onPostgreSQLTheDocumentedVacuumLeavesNoByteOfTheUser() async throws {
+        guard let postgres = TestStore.all.first(where: { $0.name == "PostgreSQL" }) else { return }
+        let setup = try await AssetTests.AssetWorld(postgres)
+        let world = setup.world
+        let store = try #require(world.store as? PostgresRecordStore)
+        let database = try #require(
+            try await { () async throws -> String? in
+                for try await name in try await store.client.query("SELECT current_database()", logger: Logger(label: "test")).decode(String.self) {
+                    return name
+                }
+                return nil
+            }())
+        guard let directory = try Self.asPostgres("SHOW data_directory", database: database),
+            let oid = try Self.asPostgres("SELECT oid FROM pg_database WHERE datname = current_database()", database: database)
+        else {
+            Issue.record("this test runs as root beside a local PostgreSQL, as .ci/run does")
+            return
+        }
+        let files = URL(fileURLWithPath: directory).appendingPathComponent("base").appendingPathComponent(oid)
+        let marks = ["ZoneAliceMark91", "FieldAliceMark22", "PublicAliceMark35", "AssetAliceMark48", "SubAliceMark57", "DeviceAliceMark66"]
+        let (alice, bob) = (world.alice, world.bob)
+        try await world.test { client in
+            try await AssetTests.$port.withValue(client.client.port) {
+                try await client.createZone(marks[0], as: alice)
+                // Incompressible bytes around the mark, past TOAST's threshold: stored out of line, as they are.
+                var random = SystemRandomNumberGenerator()
+                let bytes = (0..<6_000).map { _ in UInt8.random(in: 0...255, using: &random) } + Array(marks[3].utf8)
+                let uploaded = try await AssetTests.upload(bytes, record: "photo", zone: marks[0], as: alice, client: client)
+                let singleFile = try #require(uploaded.singleFile)
+                let device: HTTPFields = [HTTPField.Name("X-Cumulus-Device")!: marks[5]]
+                let saved = try await client.send(
+                    "records/modify", as: .user(alice),
+                    body:
+                        #"{"zoneID":{"zoneName":"\#(marks[0])"},"operations":[\#(operation("create", "photo", fields: AssetTests.assetField(singleFile))),\#(operation("create", "note", fields: #"{"text":{"value":"\#(marks[1])"}}"#))]}"#,
+                    headers: device)
+                #expect(saved.records.allSatisfy { $0["serverErrorCode"] == nil }, "\(saved.json)")
+                // The post's name stays in its tombstone, as OPERATIONS.md says (devices that hold it learn it is gone); its
+                // fields go.
+                let posted = try await client.send(
+                    "records/modify", as: .user(alice), database: "public",
+                    body: #"{"operations":[\#(operation("create", "post", fields: #"{"text":{"value":"\#(marks[2])"}}"#))]}"#, headers: device)
+                #expect(posted.status == 200, "\(posted.json)")
+                let subscribed = try await client.send(
+                    "subscriptions/modify", as: .user(alice),
+                    body:
+                        #"{"operations":[{"operationType":"create","subscription":{"subscriptionID":"\#(marks[4])","subscriptionType":"zone","zoneID":{"zoneName":"\#(marks[0])"}}}]}"#
+                )
+                #expect(subscribed.status == 200, "\(subscribed.json)")
+                // What stays: Bob's own record.
+                try await client.createZone("Bobs", as: bob)
+                _ = try await client.modify(
+                    [operation("create", "kept", fields: #"{"text":{"value":"BobKeepsMark77"}}"#)], zone: "Bobs", as: .user(bob))
+            }
+        }
+        _ = try Self.asPostgres("CHECKPOINT", database: database)
+        #expect(try Self.found(marks, under: files).count == marks.count, "before the erasure, every mark is in the files")
+        let receipt = try await world.accounts.eraseUser(
+            container: TestWorld.container, name: "alice", assets: setup.storage, logger: Logger(label: "test"))
+        #expect(receipt.zones >= 1 && receipt.assetFiles.count == 1 && receipt.publicRecords == 1 && receipt.devices >= 1, "\(receipt)")
+        // The documented steps.
+        #expect(try Self.asPostgres("VACUUM (FULL, ANALYZE)", database: database) != nil)
+        #expect(try Self.asPostgres("CHECKPOINT", database: database) != nil)
+        let left = try Self.found(marks, under: files)
+        #expect(left.isEmpty, "left in the database's files: \(left)")
+        #expect(try Self.found(["BobKeepsMark77"], under: files).count == 1, "the search finds what stays")
     }
 }

@@ -209,10 +209,12 @@ extension PostgresRecordStore {
         case .anonymizeAuthor(let user, let erased):
             var records = 0
             for table in ["records", "record_history"] {
-                for column in ["created_by", "modified_by"] {
+                // The device the user wrote from goes with their name (`records/lookup` showed it to the zone's owner).
+                for (author, device) in [("created_by", "created_device"), ("modified_by", "modified_device")] {
                     let count = try await changed(
                         PostgresQuery(
-                            unsafeSQL: "UPDATE \(table) SET \(column) = $1 WHERE \(column) = $2 RETURNING 1", binds: try Self.binds(erased, user)))
+                            unsafeSQL: "UPDATE \(table) SET \(author) = $1, \(device) = $3 WHERE \(author) = $2 RETURNING 1",
+                            binds: try Self.binds(erased, user, UserErasure.erasureDeviceID)))
                     if table == "records" { records += count }
                 }
             }

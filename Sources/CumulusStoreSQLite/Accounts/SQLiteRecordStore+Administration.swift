@@ -159,8 +159,11 @@ extension SQLiteRecordStore {
         case .anonymizeAuthor(let user, let erased):
             var records = 0
             for table in ["records", "record_history"] {
-                for column in ["created_by", "modified_by"] {
-                    try db.execute(sql: "UPDATE \(table) SET \(column) = ? WHERE \(column) = ?", arguments: [erased, user])
+                // The device the user wrote from goes with their name (`records/lookup` showed it to the zone's owner).
+                for (author, device) in [("created_by", "created_device"), ("modified_by", "modified_device")] {
+                    try db.execute(
+                        sql: "UPDATE \(table) SET \(author) = ?, \(device) = ? WHERE \(author) = ?",
+                        arguments: [erased, UserErasure.erasureDeviceID, user])
                     if table == "records" { records += db.changesCount }
                 }
             }
