@@ -63,6 +63,13 @@ extension Benchmarks {
         }
     }
 
+    /// The bytes of an SQLite store's database and log files.
+    static func fileBytes(_ path: String) -> Int64 {
+        [path, path + "-wal"].reduce(0) { total, file in
+            total + (((try? FileManager.default.attributesOfItem(atPath: file))?[.size] as? NSNumber)?.int64Value ?? 0)
+        }
+    }
+
     /// An object of as many distinct keys as fit: each key costs the parser a dictionary entry.
     static func distinctKeysBody(size: Int) -> [UInt8] {
         var body = Array("{".utf8)
@@ -88,8 +95,16 @@ extension Benchmarks {
         case forgedWebAuthTokens
         /// Courier polls on made-up push tokens, with no credential at all.
         case forgedCourierPolls
+        /// Sign-ins with a wrong password for one name, refused by the sign-in limits after the first ten.
+        case refusedSignIns
+        /// Another signed-in user's `records/reconcile` of 64 empty ranges past the end of a 50,000-record zone, eight
+        /// at once (issue 54: each read the whole zone 64 times on SQLite).
+        case emptyReconciliations
 
         var limits: Bool { self != .userQueriesUnlimited }
+
+        /// Connections the flood keeps busy.
+        var connections: Int { self == .emptyReconciliations ? 8 : 512 }
 
         var name: String {
             switch self {
@@ -98,6 +113,8 @@ extension Benchmarks {
             case .userQueries: "512 connections of another user, limits on"
             case .forgedWebAuthTokens: "512 connections, a made-up web auth token each request"
             case .forgedCourierPolls: "512 connections of courier polls on made-up push tokens, no credential"
+            case .refusedSignIns: "512 connections of sign-ins with a wrong password, refused after the first ten"
+            case .emptyReconciliations: "8 connections of another user's reconciliations, 64 empty ranges of a 50,000-record zone"
             }
         }
     }
@@ -136,10 +153,10 @@ extension Benchmarks {
                 _ = try await response.body.collect(upTo: 16 << 20)
                 return Int(response.status.code)
             }
-            // Each user: 1,000 notes in a zone.
+            // Each user: 1,000 notes in a zone (the flooder 50,000, for the reconciliations).
             for token in tokens {
                 _ = try await post("zones/modify", token, #"{"operations":[{"operationType":"create","zone":{"zoneID":{"zoneName":"Notes"}}}]}"#)
-                for batch in 0..<5 {
+                for batch in 0..<(kind == .emptyReconciliations && token == tokens[1] ? 250 : 5) {
                     let operations = (0..<200).map { index in
                         #"{"operationType":"create","record":{"recordName":"n\#(batch * 200 + index)","recordType":"Note","fields":{"rank":{"value":\#(index)},"title":{"value":"note \#(index)"}}}}"#
                     }
@@ -151,6 +168,11 @@ extension Benchmarks {
                 #"{"zoneID":{"zoneName":"Notes"},"resultsLimit":50,"query":{"recordType":"Note","filterBy":[{"fieldName":"rank","comparator":"GREATER_THAN","fieldValue":{"value":100}}],"sortBy":[{"fieldName":"rank","ascending":false}]}}"#
             let tally = FloodTally()
             let flooder = tokens[1]
+            let emptyRanges = (0..<64).map { index in
+                #"{"lowerBound":"z\#(index * 2)","upperBound":"z\#(index * 2 + 1)","fingerprint":"\#(String(repeating: "0", count: 64))","recordCount":0}"#
+            }
+            let reconcile = #"{"zoneID":{"zoneName":"Notes"},"ranges":[\#(emptyRanges.joined(separator: ","))]}"#
+            let signIn = #"{"name":"victim","password":"a wrong guess"}"#
             @Sendable func madeUp(_ length: Int, _ digits: String) -> String { String((0..<length).map { _ in digits.randomElement()! }) }
             @Sendable func floodOnce() async throws -> Int {
                 switch kind {
@@ -158,6 +180,15 @@ extension Benchmarks {
                     return try await post("records/query", flooder, query)
                 case .forgedWebAuthTokens:
                     return try await post("records/query", madeUp(43, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"), query)
+                case .refusedSignIns:
+                    var request = HTTPClientRequest(url: "\(server.url)/auth/1/\(container)/development/signin?ckAPIToken=\(apiToken)")
+                    request.method = .POST
+                    request.body = .bytes(ByteBuffer(string: signIn))
+                    let response = try await http.execute(request, timeout: .seconds(60))
+                    _ = try await response.body.collect(upTo: 1 << 20)
+                    return Int(response.status.code)
+                case .emptyReconciliations:
+                    return try await post("records/reconcile", flooder, reconcile)
                 case .forgedCourierPolls:
                     let response = try await http.execute(
                         HTTPClientRequest(url: "\(server.url)/courier/1/\(container)/development/\(madeUp(64, "0123456789abcdef"))?timeout=30"),
@@ -169,7 +200,7 @@ extension Benchmarks {
             let flooders = Task {
                 guard flood else { return }
                 await withTaskGroup(of: Void.self) { group in
-                    for _ in 0..<512 {
+                    for _ in 0..<kind.connections {
                         group.addTask {
                             while !tally.stopped {
                                 tally.count((try? await floodOnce()) ?? 0)
@@ -179,6 +210,7 @@ extension Benchmarks {
                 }
             }
             if flood { try await Task.sleep(for: .seconds(2)) }
+            let storeBytes = Self.fileBytes(location)
             var latencies: [Double] = []
             let until = ContinuousClock.now + .seconds(10)
             while ContinuousClock.now < until {
@@ -193,8 +225,11 @@ extension Benchmarks {
             try await own.shutdown()
             latencies.sort()
             func percentile(_ p: Double) -> String { String(format: "%.1f", latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))]) }
+            let grown = Double(Self.fileBytes(location) - storeBytes) / 1_048_576
             let answers = tally.statuses.sorted { $0.key < $1.key }.map { "\($0.value) × \($0.key == 0 ? "failed" : String($0.key))" }
-            print("| \(latencies.count) queries | \(kind.name) | \(percentile(0.5)) | \(percentile(0.99)) | \(answers.joined(separator: ", ")) |")
+            print(
+                "| \(latencies.count) queries | \(kind.name) | \(percentile(0.5)) | \(percentile(0.99)) | \(answers.joined(separator: ", ")); "
+                    + "the store's files grew \(String(format: "%.1f", grown)) MiB in the 10 s |")
         }
     }
 }
