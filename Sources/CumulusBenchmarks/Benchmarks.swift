@@ -19,7 +19,7 @@ import PostgresNIO
 import Synchronization
 
 /// Cumulus benchmarks. Run in release mode: `swift run -c release CumulusBenchmarks [--records N] [--concurrency C]`
-/// `[--subscribers N] [--idle-streams N] [--only sync|verify|history|feed|modify|push|abuse|requests|assets]`
+/// `[--subscribers N] [--idle-streams N] [--only sync|sync-parts|verify|history|feed|modify|push|abuse|requests|assets]`
 /// `[--in-process-server]`; `--only replicas --store postgres://… --replica postgres://…` reads feeds through a
 /// streaming replica of the `--store` server, beside the primary; `--only shards --store … --second-store …` writes
 /// through two instances on one primary, then over two (a store sharded over both servers), and moves a shard;
@@ -69,7 +69,7 @@ struct Benchmarks {
             default:
                 let usage =
                     "usage: CumulusBenchmarks [--records N] [--concurrency C] [--feed-records N] [--subscribers N] [--idle-streams N] "
-                    + "[--only sync|verify|history|feed|modify|push|abuse|requests|assets|replicas|shards|scale] [--store postgres://…] "
+                    + "[--only sync|sync-parts|verify|history|feed|modify|push|abuse|requests|assets|replicas|shards|scale] [--store postgres://…] "
                     + "[--replica postgres://…] [--second-store postgres://…] [--in-process-server]\n"
                 let message = (argument == "--help" ? "" : "unknown argument \(argument)\n") + usage
                 FileHandle.standardError.write(Data(message.utf8))
@@ -122,6 +122,11 @@ struct Benchmarks {
         }
         if only == "sync" {
             try await initialSyncAndLatency(records: feedRecords)
+            try await syncParts(records: feedRecords)
+            return
+        }
+        if only == "sync-parts" {
+            try await syncParts(records: feedRecords)
             return
         }
         if only == "history" {
@@ -452,6 +457,14 @@ struct Benchmarks {
         )
     }
 
+    /// The CPU time the whole process has used (user and system, every thread), in seconds: with the server in the
+    /// process, what a phase costs both sides together, whatever the machine's other load did to its wall time.
+    static func processCPUSeconds() -> Double {
+        var usage = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &usage)
+        return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1_000_000
+    }
+
     /// Peak resident memory of the process, in MiB (the server runs in the same process).
     static func peakMemoryMiB() -> Double {
         var usage = rusage()
@@ -514,6 +527,7 @@ struct Benchmarks {
             }
             // The feed alone, read and parsed by the client: what the device's work adds to it shows below.
             let feedStart = ContinuousClock.now
+            let feedCPU = processCPUSeconds()
             var feedToken: String?
             var feedCount = 0
             repeat {
@@ -524,20 +538,22 @@ struct Benchmarks {
             let feedSeconds = (ContinuousClock.now - feedStart).seconds
             print(
                 "| the same feed read and parsed by CloudDatabase, nothing stored | \(feedCount) | \(format(feedSeconds)) | "
-                    + "\(Int(Double(feedCount) / feedSeconds)) | pages of 200 over loopback HTTP |"
+                    + "\(Int(Double(feedCount) / feedSeconds)) | pages of 200 over loopback HTTP; the process's CPU \(format(processCPUSeconds() - feedCPU)) s |"
             )
 
             let memoryBefore = peakMemoryMiB()
             let (fresh, _, freshEngine) = try device("fresh")
             let start = ContinuousClock.now
+            let syncCPU = processCPUSeconds()
             try await freshEngine.fetchChanges()
+            let syncCPUSeconds = processCPUSeconds() - syncCPU
             let seconds = (ContinuousClock.now - start).seconds
             let count = try await fresh.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM drives") ?? 0 }
             precondition(count == records, "synced \(count) of \(records)")
             print(
                 "| initial sync into an empty device (SyncEngine + GRDB) | \(count) | \(format(seconds)) | \(Int(Double(count) / seconds)) | "
                     + "peak memory \(Int(peakMemoryMiB())) MiB for the whole process (\(Int(memoryBefore)) MiB before), server included; "
-                    + "the device applied pages for \(format(applying.seconds)) s of it |"
+                    + "the device applied pages for \(format(applying.seconds)) s of it; the process's CPU \(format(syncCPUSeconds)) s |"
             )
 
             // Edit-to-other-device latency: the phone records and sends; the tablet polls every 20 ms.
