@@ -19,7 +19,7 @@ import PostgresNIO
 import Synchronization
 
 /// Cumulus benchmarks. Run in release mode: `swift run -c release CumulusBenchmarks [--records N] [--concurrency C]`
-/// `[--subscribers N] [--idle-streams N] [--only sync|sync-parts|verify|history|feed|modify|push|abuse|requests|assets]`
+/// `[--subscribers N] [--idle-streams N] [--only sync|sync-parts|verify|history|feed|modify|push|abuse|requests|assets|export]`
 /// `[--in-process-server]`; `--only replicas --store postgres://… --replica postgres://…` reads feeds through a
 /// streaming replica of the `--store` server, beside the primary; `--only shards --store … --second-store …` writes
 /// through two instances on one primary, then over two (a store sharded over both servers), and moves a shard;
@@ -69,7 +69,7 @@ struct Benchmarks {
             default:
                 let usage =
                     "usage: CumulusBenchmarks [--records N] [--concurrency C] [--feed-records N] [--subscribers N] [--idle-streams N] "
-                    + "[--only sync|sync-parts|verify|history|feed|modify|push|abuse|requests|assets|replicas|shards|scale] [--store postgres://…] "
+                    + "[--only sync|sync-parts|verify|history|feed|modify|push|abuse|requests|assets|export|replicas|shards|scale] [--store postgres://…] "
                     + "[--replica postgres://…] [--second-store postgres://…] [--in-process-server]\n"
                 let message = (argument == "--help" ? "" : "unknown argument \(argument)\n") + usage
                 FileHandle.standardError.write(Data(message.utf8))
@@ -123,6 +123,10 @@ struct Benchmarks {
         if only == "sync" {
             try await initialSyncAndLatency(records: feedRecords)
             try await syncParts(records: feedRecords)
+            return
+        }
+        if only == "export" {
+            try await exportMemory(megabytes: 600)
             return
         }
         if only == "sync-parts" {
