@@ -182,6 +182,31 @@ struct WireMessageTests {
         }
     }
 
+    /// A record's `zoneID`, scanned without a tree, reads as ``ZoneID/init(wire:)`` reads it: `ownerName` for
+    /// `ownerRecordName`, unknown keys skipped, the default zone when the name is missing, and a value of the wrong kind
+    /// refused by its path.
+    @Test func aRecordsZoneIDIsReadAsAZoneIDDictionaryIs() throws {
+        func zone(_ json: String) throws -> ZoneID? {
+            let page = try RecordsResponse(wireBytes: Array(#"{"records":[{"recordName":"r","recordType":"T","zoneID":\#(json)}]}"#.utf8))
+            guard case .record(let record) = page.records.first else { return nil }
+            return record.header.zoneID
+        }
+        #expect(try zone(#"{"zoneName":"Lists","ownerName":"_4a1b","zoneType":"REGULAR_CUSTOM_ZONE","x":[1,{}]}"#) == Self.lists)
+        #expect(try zone(#"{"ownerRecordName":"_4a1b","ownerName":"_other"}"#) == ZoneID(ownerRecordName: "_4a1b"))
+        #expect(try zone(#"{"zoneName":"Lists","ownerRecordName":null,"ownerName":"_4a1b"}"#) == Self.lists, "null is absent")
+        for (json, path) in [
+            (#"{"zoneName":7}"#, "record.zoneID.zoneName"), (#"{"zoneName":"L","ownerRecordName":[]}"#, "record.zoneID.ownerRecordName"),
+            (#""Lists""#, "record.zoneID"), ("null", "record.zoneID"),
+        ] {
+            #expect(throws: WireFormatError.self) { try zone(json) }
+            do {
+                _ = try zone(json)
+            } catch let error as WireFormatError {
+                #expect(error.path == path, "\(json): \(error)")
+            }
+        }
+    }
+
     @Test func aRecordedUploadAnswerIsWrittenBackExactly() throws {
         let recorded = #"{"singleFile":{"fileChecksum":"9f86d0","receipt":"r-1","referenceChecksum":"9f86d0","size":4}}"#
         #expect(String(decoding: try AssetUploadedResponse(wireBytes: Array(recorded.utf8)).wireBytes, as: UTF8.self) == recorded)

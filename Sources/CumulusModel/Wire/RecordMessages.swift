@@ -201,7 +201,7 @@ public indirect enum RecordResult: Sendable {
             case "recordType": recordType = try scanner.readNull() ? nil : try scanner.readString()
             case "recordChangeTag": recordChangeTag = try scanner.readNull() ? nil : try scanner.readString()
             case "deleted": deleted = try scanner.readValue() == .bool(true)
-            case "zoneID": zoneID = try ZoneID(wire: WireObject(try scanner.readValue(), path: "record.zoneID"))
+            case "zoneID": zoneID = try ZoneID.read(scanning: &scanner, path: "record.zoneID")
             case "fields": try readFields(scanning: &scanner, into: &fields)
             case "parent": parent = try readRecordName(scanning: &scanner)
             case "share":
@@ -243,6 +243,8 @@ public indirect enum RecordResult: Sendable {
 
     private static func readFields(scanning scanner: inout JSONScanner, into fields: inout [String: FieldValue]) throws {
         guard try !scanner.readNull() else { return }
+        // Most records have a handful of fields: room for them at once, not grown by doubling.
+        fields.reserveCapacity(8)
         try scanner.beginObject()
         while let name = try scanner.nextKey() {
             if let value = try FieldValue.read(scanning: &scanner, path: "record.fields.\(name)") { fields[name] = value }
