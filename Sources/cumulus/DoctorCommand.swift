@@ -30,12 +30,18 @@ struct Doctor: AsyncParsableCommand {
         let location = try options.location()
         switch location {
         case .sqlite(let directory):
-            let file = (directory as NSString).appendingPathComponent("cumulus.sqlite")
-            findings.append(
-                DoctorFinding(
-                    .ok, "store",
-                    FileManager.default.fileExists(atPath: file) ? "SQLite at \(file)" : "SQLite at \(file) (created now: it did not exist)"))
-            findings += Self.disk(directory)
+            // Paths are printed absolute, and a store that is not there is a problem, never made: a mistyped --data
+            // must not check an empty store it created and call it healthy.
+            let absolute = URL(fileURLWithPath: directory).standardizedFileURL.path
+            let file = (absolute as NSString).appendingPathComponent("cumulus.sqlite")
+            guard FileManager.default.fileExists(atPath: file) else {
+                let what = FileManager.default.fileExists(atPath: absolute) ? "no store in \(absolute)" : "no data directory at \(absolute)"
+                findings.append(
+                    DoctorFinding(.problem, "store", "\(what): give --data (or CUMULUS_DATA) the directory the server uses; nothing was created"))
+                return try Self.finish(findings)
+            }
+            findings.append(DoctorFinding(.ok, "store", "SQLite at \(file)"))
+            findings += Self.disk(absolute)
         case .postgres(let postgres, _, _):
             do {
                 try await postgres.check(logger: logger)

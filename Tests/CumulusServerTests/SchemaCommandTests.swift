@@ -94,4 +94,20 @@ struct DoctorCommandTests {
         let unreachable = try await ServeProcessTests.run(["doctor", "--url", "http://127.0.0.1:1"], data: data)
         #expect(unreachable.status == 1 && unreachable.stdout.contains("PROBLEM public URL"))
     }
+
+    /// A mistyped data directory is a problem named with its absolute path, and doctor creates nothing there.
+    @Test func doctorCreatesNoStoreWhereThereIsNone() async throws {
+        let missing = "doctor-missing-\(UUID().uuidString)"
+        let absolute = URL(fileURLWithPath: missing).standardizedFileURL.path
+        defer { try? FileManager.default.removeItem(atPath: absolute) }
+        let answer = try await ServeProcessTests.run(["doctor", "--data", missing])
+        #expect(answer.status == 1, "\(answer.stdout)\(answer.stderr)")
+        #expect(answer.stdout.contains("PROBLEM store: no data directory at \(absolute)"), "\(answer.stdout)")
+        #expect(!FileManager.default.fileExists(atPath: absolute), "doctor created the directory")
+        // An empty directory is not a store either.
+        try FileManager.default.createDirectory(atPath: absolute, withIntermediateDirectories: true)
+        let empty = try await ServeProcessTests.run(["doctor", "--data", missing])
+        #expect(empty.status == 1 && empty.stdout.contains("PROBLEM store: no store in \(absolute)"), "\(empty.stdout)")
+        #expect(!FileManager.default.fileExists(atPath: absolute + "/cumulus.sqlite"))
+    }
 }
