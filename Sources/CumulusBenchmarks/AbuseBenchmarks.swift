@@ -169,7 +169,8 @@ extension Benchmarks {
             let tally = FloodTally()
             let flooder = tokens[1]
             let emptyRanges = (0..<64).map { index in
-                #"{"lowerBound":"z\#(index * 2)","upperBound":"z\#(index * 2 + 1)","fingerprint":"\#(String(repeating: "0", count: 64))","recordCount":0}"#
+                // Names past the zone's last ("z" after "n…"), in their byte order, so the ranges do not overlap.
+                #"{"lowerBound":"z\#(1000 + index * 2)","upperBound":"z\#(1001 + index * 2)","fingerprint":"\#(String(repeating: "0", count: 64))","recordCount":0}"#
             }
             let reconcile = #"{"zoneID":{"zoneName":"Notes"},"ranges":[\#(emptyRanges.joined(separator: ","))]}"#
             let signIn = #"{"name":"victim","password":"a wrong guess"}"#

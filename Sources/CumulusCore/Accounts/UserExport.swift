@@ -12,14 +12,14 @@ public import Logging
 ///
 /// The document is written in pieces of about ``pieceSize`` bytes, each handed to the reader before the next is made:
 /// records are read from the zones' feeds ``pageSize`` at a time and asset bytes a chunk at a time, so an export holds
-/// at most a page of records (64 MB at the 1 MB record limit, usually a few hundred kilobytes), a piece, and the list of
-/// the assets it met (a receipt each), whatever the size of the account.
+/// at most a page of records (16 MB at the 1 MB record limit, usually tens of kilobytes), a piece and a record, and the
+/// list of the assets it met (a receipt each), whatever the size of the account.
 public struct UserExport: Sendable {
     /// The format's name and version, the document's first members.
     public static let format = "cumulus.user-export"
     public static let version = 1
-    /// Records read from a feed at once.
-    static let pageSize = 64
+    /// Records read from a feed at once: few, as a record may hold up to 1 MB.
+    static let pageSize = 16
     /// The bytes written before they are handed over.
     public static let pieceSize = 256 * 1024
 
@@ -168,8 +168,8 @@ public struct UserExport: Sendable {
         output.writer.endObject()
     }
 
-    /// Calls `body` with each live record of a zone, a page at a time from its feed, handing over what is written after
-    /// each page.
+    /// Calls `body` with each live record of a zone, a page at a time from its feed, handing over what is written once it
+    /// makes a piece.
     private func forEachRecord(
         in zoneName: String, of database: DatabaseRef, output: Output, logger: Logger, _ body: (StoredRecord) throws -> Void
     ) async throws {
@@ -184,8 +184,10 @@ public struct UserExport: Sendable {
             } catch let error as StoreError where error.code == .zoneNotFound {
                 return
             }
-            for case .changed(let record) in page.changes { try body(record) }
-            try await output.flushIfFull()
+            for case .changed(let record) in page.changes {
+                try body(record)
+                try await output.flushIfFull()
+            }
             guard page.moreComing else { return }
             after = page.sequence
             incarnation = page.zone.incarnation
