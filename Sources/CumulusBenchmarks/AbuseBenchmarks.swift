@@ -146,7 +146,10 @@ extension Benchmarks {
             // The well-behaved user has a client (and event loop) of its own, as it would on another machine.
             let own = HTTPClient(eventLoopGroupProvider: .shared(MultiThreadedEventLoopGroup(numberOfThreads: 1)))
             @Sendable func post(_ operation: String, _ token: String, _ body: String, client: HTTPClient = http) async throws -> Int {
-                var request = HTTPClientRequest(url: "\(database)/\(operation)?ckAPIToken=\(apiToken)&ckWebAuthToken=\(token)")
+                try await post(url: "\(database)/\(operation)?ckAPIToken=\(apiToken)&ckWebAuthToken=\(token)", body, client: client)
+            }
+            @Sendable func post(url: String, _ body: String, client: HTTPClient = http) async throws -> Int {
+                var request = HTTPClientRequest(url: url)
                 request.method = .POST
                 request.body = .bytes(ByteBuffer(string: body))
                 let response = try await client.execute(request, timeout: .seconds(60))
@@ -182,12 +185,7 @@ extension Benchmarks {
                 case .forgedWebAuthTokens:
                     return try await post("records/query", madeUp(43, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"), query)
                 case .refusedSignIns:
-                    var request = HTTPClientRequest(url: "\(server.url)/auth/1/\(container)/development/signin?ckAPIToken=\(apiToken)")
-                    request.method = .POST
-                    request.body = .bytes(ByteBuffer(string: signIn))
-                    let response = try await http.execute(request, timeout: .seconds(60))
-                    _ = try await response.body.collect(upTo: 1 << 20)
-                    return Int(response.status.code)
+                    return try await post(url: "\(server.url)/auth/1/\(container)/development/signin?ckAPIToken=\(apiToken)", signIn)
                 case .emptyReconciliations:
                     return try await post("records/reconcile", flooder, reconcile)
                 case .forgedCourierPolls:

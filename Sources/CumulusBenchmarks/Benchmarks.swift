@@ -750,6 +750,8 @@ enum BenchStore {
 struct BenchWorld {
     let store: any RecordStore
     let cleanUp: @Sendable () -> Void
+    /// The store's file or URL, for a server process of its own.
+    let location: String
     let logger = Logger(label: "bench")
     let container = "iCloud.com.example.bench"
     let apiToken: String
@@ -757,7 +759,7 @@ struct BenchWorld {
     let webToken: String
 
     static func make(_ kind: BenchStore = .sqlite) async throws -> BenchWorld {
-        let (store, cleanUp) = try await kind.make()
+        let (store, cleanUp, location) = try await kind.makeLocated()
         let logger = Logger(label: "bench")
         let accounts = AccountService(store: store)
         let container = "iCloud.com.example.bench"
@@ -765,7 +767,7 @@ struct BenchWorld {
         let apiToken = try await accounts.createAPIToken(container: container, environment: .development, logger: logger)
         let user = try await accounts.createUser(container: container, name: "bench", password: nil, email: nil, logger: logger)
         return BenchWorld(
-            store: store, cleanUp: cleanUp, apiToken: apiToken, user: user,
+            store: store, cleanUp: cleanUp, location: location, apiToken: apiToken, user: user,
             webToken: try await accounts.issueWebAuthToken(for: user, logger: logger)
         )
     }

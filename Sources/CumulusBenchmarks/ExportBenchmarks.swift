@@ -11,15 +11,10 @@ import NIOHTTP1
 /// process of its own (issue 54: a 600 MB account took it from 122 to 1,322 MB when the document was built whole).
 extension Benchmarks {
     static func exportMemory(megabytes: Int) async throws {
-        let (store, cleanUp, location) = try await BenchStore.sqlite.makeLocated()
-        defer { cleanUp() }
-        let logger = Logger(label: "bench")
-        let accounts = AccountService(store: store, passwordHasher: PasswordHasher(rounds: 1 << 10))
-        let container = "iCloud.com.example.bench"
-        try await accounts.createContainer(container, logger: logger)
-        let apiToken = try await accounts.createAPIToken(container: container, environment: .development, logger: logger)
-        let user = try await accounts.createUser(container: container, name: "exporter", password: nil, email: nil, logger: logger)
-        let webToken = try await accounts.issueWebAuthToken(for: user, logger: logger)
+        let world = try await BenchWorld.make()
+        defer { world.cleanUp() }
+        let (store, logger, container, apiToken, user, webToken) =
+            (world.store, world.logger, world.container, world.apiToken, world.user, world.webToken)
         let database = DatabaseRef(container: container, environment: .development, scope: .private, ownerRecordName: user.userRecordName)
         _ = try await store.modifyZones(
             [ZoneOperation(operationType: .create, zoneID: ZoneID(zoneName: "Big"))], in: database, timestamp: 0, logger: logger)
@@ -36,7 +31,7 @@ extension Benchmarks {
                     timestamp: 0),
                 logger: logger)
         }
-        let server = try ServerProcess.start(store: location)
+        let server = try ServerProcess.start(store: world.location)
         defer { server.stop() }
         let before = server.residentMiB
         let request = HTTPClientRequest(

@@ -462,6 +462,8 @@ struct PushStreamTests {
     @Test func aFullInstanceGivesAPlaceToAUserWhoHoldsNone() async throws {
         var world = try await TestWorld.make()
         world.configuration.pushLimits = PushLimits(maximumConnections: 3, maximumAnonymousConnections: 1)
+        // Heartbeats bound the wait for the stream that should end: 150 of them are 30 s.
+        world.configuration.pushHeartbeatInterval = .milliseconds(200)
         let (alice, bob) = (world.alice, world.bob)
         try await world.test { client in
             var streams: [EventStreamReader] = []
@@ -476,10 +478,16 @@ struct PushStreamTests {
             let bobCourier = try await PushStreamTests.subscribeAndMakeToken(client, as: bob)
             var (bobStream, _) = try await EventStreamReader.open(client, bobCourier)
             #expect(try await bobStream.next()?.comment == "connected", "Bob, who held none, is served")
-            // Alice's newest stream ends (heartbeats may come first): the loop ends when it does.
-            while let event = try await streams[2].next() {
+            // Alice's newest stream ends (heartbeats may come first).
+            var ended = false
+            for _ in 0..<150 {
+                guard let event = try await streams[2].next() else {
+                    ended = true
+                    break
+                }
                 #expect(event.comment == "heartbeat", "\(event)")
             }
+            #expect(ended, "Alice's newest stream went on")
             let again = try await client.raw(try PushTests.courierPath(couriers[2], timeout: 0), method: .get)
             #expect(again.status == 503 && again.serverErrorCode == "TRY_AGAIN_LATER", "\(again.json)")
             withExtendedLifetime(streams) {}
