@@ -6,9 +6,14 @@ import Synchronization
 ///
 /// Each instance learns a limit is exceeded from its own count in the store, which every instance shares, so the limits
 /// hold across instances as before; this only spares the writes after that. At most ``capacity`` keys are kept; when
-/// full, the ended windows are dropped, and if none has ended a new refusal is not kept (it costs its write as before).
+/// full, the ended windows are dropped (at most once a second, so a full memory costs no sweep per request), and if none
+/// has ended a new refusal is not kept (it costs its write as before).
 final class RefusedAttempts: Sendable {
-    private let refusedUntil = Mutex([String: Int64]())
+    private struct State {
+        var refusedUntil: [String: Int64] = [:]
+        var sweptAt: Int64 = .min
+    }
+    private let state = Mutex(State())
     let capacity: Int
 
     init(capacity: Int = 100_000) {
@@ -17,10 +22,10 @@ final class RefusedAttempts: Sendable {
 
     /// When the window that refuses `key` ends, in milliseconds, if it has not ended by `now`.
     func refused(_ key: String, now: Int64) -> Int64? {
-        refusedUntil.withLock { refusedUntil in
-            guard let end = refusedUntil[key] else { return nil }
+        state.withLock { state in
+            guard let end = state.refusedUntil[key] else { return nil }
             if end <= now {
-                refusedUntil[key] = nil
+                state.refusedUntil[key] = nil
                 return nil
             }
             return end
@@ -29,12 +34,14 @@ final class RefusedAttempts: Sendable {
 
     /// Remembers that `key` is over its limit until `end`.
     func refuse(_ key: String, until end: Int64, now: Int64) {
-        refusedUntil.withLock { refusedUntil in
-            if refusedUntil.count >= capacity, refusedUntil[key] == nil {
-                refusedUntil = refusedUntil.filter { $0.value > now }
-                guard refusedUntil.count < capacity else { return }
+        state.withLock { state in
+            if state.refusedUntil.count >= capacity, state.refusedUntil[key] == nil {
+                guard now - state.sweptAt >= 1_000 else { return }
+                state.sweptAt = now
+                state.refusedUntil = state.refusedUntil.filter { $0.value > now }
+                guard state.refusedUntil.count < capacity else { return }
             }
-            refusedUntil[key] = end
+            state.refusedUntil[key] = end
         }
     }
 }
