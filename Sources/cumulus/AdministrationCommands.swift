@@ -61,7 +61,7 @@ extension Containers {
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "List containers: identifier, created.")
         @OptionGroup var listing: ListingOptions
-        @OptionGroup var options: DataOptions
+        @OptionGroup var options: StoreOptions
 
         func run() async throws {
             let containers = try await options.withStore { try await AccountService(store: $0).listContainers(logger: Logger(label: "cumulus")) }
@@ -76,7 +76,7 @@ extension Containers {
             abstract: "Delete a container and everything in it: users, tokens, keys, records, shares, links. Cannot be undone.")
         @Argument(help: "Container identifier.") var id: String
         @Flag(help: "Confirm: without it, nothing is deleted.") var yes = false
-        @OptionGroup var options: DataOptions
+        @OptionGroup var options: StoreOptions
 
         func validate() throws {
             if !yes { throw ValidationError("this deletes \(id) and every record, user and credential in it; add --yes to do it") }
@@ -95,7 +95,7 @@ extension Tokens {
             abstract: "List a container's API tokens: fingerprint, environment, created, active or revoked. Only hashes are kept.")
         @Option(help: "Container identifier.") var container: String
         @OptionGroup var listing: ListingOptions
-        @OptionGroup var options: DataOptions
+        @OptionGroup var options: StoreOptions
 
         func run() async throws {
             let tokens = try await options.withStore {
@@ -116,7 +116,7 @@ extension Tokens {
             abstract: "Revoke an API token, named by its value or by the fingerprint `tokens list` shows; prints the argument.")
         @Argument(help: "The token (ckAPIToken), or its fingerprint.") var token: String
         @Option(help: "Container identifier.") var container: String
-        @OptionGroup var options: DataOptions
+        @OptionGroup var options: StoreOptions
 
         func run() async throws {
             try await options.withStore {
@@ -133,7 +133,7 @@ extension Users {
             abstract: "List a container's users: userRecordName, name, email, discoverable, has a password, created.")
         @Option(help: "Container identifier.") var container: String
         @OptionGroup var listing: ListingOptions
-        @OptionGroup var options: DataOptions
+        @OptionGroup var options: StoreOptions
 
         func run() async throws {
             let users = try await options.withStore {
@@ -155,7 +155,7 @@ extension Users {
             commandName: "set-password", abstract: "Set a user's password (read from standard input) and sign the user out everywhere.")
         @Argument(help: "Sign-in name.") var name: String
         @Option(help: "Container identifier.") var container: String
-        @OptionGroup var options: DataOptions
+        @OptionGroup var options: StoreOptions
 
         func run() async throws {
             // From standard input, not an argument: arguments show in `ps` and in shell history.
@@ -183,7 +183,7 @@ extension Users {
         @Option(help: "Container identifier.") var container: String
         @Option(help: "Asset directory, if the server was given one (default: $CUMULUS_ASSETS, else beside the store).") var assets: String?
         @Flag(help: "Confirm: without it, nothing is erased.") var yes = false
-        @OptionGroup var options: DataOptions
+        @OptionGroup var options: StoreOptions
 
         func validate() throws {
             if !yes { throw ValidationError("this erases \(name) and everything they own; add --yes to do it") }
@@ -213,7 +213,7 @@ extension Users {
         @Argument(help: "The email; omit it with --remove.") var email: String?
         @Option(help: "Container identifier.") var container: String
         @Flag(help: "Remove the user's email.") var remove = false
-        @OptionGroup var options: DataOptions
+        @OptionGroup var options: StoreOptions
 
         func validate() throws {
             if remove == (email != nil) { throw ValidationError("give an email, or --remove") }
@@ -232,7 +232,7 @@ extension Users {
         @Argument(help: "Sign-in name.") var name: String
         @Option(help: "Container identifier.") var container: String
         @Flag(help: "Make the user not discoverable.") var off = false
-        @OptionGroup var options: DataOptions
+        @OptionGroup var options: StoreOptions
 
         func run() async throws {
             try await options.withStore {
@@ -248,7 +248,7 @@ extension Keys {
         static let configuration = CommandConfiguration(abstract: "List a container's server-to-server keys: key ID, environment, created, status.")
         @Option(help: "Container identifier.") var container: String
         @OptionGroup var listing: ListingOptions
-        @OptionGroup var options: DataOptions
+        @OptionGroup var options: StoreOptions
 
         func run() async throws {
             let keys = try await options.withStore {
@@ -268,7 +268,7 @@ extension Keys {
         static let configuration = CommandConfiguration(abstract: "Revoke a server-to-server key: requests it signs are refused; prints the key ID.")
         @Argument(help: "The key ID.") var keyID: String
         @Option(help: "Container identifier.") var container: String
-        @OptionGroup var options: DataOptions
+        @OptionGroup var options: StoreOptions
 
         func run() async throws {
             try await options.withStore {
@@ -291,7 +291,7 @@ struct Indexes: AsyncParsableCommand {
                 "List field indexes: field, index name, containers whose production schema declares the field, containers whose development queries asked for it."
         )
         @OptionGroup var listing: ListingOptions
-        @OptionGroup var options: DataOptions
+        @OptionGroup var options: StoreOptions
 
         func run() async throws {
             let states = try await options.withStore { try await DatabaseService(store: $0).fieldIndexes(logger: Logger(label: "cumulus")) }
@@ -310,7 +310,7 @@ struct Indexes: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Drop a field's index: writes get faster, queries on the field slower; a later query may make it again. Prints the field.")
         @Argument(help: "The field, as `indexes list` names it.") var field: String
-        @OptionGroup var options: DataOptions
+        @OptionGroup var options: StoreOptions
 
         func run() async throws {
             try await options.withStore { try await DatabaseService(store: $0).dropFieldIndex(field: field, logger: Logger(label: "cumulus")) }
@@ -323,7 +323,7 @@ struct Backup: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Copy the SQLite store to FILE while the server runs (one consistent snapshot); prints FILE. PostgreSQL: use pg_dump.")
     @Argument(help: "The backup file to write; it must not exist.") var file: String
-    @OptionGroup var options: DataOptions
+    @OptionGroup var options: StoreOptions
 
     func run() async throws {
         try SQLiteRecordStore.backup(databaseAt: try options.sqliteFile(for: "backup"), to: file)
@@ -336,7 +336,7 @@ struct Restore: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Replace the SQLite store with a backup made by `cumulus backup` (stop the server first); devices then fetch from scratch.")
     @Argument(help: "The backup file.") var file: String
-    @OptionGroup var options: DataOptions
+    @OptionGroup var options: StoreOptions
 
     func run() async throws {
         let target = try options.sqliteFile(for: "restore")
@@ -367,7 +367,7 @@ struct ConsoleCommand: AsyncParsableCommand {
     @Option(help: "Container identifier.") var container: String
     @Option(help: "The server's URL, as the browser reaches it (default: $CUMULUS_PUBLIC_URL or http://127.0.0.1:8080).")
     var url: String?
-    @OptionGroup var options: DataOptions
+    @OptionGroup var options: StoreOptions
 
     func run() async throws {
         let token = try await options.withStore {
@@ -391,7 +391,7 @@ struct Zones: AsyncParsableCommand {
                 environment, scope, owner, zone, stored, computed); exits 1 if one did.
                 """)
         @OptionGroup var listing: ListingOptions
-        @OptionGroup var options: DataOptions
+        @OptionGroup var options: StoreOptions
 
         func run() async throws {
             let repairs = try await options.withStore { try await DatabaseService(store: $0).checkZoneDigests(logger: Logger(label: "cumulus")) }
@@ -424,7 +424,7 @@ extension Users {
         @Option(help: "Container identifier.") var container: String
         @Option(help: "The file to write.") var output: String
         @Option(help: "Asset directory, if the server was given one (default: $CUMULUS_ASSETS, else beside the store).") var assets: String?
-        @OptionGroup var options: DataOptions
+        @OptionGroup var options: StoreOptions
 
         func run() async throws {
             guard !FileManager.default.fileExists(atPath: output) else { throw CumulusError(.badRequest, "\(output) exists; choose another file") }

@@ -43,6 +43,9 @@ struct CumulusCommand: AsyncParsableCommand {
         } catch let error as StoreError {
             FileHandle.standardError.write(Data("error: \(error.message)\n".utf8))
             Foundation.exit(1)
+        } catch let error as NoStore {
+            FileHandle.standardError.write(Data("error: \(error)\n".utf8))
+            Foundation.exit(1)
         } catch {
             exit(withError: error)
         }
@@ -71,7 +74,6 @@ struct DataOptions: ParsableArguments {
             "Shards"); repeat for more (default: $CUMULUS_SHARD, comma-separated).
             """)
     var shards: [String] = []
-
     /// The store to open, from the options and the environment.
     func location() throws -> StoreLocation {
         let environment = ProcessInfo.processInfo.environment
@@ -105,13 +107,58 @@ struct DataOptions: ParsableArguments {
 
     /// Opens the store for the length of `body`, running its connection pool alongside.
     func withStore<T: Sendable>(_ body: (any RecordStore) async throws -> T) async throws -> T {
-        let opened = try await location().open(logger: Logger(label: "cumulus"))
+        try await withStore(location: try location(), body)
+    }
+
+    func withStore<T: Sendable>(location: StoreLocation, _ body: (any RecordStore) async throws -> T) async throws -> T {
+        let opened = try await location.open(logger: Logger(label: "cumulus"))
         guard !opened.services.isEmpty else { return try await body(opened.store) }
         return try await withThrowingTaskGroup(of: Void.self) { group in
             for service in opened.services { group.addTask { try await service.run() } }
             defer { group.cancelAll() }
             return try await body(opened.store)
         }
+    }
+}
+
+/// Where an administration command's data lives: ``DataOptions``, and `--create`. Such a command opens an SQLite store
+/// only where one is (a mistyped `--data`, or another working directory, is an error, not an empty store that shows no
+/// container); `serve` always makes its own.
+struct StoreOptions: ParsableArguments {
+    @OptionGroup var data: DataOptions
+    @Flag(name: .long, help: "Make an empty SQLite store if the data directory has none.")
+    var create = false
+
+    func location() throws -> StoreLocation { try data.location() }
+
+    /// Opens the store for the length of `body`; an SQLite data directory without a store is ``NoStore`` unless
+    /// `--create`.
+    func withStore<T: Sendable>(_ body: (any RecordStore) async throws -> T) async throws -> T {
+        let location = try location()
+        if case .sqlite(let directory) = location, !create {
+            let absolute = URL(fileURLWithPath: directory).standardizedFileURL.path
+            guard FileManager.default.fileExists(atPath: (absolute as NSString).appendingPathComponent("cumulus.sqlite")) else {
+                throw NoStore(directory: absolute)
+            }
+        }
+        return try await data.withStore(location: location, body)
+    }
+
+    func assetStorage(directory: String?, store: any RecordStore, logger: Logger) throws -> (any AssetStorage)? {
+        try data.assetStorage(directory: directory, store: store, logger: logger)
+    }
+
+    func sqliteFile(for command: String) throws -> String { try data.sqliteFile(for: command) }
+}
+
+/// An administration command's SQLite data directory that holds no store.
+struct NoStore: Error, CustomStringConvertible {
+    var directory: String
+
+    var description: String {
+        let what = FileManager.default.fileExists(atPath: directory) ? "no store in \(directory)" : "no data directory at \(directory)"
+        return "\(what): run the command where `cumulus serve` keeps its data, or give --data (or CUMULUS_DATA) that directory; "
+            + "--create makes an empty store there"
     }
 }
 
@@ -454,7 +501,7 @@ struct Containers: AsyncParsableCommand {
     struct Create: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Create a container, such as iCloud.com.example.app.")
         @Argument(help: "Container identifier.") var id: String
-        @OptionGroup var options: DataOptions
+        @OptionGroup var options: StoreOptions
 
         func run() async throws {
             try await options.withStore { store in try await AccountService(store: store).createContainer(id, logger: Logger(label: "cumulus")) }
@@ -470,7 +517,7 @@ struct Tokens: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Create an API token (ckAPIToken); prints it.")
         @Option(help: "Container identifier.") var container: String
         @Option(help: "development or production.") var environment: ContainerEnvironment = .development
-        @OptionGroup var options: DataOptions
+        @OptionGroup var options: StoreOptions
 
         func run() async throws {
             let token = try await options.withStore { store in
@@ -494,7 +541,7 @@ struct Users: AsyncParsableCommand {
         @Option(help: "Password, for signing in over HTTP.") var password: String?
         @Option(help: "Email address.") var email: String?
         @Flag(help: "Let other users find this user with users/discover.") var discoverable = false
-        @OptionGroup var options: DataOptions
+        @OptionGroup var options: StoreOptions
 
         func run() async throws {
             let logger = Logger(label: "cumulus")
@@ -512,7 +559,7 @@ struct Users: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Issue a web auth token (ckWebAuthToken) for a user; prints it.")
         @Argument(help: "Sign-in name.") var name: String
         @Option(help: "Container identifier.") var container: String
-        @OptionGroup var options: DataOptions
+        @OptionGroup var options: StoreOptions
 
         func run() async throws {
             let token = try await options.withStore { store in
@@ -531,7 +578,7 @@ struct Keys: AsyncParsableCommand {
         @Option(help: "Container identifier.") var container: String
         @Option(name: .customLong("public-key"), help: "PEM file of the public key (openssl ec -in eckey.pem -pubout).") var publicKey: String
         @Option(help: "development or production.") var environment: ContainerEnvironment = .development
-        @OptionGroup var options: DataOptions
+        @OptionGroup var options: StoreOptions
 
         func run() async throws {
             let pem: String

@@ -69,7 +69,7 @@ extension Zones {
         @OptionGroup var zone: ZoneOptions
         @Option(help: "ISO 8601 (2026-11-26T09:30:00Z) or milliseconds since 1970, within the history window.") var to: String
         @Flag(name: .customLong("dry-run"), help: "Print the differences only; change nothing.") var dryRun = false
-        @OptionGroup var options: DataOptions
+        @OptionGroup var options: StoreOptions
 
         func run() async throws {
             guard let time = HistoryMoment.milliseconds(parsing: to) else {
@@ -109,7 +109,7 @@ struct Records: AsyncParsableCommand {
             abstract: "List a zone's records deleted within the history window, newest first: record name, type, deleted at, deleted by.")
         @OptionGroup var zone: ZoneOptions
         @OptionGroup var listing: ListingOptions
-        @OptionGroup var options: DataOptions
+        @OptionGroup var options: StoreOptions
 
         func run() async throws {
             let logger = Logger(label: "cumulus")
@@ -131,7 +131,7 @@ struct Records: AsyncParsableCommand {
             abstract: "Bring records deleted within the history window back as they were, with new change tags; prints each record name.")
         @OptionGroup var zone: ZoneOptions
         @Argument(help: "Record names.") var recordNames: [String]
-        @OptionGroup var options: DataOptions
+        @OptionGroup var options: StoreOptions
 
         func run() async throws {
             let logger = Logger(label: "cumulus")

@@ -17,7 +17,7 @@ struct SchemaCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Print a container's schema in CloudKit's schema language.")
         @Option(help: "Container identifier.") var container: String
         @Option(help: "development or production.") var environment: ContainerEnvironment = .development
-        @OptionGroup var options: DataOptions
+        @OptionGroup var options: StoreOptions
 
         func run() async throws {
             let schema = try await options.withStore { store in
@@ -33,7 +33,7 @@ struct SchemaCommand: AsyncParsableCommand {
         @Argument(help: "The schema file.") var file: String
         @Option(help: "Container identifier.") var container: String
         @Option(help: "development or production.") var environment: ContainerEnvironment = .production
-        @OptionGroup var options: DataOptions
+        @OptionGroup var options: StoreOptions
 
         func run() async throws {
             let deployment = try await SchemaCommand.deploy(file, container: container, environment: environment, dryRun: true, options: options)
@@ -47,7 +47,7 @@ struct SchemaCommand: AsyncParsableCommand {
         @Argument(help: "The schema file (as `cumulus schema export` prints it).") var file: String
         @Option(help: "Container identifier.") var container: String
         @Option(help: "development or production.") var environment: ContainerEnvironment = .production
-        @OptionGroup var options: DataOptions
+        @OptionGroup var options: StoreOptions
 
         func run() async throws {
             let deployment = try await SchemaCommand.deploy(file, container: container, environment: environment, dryRun: false, options: options)
@@ -56,7 +56,7 @@ struct SchemaCommand: AsyncParsableCommand {
     }
 
     /// Reads a schema file and deploys it (or compares it), printing each addition and each refused change.
-    static func deploy(_ file: String, container: String, environment: ContainerEnvironment, dryRun: Bool, options: DataOptions)
+    static func deploy(_ file: String, container: String, environment: ContainerEnvironment, dryRun: Bool, options: StoreOptions)
         async throws -> SchemaDeployment
     {
         let text: String

@@ -11,7 +11,7 @@ struct Shards: AsyncParsableCommand {
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "List the logical shards: shard, database number, users there.")
         @OptionGroup var listing: ListingOptions
-        @OptionGroup var options: DataOptions
+        @OptionGroup var options: StoreOptions
 
         func run() async throws {
             let rows = try await options.withStore { store in
@@ -36,7 +36,7 @@ struct Shards: AsyncParsableCommand {
                 """)
         @Argument(help: "The logical shard (cumulus shards list).") var shard: Int
         @Option(name: .customLong("to"), help: "The database number to move it to (0 is the directory).") var destination: Int
-        @OptionGroup var options: DataOptions
+        @OptionGroup var options: StoreOptions
 
         func run() async throws {
             let move = try await options.withStore { store in

@@ -95,7 +95,7 @@ struct ModifyCrashTests {
             #expect(result.status == 0, "\(command): \(result.stderr)")
             return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         }
-        _ = try await run(["containers", "create", Self.container])
+        _ = try await run(["containers", "create", Self.container, "--create"])
         let apiToken = try await run(["tokens", "create", "--container", Self.container])
         for name in ["alice", "bob"] {
             _ = try await run(["users", "create", name, "--container", Self.container, "--email", "\(name)@example.com"])

@@ -35,7 +35,7 @@ struct SchemaCommandTests {
     @Test func schemaExportAndDeployFromTheCommandLine() async throws {
         let data = FileManager.default.temporaryDirectory.appendingPathComponent("schema-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: data) }
-        #expect(try await ServeProcessTests.run(["containers", "create", "iCloud.com.example.cli"], data: data).status == 0)
+        #expect(try await ServeProcessTests.run(["containers", "create", "iCloud.com.example.cli", "--create"], data: data).status == 0)
         let file = data.appendingPathComponent("schema.txt")
         try "RECORD TYPE Drive (distance DOUBLE QUERYABLE SORTABLE, name STRING);".write(to: file, atomically: true, encoding: .utf8)
         let deployed = try await ServeProcessTests.run(["schema", "deploy", file.path, "--container", "iCloud.com.example.cli"], data: data)
@@ -60,14 +60,24 @@ struct DoctorCommandTests {
         let data = FileManager.default.temporaryDirectory.appendingPathComponent("doctor-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: data) }
         let container = "iCloud.com.example.doctor"
-        #expect(try await ServeProcessTests.run(["containers", "create", container], data: data).status == 0)
+        #expect(try await ServeProcessTests.run(["containers", "create", container, "--create"], data: data).status == 0)
         let file = data.appendingPathComponent("schema.txt")
         try "RECORD TYPE Drive (distance DOUBLE QUERYABLE, name STRING);".write(to: file, atomically: true, encoding: .utf8)
         let development = try await ServeProcessTests.run(
             ["schema", "deploy", file.path, "--container", container, "--environment", "development"], data: data)
         #expect(development.status == 0, "\(development.stderr)")
 
-        // Development has a record type production lacks: every write of it would be refused once the app ships.
+        // A development-only trial (production has no schema and no API token): told what to do before shipping, and
+        // not failed.
+        let trial = try await ServeProcessTests.run(["doctor"], data: data)
+        #expect(trial.status == 0, "\(trial.stdout)\(trial.stderr)")
+        #expect(trial.stdout.contains("warning schema \(container): a development-only trial"), "\(trial.stdout)")
+        #expect(!trial.stdout.contains("PROBLEM"), "\(trial.stdout)")
+
+        // Once production has an API token, an app may ship to it: development has a record type production lacks, and
+        // every write of it would be refused.
+        let production = try await ServeProcessTests.run(["tokens", "create", "--container", container, "--environment", "production"], data: data)
+        #expect(production.status == 0, "\(production.stderr)")
         let sick = try await ServeProcessTests.run(["doctor"], data: data)
         #expect(sick.status == 1, "\(sick.stdout)\(sick.stderr)")
         #expect(sick.stdout.contains("PROBLEM schema \(container): development has what production lacks"), "\(sick.stdout)")
@@ -109,5 +119,15 @@ struct DoctorCommandTests {
         let empty = try await ServeProcessTests.run(["doctor", "--data", missing])
         #expect(empty.status == 1 && empty.stdout.contains("PROBLEM store: no store in \(absolute)"), "\(empty.stdout)")
         #expect(!FileManager.default.fileExists(atPath: absolute + "/cumulus.sqlite"))
+        // Nor do the administration commands make one unless asked: in another working directory, an empty store would
+        // show no container, as if the data were gone.
+        let listed = try await ServeProcessTests.run(["containers", "list", "--data", missing])
+        #expect(listed.status == 1 && listed.stderr.contains("no store in \(absolute)") && listed.stderr.contains("--create"), "\(listed.stderr)")
+        try FileManager.default.removeItem(atPath: absolute)
+        let created = try await ServeProcessTests.run(["tokens", "create", "--container", "iCloud.com.example.x", "--data", missing])
+        #expect(created.status == 1 && created.stderr.contains("no data directory at \(absolute)"), "\(created.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: absolute), "a command created the directory")
+        let asked = try await ServeProcessTests.run(["containers", "create", "iCloud.com.example.x", "--data", missing, "--create"])
+        #expect(asked.status == 0 && FileManager.default.fileExists(atPath: absolute + "/cumulus.sqlite"), "\(asked.stderr)")
     }
 }

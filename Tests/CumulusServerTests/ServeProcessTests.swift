@@ -131,7 +131,7 @@ struct ServeProcessTests {
 
     @Test func commandsPrintOnlyTheirResultAndFailCleanly() async throws {
         let data = try temporaryDirectory()
-        let created = try await Self.run(["containers", "create", "iCloud.com.example.cli"], data: data)
+        let created = try await Self.run(["containers", "create", "iCloud.com.example.cli", "--create"], data: data)
         #expect(created.status == 0)
         #expect(created.stdout == "iCloud.com.example.cli\n")
         let token = try await Self.run(["tokens", "create", "--container", "iCloud.com.example.cli", "--environment", "production"], data: data)
@@ -187,7 +187,7 @@ struct ServeProcessTests {
         func run(_ arguments: [String], input: String? = nil) async throws -> CommandResult {
             try await Self.run(arguments + ["--container", container, "--data", data.path], input: input)
         }
-        _ = try await Self.run(["containers", "create", container], data: data)
+        _ = try await Self.run(["containers", "create", container, "--create"], data: data)
         _ = try await Self.run(["containers", "create", "iCloud.com.example.second"], data: data)
         let containers = try await Self.run(["containers", "list"], data: data).stdout.split(separator: "\n")
         #expect(containers.map { $0.split(separator: "\t").first } == ["iCloud.com.example.admin", "iCloud.com.example.second"])
@@ -251,7 +251,7 @@ struct ServeProcessTests {
 
     /// Makes a container, an API token for it and a user `alice`, through the command line; answers both tokens.
     static func containerWithAlice(_ container: String, data: URL) async throws -> (apiToken: String, webToken: String) {
-        _ = try await run(["containers", "create", container], data: data)
+        _ = try await run(["containers", "create", container, "--create"], data: data)
         let apiToken = try await run(["tokens", "create", "--container", container], data: data).stdout
         _ = try await run(["users", "create", "alice", "--container", container], data: data)
         let webToken = try await run(["users", "token", "alice", "--container", container], data: data).stdout
@@ -518,7 +518,7 @@ struct ServeProcessTests {
     @Test func serveWritesOneJSONLinePerRequestAtTheLevelAsked() async throws {
         let data = try temporaryDirectory()
         let container = "iCloud.com.example.logs"
-        _ = try await Self.run(["containers", "create", container], data: data)
+        _ = try await Self.run(["containers", "create", container, "--create"], data: data)
         let apiToken = try await Self.run(["tokens", "create", "--container", container], data: data).stdout.trimmingCharacters(
             in: .whitespacesAndNewlines)
         let log = data.appendingPathComponent("stderr.log")
@@ -547,7 +547,7 @@ struct ServeProcessTests {
     @Test func serveAcceptsRequestsAndShutsDownWithoutLosingAcknowledgedWrites() async throws {
         let data = try temporaryDirectory()
         let container = "iCloud.com.example.serve"
-        _ = try await Self.run(["containers", "create", container], data: data)
+        _ = try await Self.run(["containers", "create", container, "--create"], data: data)
         let server = try await Server.start(data: data)
         #expect(server.url.hasPrefix("http://127.0.0.1:"))
 

@@ -48,6 +48,20 @@ extension DatabaseService {
             let development = try await schema(container: container, environment: .development, logger: logger)
             let production = try await schema(container: container, environment: .production, logger: logger)
             let diff = SchemaDiff(from: production, to: development)
+            // A development-only trial (production has no record type and no API token: nothing ships to it yet) is
+            // told what to do before shipping, as a warning: a trial is not broken.
+            let tokens = try await mapStoreErrors { try await store.listAPITokens(container: container, logger: logger) }
+            let trial = production.recordTypes.isEmpty && !tokens.contains { $0.environment == .production && !$0.revoked }
+            if trial && !diff.additions.isEmpty && diff.problems.isEmpty {
+                findings.append(
+                    DoctorFinding(
+                        .warning, subject,
+                        "a development-only trial (production has no schema and no API token yet): before an app ships, deploy "
+                            + "development's \(development.recordTypes.count) record types with `cumulus schema export --container \(container) "
+                            + "--environment development > schema.ckdb` then `cumulus schema deploy schema.ckdb --container \(container) "
+                            + "--environment production`"))
+                continue
+            }
             for line in diff.additions {
                 findings.append(
                     DoctorFinding(
