@@ -27,7 +27,7 @@ cp "$binary" "$stage/bin/cumulus"
 # Symbols stay in the build directory: a third of the size.
 strip "$stage/bin/cumulus"
 cp README.md packaging/cumulus.service "$stage/"
-cp docs/*.md "$stage/docs/"
+cp docs/*.md docs/*.png "$stage/docs/"
 [ -f LICENSE ] && cp LICENSE "$stage/"
 tar -C "$out" -czf "$out/$name.tar.gz" "$name"
 echo "$out/$name.tar.gz"
