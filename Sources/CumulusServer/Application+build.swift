@@ -116,8 +116,10 @@ public func buildRouter(
     router.add(middleware: AccessLogMiddleware(metrics: metrics))
     router.add(middleware: CloudKitErrorMiddleware(address: address))
     if configuration.trustsForwardedFor { router.add(middleware: ClientAddressMiddleware()) }
-    let landingPage = LandingPage.html(metricsPort: configuration.metricsPort)
-    router.get("/") { _, _ in Response.html(landingPage, status: .ok) }
+    let landing = LandingPage.Probe(accounts: accounts, clock: clock)
+    router.get("/") { _, context in
+        Response.html(LandingPage.html(metricsPort: configuration.metricsPort, state: await landing.state(logger: context.logger)), status: .ok)
+    }
     // `X-Cumulus-Public-URL`: the base of the links this server hands out for the request, so `cumulus doctor --url`
     // can tell when a proxy in front hides the public scheme or host.
     router.get("health") { request, _ in
@@ -160,7 +162,7 @@ public func buildRouter(
     AuthRoutes(accounts: accounts, limits: limits, metrics: metrics, refusalDelay: configuration.requestLimits.refusalDelay).register(
         on: router.group("auth/1/:container/:environment"))
     ConsoleRoutes(
-        accounts: accounts, database: database, console: ConsoleService(store: store, clock: clock),
+        accounts: accounts, database: database, console: ConsoleService(store: store, clock: clock), recent: metrics.recent,
         secureCookies: configuration.publicBaseURL?.lowercased().hasPrefix("https:") == true
     ).register(on: router)
     LinkRoutes(

@@ -296,7 +296,7 @@ struct ConsoleTests {
                 return try await LinkPageBrowserTests.runChromium(["--dump-dom", try await link()])
             }
 
-            let overview = try await rendered("/console/development", screenshot: "console-overview.png")
+            let overview = try await rendered("/console/development")
             #expect(overview.contains(#"id="container">\#(TestWorld.container)<"#))
             #expect(overview.contains("<b>2</b>users"), "alice and bob: \(overview)")
 

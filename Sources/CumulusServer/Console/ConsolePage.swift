@@ -53,7 +53,7 @@ enum ConsolePage {
             <meta name="viewport" content="width=device-width, initial-scale=1">
             <meta name="robots" content="noindex">
             <title>\(escape(title)) · Cumulus console</title>
-            <style>\(style)</style>
+            <style>\(style)\(ConsoleCharts.style)</style>
             </head>
             <body>
             \(navigation)

@@ -18,6 +18,8 @@ struct ConsoleRoutes {
     let accounts: AccountService
     let database: DatabaseService
     let console: ConsoleService
+    /// This instance's last hour, for the overview's charts.
+    let recent: RecentActivity
     let secureCookies: Bool
 
     static let cookieName = "cumulus_console"
@@ -157,6 +159,17 @@ struct ConsoleRoutes {
                 \(card("public zones", publicZones.count, "\(base)/zones/public/\(ZoneID.publicOwnerName)"))
                 \(card("live links", links.count, "\(base)/links"))
                 \(card("record types", schema.recordTypes.count, "\(base)/schema"))
+                </div>
+                <h2>This instance, the last hour</h2>
+                <p class="note">A bar a minute, every container of this instance together (with several instances, <code>/metrics</code> of each).</p>
+                <div class="charts" id="charts">
+                \(ConsoleCharts.html(.init(id: "requests", title: "Requests", lower: recent.lastHour(.requests))))
+                \(ConsoleCharts.html(.init(id: "writes", title: "Records written", lower: recent.lastHour(.recordsWritten))))
+                \(ConsoleCharts.html(.init(id: "push-connections", title: "Push connections open", lower: recent.lastHour(.pushConnections), isGauge: true)))
+                \(ConsoleCharts.html(.init(id: "push-deliveries", title: "Notifications delivered", lower: recent.lastHour(.pushDeliveries))))
+                \(ConsoleCharts.html(.init(
+                    id: "devices", title: "Devices fetching to the end of their feed", lower: recent.lastHour(.fetchesInStep),
+                    upper: recent.lastHour(.fetchesBehind), lowerLabel: "already in step", upperLabel: "behind")))
                 </div>
                 """
             return render("Overview", session, environment, body)

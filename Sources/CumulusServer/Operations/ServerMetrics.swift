@@ -44,12 +44,17 @@ public final class ServerMetrics: Sendable {
     private let activeDevices: CoreMetrics.Meter
     /// Devices' sightings, read when the metrics are rendered.
     private let devices = Mutex<(@Sendable () -> Int)?>(nil)
+    /// The last hour, minute by minute, for the console's charts.
+    public let recent: RecentActivity
     /// How many access-log lines of refused credentials and throttled requests are written; the rest are counted.
     let refusalLines = RefusalLogSampler(linesPerSecond: 20)
 
-    /// - Parameter registry: Where the metrics are kept; a new one by default.
-    public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
+    /// - Parameters:
+    ///   - registry: Where the metrics are kept; a new one by default.
+    ///   - recent: The last hour's counts, minute by minute; on the wall clock by default.
+    public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry(), recent: RecentActivity = RecentActivity()) {
         self.registry = registry
+        self.recent = recent
         var factory = PrometheusMetricsFactory(registry: registry)
         // Requests take milliseconds and store operations less: finer buckets at the low end than the factory's default
         // (5 ms and up).
@@ -83,6 +88,7 @@ public final class ServerMetrics: Sendable {
     /// A device fetched its private database's feed to the end, having been `changes` behind.
     public func deviceFetched(behind changes: Int64) {
         devicesBehind.record(Double(changes))
+        recent.add(changes > 0 ? .fetchesBehind : .fetchesInStep)
     }
 
     /// The text exposition format, version 0.0.4.
@@ -108,6 +114,7 @@ public final class ServerMetrics: Sendable {
             return counter
         }
         counter.increment()
+        recent.add(.requests)
         let timer = requestTimers.withLock { timers in
             if let timer = timers[route] { return timer }
             let timer = Timer(label: "cumulus_request_duration_seconds", dimensions: [("route", route)], factory: factory)
@@ -119,7 +126,10 @@ public final class ServerMetrics: Sendable {
 
     /// Records saved or deleted by `records/modify`.
     func wrote(_ count: Int) {
-        if count > 0 { recordsWritten.increment(by: count) }
+        if count > 0 {
+            recordsWritten.increment(by: count)
+            recent.add(.recordsWritten, count)
+        }
     }
 
     /// A change-feed page and the records it carries.
@@ -131,9 +141,13 @@ public final class ServerMetrics: Sendable {
     /// A courier poll or stream opened (`true`) or closed.
     func pushConnection(opened: Bool) {
         if opened { pushConnections.increment() } else { pushConnections.decrement() }
+        recent.pushConnections(opened ? 1 : -1)
     }
 
-    func pushNotificationSent() { pushNotifications.increment() }
+    func pushNotificationSent() {
+        pushNotifications.increment()
+        recent.add(.pushDeliveries)
+    }
 
     /// A push connection looked at the feeds (a read of the store): about one a delivered notification when all is well.
     func pushLooked() { pushLooks.increment() }
