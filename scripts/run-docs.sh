@@ -92,11 +92,15 @@ docs_expect() {
 }
 SH
 cat "$data/walk.sh" >> "$data/run.sh"
-if bash "$data/run.sh" > "$data/out.log" 2> "$data/err.log"; then
+# In a folder of its own: the walk-throughs write files (feed.json) where they run.
+mkdir -p "$data/walk"
+if (cd "$data/walk" && bash "$data/run.sh") > "$data/out.log" 2> "$data/err.log"; then
     echo "docs runner: $blocks walk-throughs ran against $url; $(tail -1 "$data/walk.sh" | tr -dc 0-9) outputs were as the docs show"
 else
     echo "docs runner: a walk-through failed" >&2
-    tail -30 "$data/err.log" >&2; cp "$data/run.sh" /tmp/docs-run.sh 2>/dev/null || true
+    tail -30 "$data/err.log" >&2
     tail -5 "$data/out.log" >&2
+    # The script as it ran, to read (the data directory goes when this exits).
+    cp "$data/run.sh" "${TMPDIR:-/tmp}/cumulus-docs-run.sh" && echo "docs runner: the script that ran: ${TMPDIR:-/tmp}/cumulus-docs-run.sh" >&2
     exit 1
 fi
