@@ -272,7 +272,6 @@ public struct CloudDatabase: Sendable {
         }
     }
 
-    /// Fetches records by name; missing ones are absent.
     /// `records/reconcile` (a Cumulus extension): compares ranges of a zone's record names with the digests of what this
     /// device holds in them; the server answers each range as matching, cut into parts to compare again, or with its
     /// records. ``SyncEngine/verify(_:)`` drives it.
@@ -280,6 +279,17 @@ public struct CloudDatabase: Sendable {
         try await send("records/reconcile", RecordsReconcileRequest(zoneID: zoneID, ranges: ranges), answer: RecordsReconcileResponse.self).ranges
     }
 
+    /// `devices/verification`: tells the server what this device found when it verified its zones (a Cumulus
+    /// extension), so the operator sees it; ``SyncEngine/verify(_:)`` sends it. Answers whether the server counts the
+    /// device in sync.
+    @discardableResult
+    public func reportVerification(_ zones: [ZoneVerification]) async throws(CloudError) -> Bool {
+        let report = DeviceVerificationReport(
+            zones: zones.map { .init(zoneID: $0.zoneID, missing: $0.missing.count, extra: $0.extra.count, stale: $0.stale.count) })
+        return try await send("devices/verification", report, answer: DeviceVerificationResponse.self).inSync
+    }
+
+    /// Fetches records by name; missing ones are absent.
     public func records(named names: [String], in zoneID: ZoneID) async throws(CloudError) -> [String: CloudRecord] {
         let answer = try await send(
             "records/lookup", RecordsLookupRequest(records: names.map { .init(recordName: $0) }, zoneID: zoneID), answer: RecordsResponse.self)

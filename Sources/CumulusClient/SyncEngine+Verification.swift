@@ -40,7 +40,7 @@ extension SyncEngine {
             }
             reports.append(report)
         }
-        noteVerified(inSync: reports.allSatisfy(\.isInSync))
+        await noteVerified(reports)
         return reports
     }
 

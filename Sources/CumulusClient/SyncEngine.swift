@@ -98,6 +98,8 @@ public actor SyncEngine {
     private let statusContinuation: AsyncStream<SyncStatus>.Continuation
     /// The digest each zone's last complete fetch ended with, and its token: what ``verify(_:)`` compares.
     private var fetchedDigests: [ZoneID: (syncToken: String, digest: ZoneDigest)] = [:]
+    /// The last verification, while the server has not been told of it.
+    private var unreportedVerification: [ZoneVerification]?
     /// Status changes, for a UI.
     public nonisolated let statusUpdates: AsyncStream<SyncStatus>
 
@@ -335,6 +337,7 @@ public actor SyncEngine {
             try await delegate.handleEvent(.didFetchChanges, syncEngine: self)
             status.lastFetchedAt = Date()
         }
+        await reportVerificationIfUnreported()
     }
 
     /// The digest a zone's last complete fetch ended with, and its token.
@@ -344,6 +347,36 @@ public actor SyncEngine {
 
     func forgetFetchedDigests() {
         fetchedDigests = [:]
+    }
+
+    /// Notes a verification, and tells the server what it found (``CloudDatabase/reportVerification(_:)``) so the
+    /// operator sees it; a report the server cannot take now goes with the next fetch, and never fails the verification.
+    func noteVerified(_ reports: [ZoneVerification]) async {
+        noteVerified(inSync: reports.allSatisfy(\.isInSync))
+        unreportedVerification = reports
+        await reportVerificationIfUnreported()
+    }
+
+    /// Sends the last verification if the server has not had it. A device without an ID (`CloudContainer.deviceID`)
+    /// reports nothing: the server keeps verifications per device.
+    func reportVerificationIfUnreported() async {
+        guard let reports = unreportedVerification else { return }
+        guard database.container.deviceID != nil else {
+            unreportedVerification = nil
+            return
+        }
+        do {
+            try await withRetries { try await self.database.reportVerification(reports) }
+            if unreportedVerification == reports { unreportedVerification = nil }
+            status.lastVerificationReported = true
+        } catch let error as CloudError where !error.isTransient {
+            // Refused for good (a server without the extension): kept from asking again.
+            unreportedVerification = nil
+            status.lastVerificationReported = false
+        } catch {
+            status.lastVerificationReported = false
+        }
+        statusContinuation.yield(status)
     }
 
     func noteVerified(inSync: Bool) {

@@ -136,6 +136,9 @@ public struct SyncStatus: Sendable, Hashable {
     /// When ``SyncEngine/verify(_:)`` last completed, and whether every zone was in sync then.
     public var lastVerifiedAt: Date?
     public var lastVerifiedInSync: Bool?
+    /// Whether the server was told of the last verification (`devices/verification`); `false` while a report waits
+    /// for the next fetch, `nil` before the first.
+    public var lastVerificationReported: Bool?
     /// When the courier last told of a change.
     public var lastNotificationAt: Date?
 

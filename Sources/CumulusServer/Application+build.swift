@@ -103,7 +103,8 @@ public func buildRouter(
     let accounts = AccountService(
         store: store, signInLimits: configuration.signInLimits, webAuthTokenLifetime: configuration.webAuthTokenLifetime,
         credentialCacheLifetime: configuration.credentialCacheLifetime, clock: clock)
-    let devices = DeviceTracker(store: store, observeBehind: { metrics.deviceFetched(behind: $0) })
+    let devices = DeviceTracker(
+        store: store, observeBehind: { metrics.deviceFetched(behind: $0) }, observeVerification: { metrics.deviceVerified(inSync: $0) })
     metrics.observeDevices { devices.devicesSeen(since: clock.milliseconds() - 3_600_000) }
     let database = DatabaseService(
         store: store, limits: limits, clock: clock, changes: changes, secrets: secrets, devices: devices,

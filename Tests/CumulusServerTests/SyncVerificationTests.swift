@@ -1,11 +1,18 @@
 import CumulusClient
+import CumulusCore
 import CumulusModel
 import CumulusSyncGRDB
 import CumulusTesting
 import Foundation
 import GRDB
 import GhostCarExample
+import HTTPTypes
+import Logging
 import Testing
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 
 /// Sync you can prove: a device compares what its tables hold with the server's zone digest, finds exactly the records
 /// that differ (a row deleted, changed or added behind the engine's back, its bookkeeping damaged), and repairs only
@@ -78,6 +85,98 @@ struct SyncVerificationTests {
             #expect(tabletReports.allSatisfy { $0.isInSync }, "\(tabletReports)")
             #expect(phoneReports.allSatisfy { $0.isInSync }, "\(phoneReports)")
             #expect(try tablet.names()["drive-50"] == "Tablet's name")
+        }
+    }
+
+    static func isReport(_ request: TransportRequest) -> Bool { request.url.path.hasSuffix("devices/verification") }
+
+    /// A device tells the server what it verified: the console flags a tampered device (its user's page and the
+    /// overview, in a real browser) and `/metrics` counts it; a report whose answer is lost is sent again, one that
+    /// cannot be sent goes with the next fetch, and an in-sync report takes the flag away.
+    @Test(arguments: TestStore.all)
+    func aTamperedDeviceIsFlaggedInTheConsoleOnceItReportsItsVerification(_ kind: TestStore) async throws {
+        let world = try await TestWorld.make(store: kind)
+        try await SyncEngineTests.live(world) { container in
+            let faults = FaultInjectingTransport(wrapping: URLSessionTransport())
+            var flaky = container(world.alice)
+            flaky.transport = faults
+            flaky.deviceID = "tablet-7"
+            flaky.deviceName = "Alice's tablet"
+            try await flaky.privateCloudDatabase.save(zones: [GhostCar.zone])
+            let tablet = try Device.testing(path: try SyncEngineTests.temporaryPath("tablet"), database: flaky.privateCloudDatabase)
+            for index in 0..<5 { try tablet.recordDrive(id: "drive-\(index)", name: "Drive \(index)", distance: 1, at: 1) }
+            try await tablet.engine.sendChanges()
+
+            // The first report's answer is lost: sent again, and kept once.
+            faults.inject(.dropAnswer, times: 1, when: Self.isReport)
+            #expect(try await tablet.engine.verify().allSatisfy(\.isInSync))
+            #expect(await tablet.engine.status.lastVerificationReported == true)
+
+            // Behind the engine's back: a row deleted, one changed. The report cannot reach the server now.
+            try await tablet.queue.write { db in
+                try db.execute(sql: "DELETE FROM drives WHERE id = 'drive-1'")
+                try db.execute(sql: "UPDATE drives SET customName = 'Tampered' WHERE id = 'drive-3'")
+            }
+            faults.inject(.failBeforeSending, times: 1_000, when: Self.isReport)
+            let found = try #require(try await tablet.engine.verify(.zoneIDs([GhostCar.zone])).first)
+            #expect(found.missing == ["drive-1"] && found.stale == ["drive-3"], "\(found)")
+            #expect(await tablet.engine.status.lastVerificationReported == false, "the verification stands; its report waits")
+            faults.heal()
+            // The next fetch carries it.
+            try await tablet.engine.fetchChanges()
+            #expect(await tablet.engine.status.lastVerificationReported == true)
+
+            let base = flaky.serverURL.absoluteString
+            func rendered(_ path: String) async throws -> String {
+                let token = try await world.accounts.createConsoleSignIn(container: TestWorld.container, logger: Logger(label: "test"))
+                return try await LinkPageBrowserTests.runChromium(["--dump-dom", "\(base)/console/signin?token=\(token)&next=\(path)"])
+            }
+            let user = try await rendered("/console/development/users/\(world.alice.userRecordName)")
+            let row = try #require(user.components(separatedBy: "<tr>").first { $0.contains("tablet-7") }, "\(user)")
+            #expect(row.contains(#"<td class="flag">OUT OF SYNC: 1 missing, 1 stale in Drives, "#), "\(row)")
+            let overview = try await rendered("/console/development")
+            #expect(overview.contains("<b>1</b>devices out of sync"), "\(overview)")
+            let listed = try #require(overview.components(separatedBy: "<tr>").first { $0.contains("tablet-7") }, "\(overview)")
+            #expect(listed.contains(">alice</a>") && listed.contains("1 missing, 1 stale in Drives"), "\(listed)")
+            #expect(overview.contains(#"id="chart-verifications""#) && overview.contains("1 out of sync and 2 in sync in the hour"), "\(overview)")
+
+            let (metrics, _) = try await URLSession.shared.data(from: URL(string: "\(base)/metrics")!)
+            let text = String(decoding: metrics, as: UTF8.self)
+            #expect(metricSample(#"cumulus_device_verifications_total{result="out_of_sync"}"#, in: text) == 1, "\(text)")
+            #expect(!text.contains("tablet-7"), "metrics name no device")
+            // (The lost answer's report counted twice: the server cannot tell a report sent again from a new one.)
+            // Repaired and verified again (the zone it repaired): in sync, off the list.
+            _ = try await tablet.engine.repair([found])
+            let repaired = await tablet.engine.status
+            #expect(repaired.lastVerifiedInSync == true && repaired.lastVerificationReported == true)
+            let after = try await rendered("/console/development")
+            #expect(after.contains("<b>0</b>devices out of sync") && !after.contains("OUT OF SYNC"), "\(after)")
+            let again = try await rendered("/console/development/users/\(world.alice.userRecordName)")
+            let fixed = try #require(again.components(separatedBy: "<tr>").first { $0.contains("tablet-7") })
+            #expect(fixed.contains("<td>in sync (1 zone), "), "\(fixed)")
+        }
+    }
+
+    /// `devices/verification` refuses what it cannot keep, naming the field.
+    @Test func aVerificationReportIsRefusedWithItsReason() async throws {
+        let world = try await TestWorld.make()
+        try await world.test { client in
+            let device: HTTPFields = [HTTPField.Name("X-Cumulus-Device")!: "phone"]
+            let valid = #"{"zones":[{"zoneID":{"zoneName":"Drives"},"missing":1}]}"#
+            let anonymousDevice = try await client.send("devices/verification", as: .user(world.alice), body: valid)
+            #expect(anonymousDevice.status == 400 && anonymousDevice.reason?.contains("X-Cumulus-Device") == true, "\(anonymousDevice.json)")
+            let negative = try await client.send(
+                "devices/verification", as: .user(world.alice), body: #"{"zones":[{"zoneID":{"zoneName":"Drives"},"stale":-1}]}"#, headers: device)
+            #expect(negative.status == 400 && negative.reason?.contains("zones[0].stale") == true, "\(negative.json)")
+            let noZones = try await client.send("devices/verification", as: .user(world.alice), body: "{}", headers: device)
+            #expect(noZones.status == 400 && noZones.reason?.contains("zones") == true, "\(noZones.json)")
+            let publicDatabase = try await client.send(
+                "devices/verification", as: .user(world.alice), database: "public", body: valid, headers: device)
+            #expect(publicDatabase.status == 400, "\(publicDatabase.json)")
+            let anonymous = try await client.send("devices/verification", as: .anonymous, body: valid, headers: device)
+            #expect(anonymous.status == 421 || anonymous.status == 401, "\(anonymous.json)")
+            let kept = try await client.send("devices/verification", as: .user(world.alice), body: valid, headers: device)
+            #expect(kept.status == 200 && kept.json["inSync"] == .bool(false), "\(kept.json)")
         }
     }
 

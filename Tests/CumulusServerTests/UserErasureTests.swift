@@ -27,7 +27,8 @@ struct UserErasureTests {
         let files = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: [.isRegularFileKey])
         while let file = files?.nextObject() as? URL {
             guard (try? file.resourceValues(forKeys: [.isRegularFileKey]).isRegularFile) == true else { continue }
-            let bytes = try Data(contentsOf: file)
+            // A file a database removed since it was listed (a table's old file, unlinked at a checkpoint) holds nothing.
+            guard let bytes = try? Data(contentsOf: file) else { continue }
             for string in strings where bytes.range(of: Data(string.utf8)) != nil { found[string, default: []].append(file.lastPathComponent) }
         }
         return found
@@ -278,12 +279,18 @@ struct UserErasureTests {
         // which slows the suites beside this one.)
         var (left, kept): ([String: [String]], [String]) = ([:], [])
         let deadline = ContinuousClock.now + .seconds(240)
-        repeat {
+        try await Self.waitForNoOpenSnapshot(database: database)
+        let scrubbed = try #require(try Self.asPostgresWithMessages(Self.scrub, database: database))
+        kept = Self.keptDead(scrubbed.messages)
+        // Only the tables that kept some, again, as OPERATIONS.md says: a whole pass again would meet another starting
+        // connection, under this suite's load, as likely as the first did.
+        while !kept.isEmpty && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(200))
             try await Self.waitForNoOpenSnapshot(database: database)
-            let scrubbed = try #require(try Self.asPostgresWithMessages(Self.scrub, database: database))
-            kept = Self.keptDead(scrubbed.messages)
-            left = try Self.found(marks, under: files)
-        } while !kept.isEmpty && ContinuousClock.now < deadline
+            let again = kept.map { "VACUUM (FULL, VERBOSE) \($0);" }.joined(separator: "\n")
+            kept = Self.keptDead(try #require(try Self.asPostgresWithMessages(again, database: database)).messages)
+        }
+        left = try Self.found(marks, under: files)
         #expect(kept.isEmpty, "tables whose rewrite kept dead row versions until the end: \(kept)")
         let named = try Self.relations(of: left, database: database)
         #expect(left.isEmpty, "left in the database's files: \(named)")

@@ -204,4 +204,51 @@ struct DeviceConformanceTests {
         _ = try await store.eraseUser(userRecordName: "_a", attemptKeyPrefixes: [], timestamp: 0, logger: logger)
         #expect(try await store.devices(container: "c", userRecordName: "_a", logger: logger).isEmpty)
     }
+
+    /// A device's last verification replaces the one before; the devices out of sync are listed per container and
+    /// environment, the latest first, and leave the list once they report in sync.
+    @Test(arguments: StoreFactory.all)
+    func devicesKeepTheirLastVerificationAndTheOutOfSyncAreListed(_ factory: StoreFactory) async throws {
+        let store = try await factory.make()
+        try await store.createContainer("c", createdAt: 0, logger: logger)
+        try await store.createContainer("other", createdAt: 0, logger: logger)
+        try await store.createUser(UserAccount(userRecordName: "_a", container: "c", name: "alice", createdAt: 0), logger: logger)
+        try await store.createUser(UserAccount(userRecordName: "_o", container: "other", name: "olga", createdAt: 0), logger: logger)
+        func report(_ user: String, _ device: String, at time: Int64, missing: Int = 0, stale: Int = 0, zones: [String] = [], container: String = "c")
+            async throws
+        {
+            try await store.recordVerification(
+                DeviceVerification(verifiedAt: time, zones: 3, missing: missing, extra: 0, stale: stale, zonesOutOfSync: zones),
+                container: container, environment: .development, userRecordName: user, deviceID: device, logger: logger)
+        }
+        try await store.recordDevice(
+            DeviceSighting(
+                container: "c", environment: .development, userRecordName: "_a", deviceID: "phone", name: "Phone", seenAt: 5, position: nil),
+            logger: logger)
+        try await report("_a", "phone", at: 10, missing: 2, zones: ["Drives"])
+        // A device the server had not seen is made by its report.
+        try await report("_a", "tablet", at: 20, stale: 1, zones: ["Drives", "Lists"])
+        try await report("_o", "laptop", at: 30, missing: 1, container: "other")
+        // A report for a user of another container, or one who does not exist, records nothing.
+        try await report("_o", "sneaky", at: 40, missing: 9, container: "c")
+        try await report("_gone", "x", at: 40, missing: 1)
+
+        let devices = try await store.devices(container: "c", userRecordName: "_a", logger: logger)
+        let phone = try #require(devices.first { $0.deviceID == "phone" })
+        #expect(phone.name == "Phone" && phone.lastSeenAt == 10, "\(factory.name): a report is a sighting, and keeps the name")
+        #expect(phone.verification == DeviceVerification(verifiedAt: 10, zones: 3, missing: 2, extra: 0, stale: 0, zonesOutOfSync: ["Drives"]))
+        #expect(devices.first { $0.deviceID == "tablet" }?.verification?.zonesOutOfSync == ["Drives", "Lists"])
+        var listed = try await store.devicesOutOfSync(container: "c", environment: .development, limit: 10, logger: logger)
+        #expect(listed.map(\.device.deviceID) == ["tablet", "phone"], "the latest first, one container: \(listed)")
+        #expect(listed.allSatisfy { $0.userRecordName == "_a" && $0.userName == "alice" })
+        #expect(try await store.devicesOutOfSync(container: "c", environment: .production, limit: 10, logger: logger).isEmpty)
+        #expect(try await store.devicesOutOfSync(container: "c", environment: .development, limit: 1, logger: logger).count == 1)
+
+        // In sync again: off the list, the report kept.
+        try await report("_a", "tablet", at: 50)
+        listed = try await store.devicesOutOfSync(container: "c", environment: .development, limit: 10, logger: logger)
+        #expect(listed.map(\.device.deviceID) == ["phone"])
+        let tablet = try #require(try await store.devices(container: "c", userRecordName: "_a", logger: logger).first { $0.deviceID == "tablet" })
+        #expect(tablet.verification?.isInSync == true && tablet.verification?.verifiedAt == 50 && tablet.verification?.zonesOutOfSync == [])
+    }
 }

@@ -25,11 +25,20 @@ public final class DeviceTracker: Sendable {
     private let written = Mutex<[Key: (position: Int64?, at: Int64)]>([:])
     /// Told how many changes a device had to catch up when it fetched its private database's feed (for `/metrics`).
     private let observeBehind: @Sendable (Int64) -> Void
+    /// Told whether each verification a device reported was in sync (for `/metrics` and the console's charts).
+    private let observeVerification: @Sendable (Bool) -> Void
 
-    public init(store: any DeviceStore, observeBehind: @escaping @Sendable (Int64) -> Void = { _ in }) {
+    public init(
+        store: any DeviceStore, observeBehind: @escaping @Sendable (Int64) -> Void = { _ in },
+        observeVerification: @escaping @Sendable (Bool) -> Void = { _ in }
+    ) {
         self.store = store
         self.observeBehind = observeBehind
+        self.observeVerification = observeVerification
     }
+
+    /// A device reported a verification.
+    func verified(inSync: Bool) { observeVerification(inSync) }
 
     /// How many devices this instance saw since `time` (milliseconds), of those it remembers.
     public func devicesSeen(since time: Int64) -> Int {

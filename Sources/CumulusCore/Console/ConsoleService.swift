@@ -72,6 +72,11 @@ public struct ConsoleService: Sendable {
         try await mapStoreErrors { try await store.devices(container: container, userRecordName: userRecordName, logger: logger) }
     }
 
+    /// The devices of a container's users whose last verification found differences, the latest first (at most 100).
+    public func devicesOutOfSync(container: String, environment: ContainerEnvironment, logger: Logger) async throws -> [DeviceOutOfSync] {
+        try await mapStoreErrors { try await store.devicesOutOfSync(container: container, environment: environment, limit: 100, logger: logger) }
+    }
+
     /// A database's zones.
     public func zones(in database: DatabaseRef, logger: Logger) async throws -> [ZoneState] {
         try await mapStoreErrors { try await store.zones(in: database, logger: logger) }

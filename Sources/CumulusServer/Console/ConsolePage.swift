@@ -79,6 +79,8 @@ enum ConsolePage {
         case text(String)
         case code(String)
         case link(String, href: String)
+        /// Text the operator must not miss (a device out of sync).
+        case flag(String)
         /// A button posting a form with the session's token and the given hidden fields.
         case form(action: String, csrf: String, fields: [String: String], button: String)
 
@@ -92,6 +94,7 @@ enum ConsolePage {
                     #"<td><form method="post" action="\#(ConsolePage.escape(action))">\#(hidden)<button>\#(ConsolePage.escape(button))</button></form></td>"#
             case .text(let text): return "<td>\(ConsolePage.escape(text))</td>"
             case .code(let text): return "<td><code>\(ConsolePage.escape(text))</code></td>"
+            case .flag(let text): return #"<td class="flag">\#(ConsolePage.escape(text))</td>"#
             case .link(let text, let href): return #"<td><a href="\#(ConsolePage.escape(href))">\#(ConsolePage.escape(text))</a></td>"#
             }
         }
@@ -134,6 +137,7 @@ enum ConsolePage {
         .empty, .note { color: #6b6b70; }
         .message { background: #e8f5e9; padding: 8px 12px; border-radius: 8px; }
         .error { background: #fdecea; padding: 8px 12px; border-radius: 8px; }
+        td.flag { color: #b3261e; font-weight: 600; }
         textarea { width: 100%; box-sizing: border-box; min-height: 160px; font-family: ui-monospace, Menlo, monospace; font-size: .85rem; }
         form.actions { display: flex; gap: 8px; margin-top: 8px; flex-wrap: wrap; }
         button { font-size: .95rem; padding: 6px 14px; border-radius: 8px; border: 1px solid #bbb; background: #fff; }

@@ -146,6 +146,7 @@ struct ConsoleRoutes {
             let links = try await console.links(container: container, environment: environment, limit: 1000, logger: logger)
             let publicZones = try await console.zones(in: .publicDatabase(container: container, environment: environment), logger: logger)
             let schema = try await database.schema(container: container, environment: environment, logger: logger)
+            let outOfSync = try await console.devicesOutOfSync(container: container, environment: environment, logger: logger)
             let base = "/console/\(environment.rawValue)"
             func card(_ label: String, _ count: Int, _ href: String) -> String {
                 #"<div class="card"><a href="\#(href)"><b>\#(count)</b>\#(ConsolePage.escape(label))</a></div>"#
@@ -159,7 +160,19 @@ struct ConsoleRoutes {
                 \(card("public zones", publicZones.count, "\(base)/zones/public/\(ZoneID.publicOwnerName)"))
                 \(card("live links", links.count, "\(base)/links"))
                 \(card("record types", schema.recordTypes.count, "\(base)/schema"))
+                \(card("devices out of sync", outOfSync.count, "#devices-out-of-sync"))
                 </div>
+                <h2 id="devices-out-of-sync">Devices out of sync</h2>
+                \(ConsolePage.table(
+                    id: "out-of-sync", headers: ["User", "Device", "Found", "Verified"],
+                    rows: outOfSync.map { entry in
+                        [
+                            .link(entry.userName, href: "\(base)/users/\(ConsolePage.segment(entry.userRecordName))"), .code(entry.device.deviceID),
+                            .flag(entry.device.verification.map(Self.differences) ?? ""),
+                            .text(entry.device.verification.map { ConsolePage.date($0.verifiedAt) } ?? ""),
+                        ]
+                    },
+                    empty: "Every device that reported its last verification (SyncEngine.verify()) held what the server holds."))
                 <h2>This instance, the last hour</h2>
                 <p class="note">A bar a minute, every container of this instance together (with several instances, <code>/metrics</code> of each).</p>
                 <div class="charts" id="charts">
@@ -170,6 +183,9 @@ struct ConsoleRoutes {
                 \(ConsoleCharts.html(.init(
                     id: "devices", title: "Devices fetching to the end of their feed", lower: recent.lastHour(.fetchesInStep),
                     upper: recent.lastHour(.fetchesBehind), lowerLabel: "already in step", upperLabel: "behind")))
+                \(ConsoleCharts.html(.init(
+                    id: "verifications", title: "Verifications devices reported", lower: recent.lastHour(.verificationsInSync),
+                    upper: recent.lastHour(.verificationsOutOfSync), lowerLabel: "in sync", upperLabel: "out of sync")))
                 </div>
                 """
             return render("Overview", session, environment, body)
@@ -210,12 +226,13 @@ struct ConsoleRoutes {
             let devices = try await console.devices(of: user.userRecordName, container: session.container, logger: logger)
                 .filter { $0.environment == environment }
             body += ConsolePage.table(
-                id: "devices", headers: ["Device", "Name", "Last seen", "Last fetched", "Changes behind"],
+                id: "devices", headers: ["Device", "Name", "Last seen", "Last fetched", "Changes behind", "Last verified"],
                 rows: devices.map { device in
                     [
                         .code(device.deviceID), .text(device.name ?? ""), .text(ConsolePage.date(device.lastSeenAt)),
                         .text(device.lastFetchedAt.map(ConsolePage.date) ?? "never"),
                         .text(device.changesBehind.map { $0 == 0 ? "in step" : "\($0)" } ?? "not fetched yet"),
+                        Self.verificationCell(device.verification),
                     ]
                 },
                 empty: "No device has synced yet (devices name themselves with X-Cumulus-Device; CloudContainer's deviceID).")
@@ -228,6 +245,23 @@ struct ConsoleRoutes {
             body += ConsolePage.table(id: "subscriptions", headers: ["Database", "ID", "Subscription"], rows: rows, empty: "No subscriptions.")
             return render(user.name, session, environment, body)
         }
+    }
+
+    /// A device's last verification: in sync, or flagged with what differed and where.
+    static func verificationCell(_ verification: DeviceVerification?) -> ConsolePage.Cell {
+        guard let verification else { return .text("never") }
+        let when = ConsolePage.date(verification.verifiedAt)
+        guard !verification.isInSync else {
+            return .text("in sync (\(verification.zones) \(verification.zones == 1 ? "zone" : "zones")), \(when)")
+        }
+        return .flag("OUT OF SYNC: \(differences(verification)), \(when)")
+    }
+
+    /// "2 missing, 1 stale in Drives, Lists".
+    static func differences(_ verification: DeviceVerification) -> String {
+        let counts = [("missing", verification.missing), ("extra", verification.extra), ("stale", verification.stale)]
+            .filter { $0.1 > 0 }.map { "\($0.1) \($0.0)" }.joined(separator: ", ")
+        return verification.zonesOutOfSync.isEmpty ? counts : "\(counts) in \(verification.zonesOutOfSync.joined(separator: ", "))"
     }
 
     @Sendable func credentials(_ request: Request, context: CumulusRequestContext) async throws -> Response {

@@ -288,6 +288,17 @@ enum OpenAPIDocument {
                                 object(["recordName": string, "recordChangeTag": string], required: ["recordName", "recordChangeTag"])),
                         ], required: ["status"])),
             ], required: ["zoneID", "ranges"]),
+        "VerificationReport": object(
+            [
+                "zones": array(
+                    object(
+                        [
+                            "zoneID": ref("ZoneID"), "missing": ["type": "integer", "minimum": 0], "extra": ["type": "integer", "minimum": 0],
+                            "stale": ["type": "integer", "minimum": 0],
+                        ], required: ["zoneID"]))
+            ], required: ["zones"],
+            description: "Cumulus: what a device found when it verified its zones; the device is X-Cumulus-Device (docs/API.md)."),
+        "VerificationResponse": object(["inSync": boolean, "verifiedAt": integer], required: ["inSync", "verifiedAt"]),
         "RecordChangesRequest": object(["zoneID": ref("ZoneID"), "syncToken": string, "resultsLimit": integer, "desiredKeys": array(string)]),
         "RecordChangesResponse": object(
             ["records": array(ref("Record")), "syncToken": string, "moreComing": boolean, "reverse": boolean, "zoneDigest": ref("ZoneDigest")],
@@ -450,6 +461,10 @@ enum OpenAPIDocument {
             (
                 "records/reconcile", "reconcileRecords", "Cumulus: which ranges of a zone's record names differ from a device's digests.",
                 "ReconcileRequest", "ReconcileResponse"
+            ),
+            (
+                "devices/verification", "reportVerification", "Cumulus: a device's report of its last verification, for the operator.",
+                "VerificationReport", "VerificationResponse"
             ),
             ("users/discover", "discoverUsers", "Discoverable users by email or userRecordName.", "UsersLookupRequest", "UsersResponse"),
             ("users/lookup/email", "lookupUsersByEmail", "Discoverable users by email.", "UsersLookupRequest", "UsersResponse"),

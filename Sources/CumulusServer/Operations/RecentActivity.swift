@@ -2,8 +2,8 @@ public import CumulusCore
 import Synchronization
 
 /// What this instance did in each minute of the last hour, for the console's charts: requests, records written, push
-/// connections open, notifications delivered, and the fetches that reached the end of a device's feed, behind or in
-/// step.
+/// connections open, notifications delivered, the fetches that reached the end of a device's feed, behind or in step,
+/// and the verifications devices reported, in sync or not.
 ///
 /// Sixty slots in a ring, each stamped with its minute, so a minute in which nothing happened reads as zero without a
 /// timer clearing it; a gauge (push connections) keeps the highest value of each minute and carries its last value
@@ -12,7 +12,7 @@ import Synchronization
 public final class RecentActivity: Sendable {
     /// What is counted.
     public enum Series: Int, CaseIterable, Sendable {
-        case requests, recordsWritten, pushConnections, pushDeliveries, fetchesBehind, fetchesInStep
+        case requests, recordsWritten, pushConnections, pushDeliveries, fetchesBehind, fetchesInStep, verificationsInSync, verificationsOutOfSync
     }
 
     /// The minutes a chart shows.

@@ -30,6 +30,7 @@ public final class ServerMetrics: Sendable {
     private let requestTimers = Mutex([String: CoreMetrics.Timer]())
     private let recordsRead = Mutex([String: CoreMetrics.Counter]())
     private let refusals = Mutex([String: CoreMetrics.Counter]())
+    private let verifications = Mutex([String: CoreMetrics.Counter]())
     private let recordsWritten: CoreMetrics.Counter
     private let feedPages: CoreMetrics.Counter
     private let pushConnections: CoreMetrics.Meter
@@ -89,6 +90,19 @@ public final class ServerMetrics: Sendable {
     public func deviceFetched(behind changes: Int64) {
         devicesBehind.record(Double(changes))
         recent.add(changes > 0 ? .fetchesBehind : .fetchesInStep)
+    }
+
+    /// A device reported a verification, in sync or not.
+    public func deviceVerified(inSync: Bool) {
+        let result = inSync ? "in_sync" : "out_of_sync"
+        let counter = verifications.withLock { counters in
+            if let counter = counters[result] { return counter }
+            let counter = Counter(label: "cumulus_device_verifications_total", dimensions: [("result", result)], factory: factory)
+            counters[result] = counter
+            return counter
+        }
+        counter.increment()
+        recent.add(inSync ? .verificationsInSync : .verificationsOutOfSync)
     }
 
     /// The text exposition format, version 0.0.4.

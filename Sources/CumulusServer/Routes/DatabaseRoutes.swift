@@ -67,6 +67,7 @@ struct DatabaseRoutes {
         group.post("changes/zone", use: zoneChanges)
         group.post("records/changes", use: legacyRecordChanges)
         group.post("records/reconcile", use: reconcileRecords)
+        group.post("devices/verification", use: reportVerification)
         group.on("users/discover", method: .get, use: discoverAll)
         group.post("users/discover", use: discoverUsers)
         group.post("users/lookup/email", use: discoverUsers)
@@ -285,6 +286,15 @@ struct DatabaseRoutes {
         let reconcile = try RecordsReconcileRequest(wire: body)
         return try await database.reconcileRecords(
             caller: try context.requireCaller(), scope: try context.databaseScope(), request: reconcile, logger: context.logger)
+    }
+
+    /// `devices/verification`: what a device found when it verified its zones (a Cumulus extension, `docs/API.md`).
+    @Sendable func reportVerification(_ request: Request, context: CumulusRequestContext) async throws -> DeviceVerificationResponse {
+        let body = try await RequestBody.object(request, limits: limits)
+        let report = try DeviceVerificationReport(wire: body)
+        let answer = try await database.reportVerification(
+            caller: try context.requireCaller(), scope: try context.databaseScope(), report: report, logger: context.logger)
+        return answer
     }
 
     /// `records/changes`: the older single-zone form, answering at the top level.

@@ -38,6 +38,7 @@ extension DatabaseChangesResponse: WireResponse {}
 extension SubscriptionsResponse: WireResponse {}
 extension PushTokenResponse: WireResponse {}
 extension CallerResponse: WireResponse {}
+extension DeviceVerificationResponse: WireResponse {}
 extension UsersResponse: WireResponse {}
 
 extension ShareLinksResponse: WireResponse {}

@@ -38,10 +38,12 @@ public struct DeviceState: Sendable, Hashable {
     public var position: Int64?
     /// Changes to the user's private database (zone writes) since the position it reached; `nil` before its first fetch.
     public var changesBehind: Int64?
+    /// What it reported of its last verification; `nil` before its first.
+    public var verification: DeviceVerification?
 
     public init(
         deviceID: String, name: String?, environment: ContainerEnvironment, lastSeenAt: Int64, lastFetchedAt: Int64?, position: Int64?,
-        changesBehind: Int64?
+        changesBehind: Int64?, verification: DeviceVerification? = nil
     ) {
         self.deviceID = deviceID
         self.name = name
@@ -50,5 +52,53 @@ public struct DeviceState: Sendable, Hashable {
         self.lastFetchedAt = lastFetchedAt
         self.position = position
         self.changesBehind = changesBehind
+        self.verification = verification
+    }
+}
+
+/// What a device reported of its last verification (`SyncEngine.verify()`): how many zones it compared, and how many
+/// records differed in all of them.
+public struct DeviceVerification: Sendable, Hashable {
+    /// When the server received the report (milliseconds since 1970).
+    public var verifiedAt: Int64
+    public var zones: Int
+    public var missing: Int
+    public var extra: Int
+    public var stale: Int
+    /// The zones that differed, by name, at most ``maximumZoneNames`` of them.
+    public var zonesOutOfSync: [String]
+
+    /// The most zone names a verification keeps.
+    public static let maximumZoneNames = 10
+
+    public init(verifiedAt: Int64, zones: Int, missing: Int, extra: Int, stale: Int, zonesOutOfSync: [String]) {
+        self.verifiedAt = verifiedAt
+        self.zones = zones
+        self.missing = missing
+        self.extra = extra
+        self.stale = stale
+        self.zonesOutOfSync = Array(zonesOutOfSync.prefix(Self.maximumZoneNames))
+    }
+
+    public var isInSync: Bool { missing == 0 && extra == 0 && stale == 0 }
+
+    /// The zone names as a column holds them: one per line (a zone name holds no line break).
+    public var zoneNamesText: String { zonesOutOfSync.joined(separator: "\n") }
+
+    public static func zoneNames(_ text: String?) -> [String] {
+        (text ?? "").split(separator: "\n").map(String.init)
+    }
+}
+
+/// A device that reported its last verification out of sync, with its user: what the console's overview lists.
+public struct DeviceOutOfSync: Sendable, Hashable {
+    public var userRecordName: String
+    public var userName: String
+    public var device: DeviceState
+
+    public init(userRecordName: String, userName: String, device: DeviceState) {
+        self.userRecordName = userRecordName
+        self.userName = userName
+        self.device = device
     }
 }

@@ -1,4 +1,4 @@
-import CumulusModel
+public import CumulusModel
 public import CumulusStore
 public import Logging
 import PostgresNIO
@@ -24,24 +24,83 @@ extension PostgresRecordStore {
         try await transaction(snapshot: true, logger: logger) { connection in
             let rows = try await connection.query(
                 """
-                SELECT v.device_id, v.name, v.environment, v.last_seen_at, v.last_fetched_at, v.position,
-                    (SELECT d.change_seq FROM databases d WHERE d.container_id = u.container_id AND d.environment = v.environment
-                        AND d.scope = 'private' AND d.owner_record_name = v.user_record_name)
+                SELECT \(unescaped: Self.deviceColumns)
                 FROM devices v JOIN users u ON u.user_record_name = v.user_record_name
                 WHERE v.user_record_name = \(userRecordName) AND u.container_id = \(container)
                 ORDER BY v.last_seen_at DESC, v.device_id
                 """, logger: logger)
             var devices: [DeviceState] = []
-            for try await (id, name, environment, seen, fetched, position, head) in rows.decode(
-                (String, String?, String, Int64, Int64?, Int64?, Int64?).self)
-            {
+            for try await row in rows { devices.append(try Self.deviceState(row)) }
+            return devices
+        }
+    }
+
+    public func recordVerification(
+        _ verification: DeviceVerification, container: String, environment: ContainerEnvironment, userRecordName: String, deviceID: String,
+        logger: Logger
+    ) async throws {
+        _ = try await transaction(logger: logger) { connection in
+            try await connection.query(
+                """
+                INSERT INTO devices (user_record_name, environment, device_id, last_seen_at, verified_at, verified_zones, verified_missing,
+                    verified_extra, verified_stale, verified_zones_out)
+                SELECT \(userRecordName), \(environment.rawValue), \(deviceID), \(verification.verifiedAt), \(verification.verifiedAt),
+                    \(verification.zones), \(verification.missing), \(verification.extra), \(verification.stale), \(verification.zoneNamesText)
+                WHERE EXISTS (SELECT 1 FROM users WHERE user_record_name = \(userRecordName) AND container_id = \(container))
+                ON CONFLICT (user_record_name, environment, device_id) DO UPDATE SET
+                    last_seen_at = GREATEST(devices.last_seen_at, excluded.last_seen_at), verified_at = excluded.verified_at,
+                    verified_zones = excluded.verified_zones, verified_missing = excluded.verified_missing,
+                    verified_extra = excluded.verified_extra, verified_stale = excluded.verified_stale,
+                    verified_zones_out = excluded.verified_zones_out
+                """, logger: logger)
+        }
+    }
+
+    public func devicesOutOfSync(container: String, environment: ContainerEnvironment, limit: Int, logger: Logger) async throws
+        -> [DeviceOutOfSync]
+    {
+        try await transaction(snapshot: true, logger: logger) { connection in
+            let rows = try await connection.query(
+                """
+                SELECT \(unescaped: Self.deviceColumns), u.user_record_name, u.name
+                FROM devices v JOIN users u ON u.user_record_name = v.user_record_name
+                WHERE v.environment = \(environment.rawValue) AND v.verified_missing + v.verified_extra + v.verified_stale > 0
+                    AND u.container_id = \(container)
+                ORDER BY v.verified_at DESC, v.device_id
+                LIMIT \(limit)
+                """, logger: logger)
+            var devices: [DeviceOutOfSync] = []
+            for try await row in rows {
+                let cells = RowReader(row)
                 devices.append(
-                    DeviceState(
-                        deviceID: id, name: name, environment: ContainerEnvironment(rawValue: environment) ?? .development, lastSeenAt: seen,
-                        lastFetchedAt: fetched, position: position, changesBehind: position.map { max(0, (head ?? 0) - $0) }))
+                    DeviceOutOfSync(userRecordName: try cells[13], userName: try cells[14], device: try Self.deviceState(row)))
             }
             return devices
         }
+    }
+
+    /// A device's columns, as ``deviceState(_:)`` reads them: `v` is the device, `u` its user.
+    static let deviceColumns = """
+        v.device_id, v.name, v.environment, v.last_seen_at, v.last_fetched_at, v.position,
+            (SELECT d.change_seq FROM databases d WHERE d.container_id = u.container_id AND d.environment = v.environment
+                AND d.scope = 'private' AND d.owner_record_name = v.user_record_name),
+            v.verified_at, v.verified_zones, v.verified_missing, v.verified_extra, v.verified_stale, v.verified_zones_out
+        """
+
+    static func deviceState(_ row: PostgresRow) throws -> DeviceState {
+        let cells = RowReader(row)
+        let position: Int64? = try cells[5]
+        let head: Int64? = try cells[6]
+        let verifiedAt: Int64? = try cells[7]
+        func count(_ index: Int) throws -> Int { Int(try cells[index, as: Int32?.self] ?? 0) }
+        return DeviceState(
+            deviceID: try cells[0], name: try cells[1], environment: ContainerEnvironment(rawValue: try cells[2]) ?? .development,
+            lastSeenAt: try cells[3], lastFetchedAt: try cells[4], position: position, changesBehind: position.map { max(0, (head ?? 0) - $0) },
+            verification: try verifiedAt.map {
+                DeviceVerification(
+                    verifiedAt: $0, zones: try count(8), missing: try count(9), extra: try count(10), stale: try count(11),
+                    zonesOutOfSync: DeviceVerification.zoneNames(try cells[12]))
+            })
     }
 }
 

@@ -432,5 +432,20 @@ extension PostgresMigrations {
                 "CREATE TABLE shard_databases (number INTEGER PRIMARY KEY)",
             ]
         ),
+        Migration(
+            version: 14, name: "device verification",
+            statements: [
+                // What each device reported of its last verification: zones compared, records that differed, and the
+                // names of (at most 10) zones that differed, one per line. NULL: never reported.
+                """
+                ALTER TABLE devices ADD COLUMN verified_at BIGINT, ADD COLUMN verified_zones INTEGER, ADD COLUMN verified_missing INTEGER,
+                    ADD COLUMN verified_extra INTEGER, ADD COLUMN verified_stale INTEGER, ADD COLUMN verified_zones_out TEXT
+                """,
+                """
+                CREATE INDEX devices_out_of_sync ON devices (environment, verified_at)
+                    WHERE verified_missing + verified_extra + verified_stale > 0
+                """,
+            ]
+        ),
     ]
 }

@@ -489,6 +489,26 @@ extension ShardedPostgresStore {
 
     public func recordDevice(_ sighting: DeviceSighting, logger: Logger) async throws { try await directory.recordDevice(sighting, logger: logger) }
 
+    public func recordVerification(
+        _ verification: DeviceVerification, container: String, environment: ContainerEnvironment, userRecordName: String, deviceID: String,
+        logger: Logger
+    ) async throws {
+        try await directory.recordVerification(
+            verification, container: container, environment: environment, userRecordName: userRecordName, deviceID: deviceID, logger: logger)
+    }
+
+    /// The devices from the directory, without how far behind each is (that lives in each user's own database, and the
+    /// list is about verifications).
+    public func devicesOutOfSync(container: String, environment: ContainerEnvironment, limit: Int, logger: Logger) async throws
+        -> [DeviceOutOfSync]
+    {
+        try await directory.devicesOutOfSync(container: container, environment: environment, limit: limit, logger: logger).map {
+            var device = $0
+            device.device.changesBehind = nil
+            return device
+        }
+    }
+
     /// The devices from the directory; how far behind each is, from the user's private database where it lives.
     public func devices(container: String, userRecordName: String, logger: Logger) async throws -> [DeviceState] {
         var devices = try await directory.devices(container: container, userRecordName: userRecordName, logger: logger)

@@ -403,6 +403,21 @@ extension SQLiteRecordStore {
                     ALTER TABLE asset_uploads ADD COLUMN detached_at INTEGER;
                     """)
         }
+        migrator.registerMigration("v16: device verification") { db in
+            try db.execute(
+                sql: """
+                    -- What each device reported of its last verification: zones compared, records that differed, and
+                    -- the names of (at most 10) zones that differed, one per line. NULL: never reported.
+                    ALTER TABLE devices ADD COLUMN verified_at INTEGER;
+                    ALTER TABLE devices ADD COLUMN verified_zones INTEGER;
+                    ALTER TABLE devices ADD COLUMN verified_missing INTEGER;
+                    ALTER TABLE devices ADD COLUMN verified_extra INTEGER;
+                    ALTER TABLE devices ADD COLUMN verified_stale INTEGER;
+                    ALTER TABLE devices ADD COLUMN verified_zones_out TEXT;
+                    CREATE INDEX devices_out_of_sync ON devices(environment, verified_at)
+                        WHERE verified_missing + verified_extra + verified_stale > 0;
+                    """)
+        }
         return migrator
     }
 }
