@@ -42,8 +42,10 @@ public func buildApplication(
     // One token secret for the records' tokens and the push tokens: read once at start.
     let secrets = TokenSecrets(store: store)
     let push = pushService(configuration: configuration, store: store, clock: clock, changes: changes, secrets: secrets)
+    let writeHealth = WriteHealth()
     let router = buildRouter(
-        configuration: routed, store: store, clock: clock, changes: changes, metrics: metrics, push: push, secrets: secrets)
+        configuration: routed, store: store, clock: clock, changes: changes, metrics: metrics, push: push, secrets: secrets,
+        writeHealth: writeHealth)
     let serverName = "Cumulus"
     let courier = Courier(
         push: push, heartbeat: configuration.pushHeartbeatInterval, metrics: metrics, logger: logger, serverName: serverName,
@@ -54,7 +56,7 @@ public func buildApplication(
         limits: configuration.connectionLimits, countsAddresses: !configuration.trustsForwardedFor, metrics: metrics)
     // Nothing else removes expired share-a-copy snapshots, receipts and files no record holds, or history past its window.
     let links = LinkService(store: store, clock: clock, limits: configuration.linkLimits)
-    let upkeep = DatabaseService(store: store, clock: clock, historyRetention: configuration.historyRetention)
+    let upkeep = DatabaseService(store: store, clock: clock, historyRetention: configuration.historyRetention, writeHealth: writeHealth)
     let assets = AssetCleanup(database: upkeep, storage: assetStorage, clock: clock, limits: configuration.assetLimits)
     var services: [any Service] =
         storeServices + [
@@ -67,6 +69,13 @@ public func buildApplication(
             },
             UpkeepService(name: "history pruning", interval: configuration.historyPruneInterval, logger: logger) {
                 (try await upkeep.pruneHistory(logger: $0), "record versions past the history's window")
+            },
+            // While writes fail, a probe's commit is what tells /health they work again, requests or not.
+            UpkeepService(name: "write probe", interval: configuration.writeProbeInterval, logger: logger) { logger in
+                guard writeHealth.failure != nil else { return (0, "") }
+                try await upkeep.probeWrite(logger: logger)
+                logger.notice("the store writes again")
+                return (0, "")
             },
         ]
     if let broadcaster = store as? any ChangeBroadcasting { services.append(ChangeListener(store: broadcaster, changes: changes)) }
@@ -96,7 +105,7 @@ public func buildApplication(
 /// Builds the router: the CloudKit Web Services routes, the sign-in routes, and error mapping.
 public func buildRouter(
     configuration: ServerConfiguration, store: any RecordStore, clock: WallClock = .system, changes: ChangeSignal? = nil,
-    metrics: ServerMetrics = ServerMetrics(), push: PushService? = nil, secrets: TokenSecrets? = nil
+    metrics: ServerMetrics = ServerMetrics(), push: PushService? = nil, secrets: TokenSecrets? = nil, writeHealth: WriteHealth = WriteHealth()
 ) -> Router<CumulusRequestContext> {
     let changes = changes ?? changeSignal(for: store)
     let limits = configuration.limits
@@ -108,7 +117,7 @@ public func buildRouter(
     metrics.observeDevices { devices.devicesSeen(since: clock.milliseconds() - 3_600_000) }
     let database = DatabaseService(
         store: store, limits: limits, clock: clock, changes: changes, secrets: secrets, devices: devices,
-        historyRetention: configuration.historyRetention)
+        historyRetention: configuration.historyRetention, writeHealth: writeHealth)
     let push = push ?? pushService(configuration: configuration, store: store, clock: clock, changes: changes, secrets: secrets)
 
     let address = PublicAddress(configured: configuration.publicBaseURL)
@@ -123,11 +132,19 @@ public func buildRouter(
     }
     // `X-Cumulus-Public-URL`: the base of the links this server hands out for the request, so `cumulus doctor --url`
     // can tell when a proxy in front hides the public scheme or host.
+    // 503 while writes fail (`WriteHealth`): reads may still work, but an instance that cannot keep what devices send
+    // is not healthy.
     router.get("health") { request, _ in
-        Response(
-            status: .ok,
+        let failure = writeHealth.failure
+        return Response(
+            status: failure == nil ? .ok : .serviceUnavailable,
             headers: [.contentType: "text/plain; charset=utf-8", HTTPField.Name("X-Cumulus-Public-URL")!: address.base(for: request)],
-            body: .init(byteBuffer: ByteBuffer(string: "ok")))
+            body: .init(
+                byteBuffer: ByteBuffer(
+                    string: failure.map {
+                        // A stranger may ask: the reason, which may name files, is in the log, not here.
+                        "writes fail since \(Date(timeIntervalSince1970: Double($0.since) / 1000).formatted(.iso8601)); the server's log says why"
+                    } ?? "ok")))
     }
     router.get("openapi.json") { _, _ in
         Response(

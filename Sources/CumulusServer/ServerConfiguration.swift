@@ -69,6 +69,8 @@ public struct ServerConfiguration: Sendable {
     public var historyRetention: Duration = DatabaseService.defaultHistoryRetention
     /// How often versions older than ``historyRetention`` are pruned.
     public var historyPruneInterval: Duration = .seconds(600)
+    /// How often, while writes fail, the server tries a write of its own to learn they work again (`/health`).
+    public var writeProbeInterval: Duration = .seconds(5)
     /// Asset sizes, URL lifetimes and cleanup.
     public var assetLimits = AssetLimits()
     /// Where asset bytes live; `nil` keeps them in a temporary directory of this process (tests). `cumulus serve`

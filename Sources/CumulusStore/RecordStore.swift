@@ -4,7 +4,7 @@ public import Logging
 /// Durable storage for Cumulus: every storage role at once, as each store implements them.
 ///
 /// The roles are small protocols (``ContainerStore``, ``UserStore``, ``RecordZoneStore``, ``SchemaStore``,
-/// ``ShareStore``, ``SubscriptionStore``, ``AssetUploadStore``, ``LinkStore``, ``DeviceStore``, ``RecordHistoryStore``), so that a service takes only the role it
+/// ``ShareStore``, ``SubscriptionStore``, ``AssetUploadStore``, ``LinkStore``, ``DeviceStore``, ``RecordHistoryStore``, ``StoreHealth``), so that a service takes only the role it
 /// needs. They speak domain types only, so the SQLite and PostgreSQL implementations are interchangeable and pass one
 /// conformance suite. Each method is one transaction: a store never leaves a request half-written.
 ///
@@ -16,7 +16,7 @@ public import Logging
 /// try await store.createContainer("iCloud.com.example.app", logger: logger)
 /// ```
 public protocol RecordStore: ContainerStore, UserStore, RecordZoneStore, SchemaStore, ShareStore, SubscriptionStore, AssetUploadStore,
-    LinkStore, DeviceStore, RecordHistoryStore
+    LinkStore, DeviceStore, RecordHistoryStore, StoreHealth
 {}
 
 /// A store with upkeep to do while a server runs, off the request path (the SQLite store checkpoints its write-ahead

@@ -12,6 +12,7 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
             case invalidState
             case unavailable
             case storageFull
+            case cannotWrite
             case corrupt
             case unexpected
             case misconfigured
@@ -34,6 +35,10 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
         /// The database's disk is full: nothing of the failed call was written, and writes succeed again once the operator
         /// frees space. Reads still work.
         public static var storageFull: Self { .init(.storageFull) }
+        /// The store can be read and not written (a file the process may not write, a read-only disk or database, a
+        /// write the disk refused): nothing of the failed call was written, and writes succeed again once the operator
+        /// fixes it.
+        public static var cannotWrite: Self { .init(.cannotWrite) }
         /// The store cannot be used as configured: a malformed URL, refused credentials, a schema newer than this
         /// program. Retrying does not help; the reason says what to change.
         public static var misconfigured: Self { .init(.misconfigured) }

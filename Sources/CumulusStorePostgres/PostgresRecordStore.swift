@@ -199,6 +199,9 @@ public final class PostgresRecordStore: RecordStore {
         case "40P01"?, "40001"?:
             return StoreError(.unavailable, "PostgreSQL aborted a transaction in a conflict; retry", underlying: error)
         case "53100"?: return StoreError(.storageFull, "PostgreSQL's disk is full", underlying: error)
+        case "25006"?:
+            // A standby, or a database set read-only: nothing was written; writable again once an operator fixes it.
+            return StoreError(.cannotWrite, "the PostgreSQL database cannot be written (read-only)", underlying: error)
         case "22021"?, "22P05"?:
             return StoreError(.invalidValue, "a text holds a character the store cannot hold (U+0000)", underlying: error)
         case "28P01"?, "28000"?: return StoreError(.misconfigured, "PostgreSQL refused the credentials", underlying: error)

@@ -175,6 +175,13 @@ public final class SQLiteRecordStore: RecordStore {
         case .SQLITE_FULL:
             // SQLite rolled the transaction back.
             return StoreError(.storageFull, "the database's disk is full (\(message))", underlying: error)
+        case .SQLITE_READONLY:
+            // A file the process may not write (its owner, a read-only disk): SQLite rolled the transaction back.
+            return StoreError(.cannotWrite, "the database cannot be written (\(message))", underlying: error)
+        case .SQLITE_IOERR
+        where [.SQLITE_IOERR_WRITE, .SQLITE_IOERR_FSYNC, .SQLITE_IOERR_DIR_FSYNC, .SQLITE_IOERR_TRUNCATE].contains(databaseError.extendedResultCode):
+            // The disk refused a write (an immutable file, a failing device): the transaction was rolled back.
+            return StoreError(.cannotWrite, "the disk refused the database's write (\(message))", underlying: error)
         case .SQLITE_IOERR, .SQLITE_CANTOPEN, .SQLITE_NOMEM, .SQLITE_INTERRUPT, .SQLITE_PROTOCOL:
             // The disk or the host: a retry may succeed later.
             return StoreError(.unavailable, message, underlying: error)

@@ -10,7 +10,8 @@ extension GRDBSyncAdapter: SyncVerifyingDelegate {
     /// ``SyncEngine/verify(_:)`` finds each. Records no table holds (share records, types the app does not map) are
     /// held as their last version.
     ///
-    /// Asset columns are not compared (their files are the app's), nor are fields the server's version did not carry.
+    /// Asset columns are not compared (their files are the app's); a field the server's version did not carry must hold
+    /// its column's default.
     public func localRecordVersions(in zoneID: ZoneID, syncEngine: SyncEngine) async throws -> LocalRecordVersions {
         let shared = syncEngine.configuration.database.scope == .shared
         let zone = normalizedZone(zoneID, shared: shared)
@@ -22,6 +23,7 @@ extension GRDBSyncAdapter: SyncVerifyingDelegate {
             var versions: [String: String] = [:]
             var rows = Set<String>()
             for table in tables {
+                let defaults = try table.columnDefaults(in: db)
                 try table.forEachRow(of: zone, in: db) { name, fields in
                     rows.insert(name)
                     guard let held = metadata[name], let tag = held.changeTag else {
@@ -29,7 +31,7 @@ extension GRDBSyncAdapter: SyncVerifyingDelegate {
                         if !pending.contains(name) { versions[name] = LocalRecordVersions.unknownTag }
                         return
                     }
-                    if !pending.contains(name), let ancestor = held.serverFields, table.differs(fields, from: ancestor) {
+                    if !pending.contains(name), let ancestor = held.serverFields, table.differs(fields, from: ancestor, defaults: defaults) {
                         versions[name] = LocalRecordVersions.alteredTag(tag)
                     } else {
                         versions[name] = tag
@@ -69,10 +71,15 @@ extension SyncedTable {
         }
     }
 
-    /// Whether a row's fields differ from the version it was given, in a field that version carried.
-    func differs(_ fields: [String: FieldValue], from version: ServerFields) -> Bool {
+    /// Whether a row's fields differ from the version it was given: a field that version carried holds another value,
+    /// or a field it lacked holds something other than the column's default (`defaults`, ``columnDefaults(in:)``;
+    /// a column whose default is unknown is not compared there).
+    func differs(_ fields: [String: FieldValue], from version: ServerFields, defaults: [String: DatabaseValue]) -> Bool {
         allColumns.contains { column in
-            column.type != .asset && version.carries(column.field) && !version.holds(column.field, fields[column.field])
+            guard column.type != .asset else { return false }
+            if version.carries(column.field) { return !version.holds(column.field, fields[column.field]) }
+            guard let fallback = defaults[column.column] else { return false }
+            return fields[column.field] != Self.fieldValue(fallback, type: column.type)
         }
     }
 }

@@ -156,16 +156,39 @@ public struct SyncedTable: Sendable, Hashable {
         return (Data(hasher.finalize()).base64EncodedString(), size)
     }
 
-    /// Writes a fetched record into its row (fields the record lacks keep the row's value or the column default).
+    /// What a column holds when a record lacks its field: its `DEFAULT` (NULL when it has none), by column name. A
+    /// default that is not a constant (`CURRENT_TIMESTAMP`, a function, an expression in parentheses) is unknown, and
+    /// left out: such a column keeps the row's value.
+    func columnDefaults(in db: Database) throws -> [String: DatabaseValue] {
+        var defaults: [String: DatabaseValue] = [:]
+        let mapped = Set(allColumns.filter { $0.type != .asset }.map(\.column))
+        for column in try db.columns(in: tableName) where mapped.contains(column.name) {
+            guard let sql = column.defaultValueSQL else {
+                if !column.isNotNull { defaults[column.name] = .null }
+                continue
+            }
+            let upper = sql.uppercased()
+            guard !upper.contains("("), !upper.contains("CURRENT_"), !upper.contains("RANDOM") else { continue }
+            defaults[column.name] = try DatabaseValue.fetchOne(db, sql: "SELECT \(sql)") ?? .null
+        }
+        return defaults
+    }
+
+    /// Writes a fetched record into its row. A field the record lacks is the column's default, as in a new row: the
+    /// server's version has no value there (another device removed it, or never set it), and a value kept from before
+    /// would be one the server does not hold.
     func upsert(_ record: CloudRecord, in db: Database) throws {
         try upsert([record], in: db)
     }
 
     /// Writes fetched records into their rows: one multi-row statement per set of present columns (usually one per
-    /// page of a feed), as per-row statements cost more than the rows themselves.
+    /// page of a feed), as per-row statements cost more than the rows themselves. Fields a record lacks take their
+    /// column's default (``columnDefaults(in:)``); an asset column without a downloaded file keeps the row's value.
     func upsert(_ records: [CloudRecord], in db: Database) throws {
         guard !records.isEmpty else { return }
         let columns = allColumns
+        // Read only when some record lacks a field: most pages carry every field of every record.
+        var defaults: [String: DatabaseValue]?
         // Which columns each record carries, as a bit set: records with the same set share a statement.
         var groups: [[Bool]: [CloudRecord]] = [:]
         // An asset column is written from the downloaded file's path; without one it keeps the row's value.
@@ -181,7 +204,13 @@ public struct SyncedTable: Sendable, Hashable {
                 conflictTarget = "\(Self.quoted(ownerColumn)), \(Self.quoted(primaryKey))"
             }
             let keyCount = names.count
-            let mapped = zip(columns, present).filter(\.1).map(\.0)
+            var mapped = zip(columns, present).filter(\.1).map(\.0)
+            let absent = zip(columns, present).filter { !$0.1 && $0.0.type != .asset }.map(\.0)
+            if !absent.isEmpty {
+                let known = try defaults ?? columnDefaults(in: db)
+                defaults = known
+                mapped += absent.filter { known[$0.column] != nil }
+            }
             names += mapped.map { Self.quoted($0.column) }
             if let parentColumn { names.append(Self.quoted(parentColumn)) }
             let updates = names.dropFirst(keyCount).map { "\($0) = excluded.\($0)" }
@@ -201,7 +230,7 @@ public struct SyncedTable: Sendable, Hashable {
                         if column.type == .asset {
                             values.append(record.downloadedAssets[column.field].map { $0.path.databaseValue } ?? .null)
                         } else {
-                            values.append(record.fields[column.field].map(Self.databaseValue) ?? .null)
+                            values.append(record.fields[column.field].map(Self.databaseValue) ?? defaults?[column.column] ?? .null)
                         }
                     }
                     if parentColumn != nil { values.append(record.parent?.databaseValue ?? .null) }

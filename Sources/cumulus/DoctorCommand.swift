@@ -52,12 +52,36 @@ struct Doctor: AsyncParsableCommand {
             findings += try await Self.postgres(postgres, logger: logger)
         }
         do {
-            findings += try await options.withStore { try await DatabaseService(store: $0).diagnose(logger: logger) }
-        } catch let error as StoreError {
-            findings.append(DoctorFinding(.problem, "store", error.message))
+            findings += try await options.withStore { store in
+                var found: [DoctorFinding] = []
+                // A commit of the probe row: the store can be read and still not written (a file the server's user may
+                // not write, a full disk, a read-only database), and then every write answers 503.
+                do {
+                    try await store.probeWrite(at: Int64(Date().timeIntervalSince1970 * 1000), logger: logger)
+                    found.append(DoctorFinding(.ok, "writes", "a write commits"))
+                } catch {
+                    found.append(
+                        DoctorFinding(.problem, "writes", "the store cannot be written: \(Self.words(error)); every write answers 503 until it can"))
+                }
+                do {
+                    found += try await DatabaseService(store: store).diagnose(logger: logger)
+                } catch {
+                    found.append(DoctorFinding(.problem, "store", "reading the deployment failed: \(Self.words(error))"))
+                }
+                return found
+            }
+        } catch {
+            findings.append(DoctorFinding(.problem, "store", Self.words(error)))
         }
         if let url { findings += await Self.publicURL(url) }
         try Self.finish(findings)
+    }
+
+    /// An error in words: a store's message, a domain error's reason, else its description.
+    static func words(_ error: any Error) -> String {
+        if let error = error as? StoreError { return error.message }
+        if let error = error as? CumulusError { return (error.underlying as? StoreError)?.message ?? error.reason }
+        return String(reflecting: error)
     }
 
     static func finish(_ findings: [DoctorFinding]) throws {

@@ -1,6 +1,9 @@
 import CumulusModel
+import CumulusStore
+import CumulusStoreSQLite
 import Foundation
 import GRDB
+import Logging
 import GhostCarExample
 import Testing
 
@@ -103,6 +106,35 @@ struct DoctorCommandTests {
         #expect(behindProxy.stop() == 0)
         let unreachable = try await ServeProcessTests.run(["doctor", "--url", "http://127.0.0.1:1"], data: data)
         #expect(unreachable.status == 1 && unreachable.stdout.contains("PROBLEM public URL"))
+    }
+
+    /// A zone whose kept digest drifted from its records (devices would verify out of sync while holding what the server
+    /// holds) is a problem doctor names, changing nothing; `cumulus zones check-digests` sets it right.
+    @Test func doctorNamesAZoneWhoseDigestDrifted() async throws {
+        let data = FileManager.default.temporaryDirectory.appendingPathComponent("doctor-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: data) }
+        let container = "iCloud.com.example.drift"
+        #expect(try await ServeProcessTests.run(["containers", "create", container, "--create"], data: data).status == 0)
+        let path = data.appendingPathComponent("cumulus.sqlite").path
+        let logger = Logger(label: "test")
+        do {
+            let store = try SQLiteRecordStore(path: path)
+            let alice = DatabaseRef(container: container, environment: .development, scope: .private, ownerRecordName: "_alice")
+            _ = try await store.modifyZones([ZoneOperation(operationType: .create, zoneID: ZoneID(zoneName: "Drives"))], in: alice, timestamp: 1, logger: logger)
+            _ = try await store.modifyRecords(
+                RecordBatch(
+                    database: alice, zoneName: "Drives", atomic: false,
+                    operations: [RecordModification(operationType: .forceUpdate, recordName: "d1", recordType: "Drive")], author: "_alice",
+                    deviceID: "d", timestamp: 1), logger: logger)
+        }
+        #expect(try await ServeProcessTests.run(["doctor"], data: data).stdout.contains("ok      zone digests:"))
+        try await DatabaseQueue(path: path).write { db in try db.execute(sql: "UPDATE zones SET digest_0 = digest_0 + 1 WHERE zone_name = 'Drives'") }
+        let drifted = try await ServeProcessTests.run(["doctor"], data: data)
+        #expect(drifted.status == 1, "\(drifted.stdout)")
+        #expect(drifted.stdout.contains("PROBLEM zone digests: 1 zones' digests differ from their records (\(container) private Drives)"), "\(drifted.stdout)")
+        #expect(try await ServeProcessTests.run(["doctor"], data: data).status == 1, "doctor changed nothing")
+        #expect(try await ServeProcessTests.run(["zones", "check-digests"], data: data).status == 1, "check-digests sets it right, and says so")
+        #expect(try await ServeProcessTests.run(["doctor"], data: data).stdout.contains("ok      zone digests:"))
     }
 
     /// A mistyped data directory is a problem named with its absolute path, and doctor creates nothing there.

@@ -88,6 +88,31 @@ struct SyncVerificationTests {
         }
     }
 
+    /// A value given behind the engine's back to a column whose field the server's version lacks is a difference, and
+    /// the repair gives the column its default back (a field a record lacks is the column's default, as in a new row).
+    @Test func aValueInAColumnTheServerLeftEmptyIsADifference() async throws {
+        let world = try await TestWorld.make()
+        try await SyncEngineTests.live(world) { container in
+            let database = container(world.alice).privateCloudDatabase
+            try await database.save(zones: [GhostCar.zone])
+            let phone = try Device.testing(path: try SyncEngineTests.temporaryPath("phone"), database: database)
+            try phone.recordDrive(id: "unnamed", name: nil, distance: 3, at: 1)
+            try phone.recordDrive(id: "named", name: "Named", distance: 4, at: 1)
+            try await phone.engine.sendChanges()
+            let stored = try #require(try await database.records(named: ["unnamed"], in: GhostCar.zone)["unnamed"])
+            #expect(stored.fields["customName"] == nil, "the server's version has no name")
+            #expect(try await phone.engine.verify().allSatisfy(\.isInSync))
+
+            try await phone.queue.write { db in try db.execute(sql: "UPDATE drives SET customName = 'Sneaky' WHERE id = 'unnamed'") }
+            let found = try #require(try await phone.engine.verify(.zoneIDs([GhostCar.zone])).first)
+            #expect(found.stale == ["unnamed"] && found.missing.isEmpty && found.extra.isEmpty, "\(found)")
+            let after = try #require(try await phone.engine.repair([found]).first)
+            #expect(after.isInSync, "\(after)")
+            #expect(try phone.names()["unnamed"] == .some(nil), "the column is empty again, as the server's version")
+            #expect(try phone.names()["named"] == "Named")
+        }
+    }
+
     static func isReport(_ request: TransportRequest) -> Bool { request.url.path.hasSuffix("devices/verification") }
 
     /// A device tells the server what it verified: the console flags a tampered device (its user's page and the

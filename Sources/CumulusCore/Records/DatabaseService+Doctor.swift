@@ -93,6 +93,19 @@ extension DatabaseService {
             }
         }
         if containers.isEmpty { findings.append(DoctorFinding(.warning, "containers", "none yet: `cumulus containers create ID`")) }
+        // A digest kept in every write's transaction never drifts; one that did makes devices verify out of sync while
+        // they hold what the server holds.
+        let drifted = try await mapStoreErrors { try await store.driftedZoneDigests(logger: logger) }
+        if drifted.isEmpty {
+            findings.append(DoctorFinding(.ok, "zone digests", "every zone's digest is the digest of its records"))
+        } else {
+            let named = drifted.prefix(5).map { "\($0.database.container) \($0.database.scope.rawValue) \($0.zoneName)" }.joined(separator: ", ")
+            findings.append(
+                DoctorFinding(
+                    .problem, "zone digests",
+                    "\(drifted.count) zones' digests differ from their records (\(named)\(drifted.count > 5 ? ", …" : "")): devices that verify "
+                        + "them report differences they do not have; `cumulus zones check-digests` sets them right"))
+        }
         return findings
     }
 }

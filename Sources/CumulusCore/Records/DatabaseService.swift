@@ -46,15 +46,18 @@ public struct DatabaseService: Sendable {
     let schemas = SchemaCache()
     /// Where devices' sightings go.
     let devices: DeviceTracker
+    /// Whether writes commit, for `/health`.
+    public let writeHealth: WriteHealth
     /// How long replaced and deleted versions of records are kept for restores and undelete; zero keeps none.
     public let historyRetention: Duration
 
     public init(
         store: any RecordStore, policy: AuthorizationPolicy = .init(), limits: Limits = .init(), clock: WallClock = .system,
         changes: ChangeSignal? = nil, secrets: TokenSecrets? = nil, devices: DeviceTracker? = nil,
-        historyRetention: Duration = DatabaseService.defaultHistoryRetention
+        historyRetention: Duration = DatabaseService.defaultHistoryRetention, writeHealth: WriteHealth = WriteHealth()
     ) {
         self.historyRetention = historyRetention
+        self.writeHealth = writeHealth
         self.store = store
         self.policy = policy
         self.limits = limits
@@ -329,8 +332,24 @@ public struct DatabaseService: Sendable {
         }
     }
 
+    /// ``CumulusCore/mapStoreErrors(writing:_:)``; a write's outcome also tells ``writeHealth`` whether the store writes.
     func mapStoreErrors<T>(writing: Bool = false, _ body: () async throws -> T) async throws -> T {
-        try await CumulusCore.mapStoreErrors(writing: writing, body)
+        do {
+            let value = try await CumulusCore.mapStoreErrors(writing: writing, body)
+            if writing { writeHealth.committed() }
+            return value
+        } catch let error as CumulusError {
+            // Whichever call met it: a store that cannot write is unhealthy until a write commits.
+            if let cause = error.underlying as? StoreError, cause.code == .storageFull || cause.code == .cannotWrite {
+                writeHealth.failed(cause.message, at: clock.milliseconds())
+            }
+            throw error
+        }
+    }
+
+    /// Commits a write of the store's probe row: clears ``writeHealth`` when it commits, marks it when it cannot.
+    public func probeWrite(logger: Logger) async throws {
+        try await mapStoreErrors(writing: true) { try await store.probeWrite(at: clock.milliseconds(), logger: logger) }
     }
 }
 
@@ -361,6 +380,10 @@ func mapStoreErrors<T>(writing: Bool = false, _ body: () async throws -> T) asyn
             // Nothing was written, and space comes back only when an operator acts: clients wait longer between tries.
             throw CumulusError(
                 .unavailable, "the server's storage is full: nothing of this request was written; retry later",
+                retryAfter: storageFullRetryAfter, underlying: error)
+        case .cannotWrite:
+            throw CumulusError(
+                .unavailable, "the server's storage cannot be written: nothing of this request was written; retry later",
                 retryAfter: storageFullRetryAfter, underlying: error)
         default: throw CumulusError(.internalError, "internal error", underlying: error)
         }

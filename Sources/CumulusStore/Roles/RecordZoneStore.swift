@@ -42,6 +42,10 @@ public protocol RecordZoneStore: Sendable {
     /// only those never computed), each zone under its writers' lock. Answers the zones it set right.
     func refreshZoneDigests(unknownOnly: Bool, logger: Logger) async throws -> [ZoneDigestRepair]
 
+    /// The zones whose stored digest differs from the digest of their records, each compared under its writers' lock;
+    /// nothing is changed (`cumulus doctor`).
+    func driftedZoneDigests(logger: Logger) async throws -> [ZoneDigestRepair]
+
     /// One page of records matching a query. Throws ``StoreError/Code/zoneNotFound`` if the zone does not exist.
     func queryRecords(_ query: RecordQuery, logger: Logger) async throws -> RecordQueryPage
 }

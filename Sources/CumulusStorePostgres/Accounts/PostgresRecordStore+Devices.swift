@@ -118,3 +118,13 @@ extension PostgresRecordStore {
         }
     }
 }
+
+extension PostgresRecordStore {
+    public func probeWrite(at time: Int64, logger: Logger) async throws {
+        _ = try await transaction(logger: logger) { connection in
+            try await connection.query(
+                "INSERT INTO store_probe (id, probed_at) VALUES (1, \(time)) ON CONFLICT (id) DO UPDATE SET probed_at = excluded.probed_at",
+                logger: logger)
+        }
+    }
+}

@@ -433,7 +433,7 @@ extension PostgresMigrations {
             ]
         ),
         Migration(
-            version: 14, name: "device verification",
+            version: 14, name: "device verification, store probe",
             statements: [
                 // What each device reported of its last verification: zones compared, records that differed, and the
                 // names of (at most 10) zones that differed, one per line. NULL: never reported.
@@ -445,6 +445,8 @@ extension PostgresMigrations {
                 CREATE INDEX devices_out_of_sync ON devices (environment, verified_at)
                     WHERE verified_missing + verified_extra + verified_stale > 0
                 """,
+                // One row written to learn whether the store can write (cumulus doctor, /health while writes fail).
+                "CREATE TABLE store_probe (id INTEGER PRIMARY KEY CHECK (id = 1), probed_at BIGINT NOT NULL)",
             ]
         ),
     ]

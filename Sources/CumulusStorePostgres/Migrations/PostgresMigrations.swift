@@ -47,12 +47,22 @@ public enum PostgresMigrations {
     }
 
     private static func appliedVersions(on connection: PostgresConnection, logger: Logger) async throws -> [Int] {
-        try await connection.query(
-            """
-            CREATE TABLE IF NOT EXISTS cumulus_schema_migrations (
-                version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
-            )
-            """, logger: logger)
+        // Made only when missing: `CREATE TABLE IF NOT EXISTS` is a write even when the table exists, and a database
+        // that cannot be written must still open (for `cumulus doctor` to say so).
+        var exists = false
+        for try await found in try await connection.query(
+            "SELECT to_regclass('cumulus_schema_migrations') IS NOT NULL", logger: logger
+        ).decode(Bool.self) {
+            exists = found
+        }
+        if !exists {
+            try await connection.query(
+                """
+                CREATE TABLE IF NOT EXISTS cumulus_schema_migrations (
+                    version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
+                )
+                """, logger: logger)
+        }
         var versions: [Int] = []
         for try await version in try await connection.query("SELECT version FROM cumulus_schema_migrations ORDER BY version", logger: logger)
             .decode(Int.self)

@@ -109,9 +109,17 @@ extension PostgresRecordStore {
         }
     }
 
+    public func driftedZoneDigests(logger: Logger) async throws -> [ZoneDigestRepair] {
+        try await client.withConnection { connection in
+            try await Self.refreshZoneDigests(connection, unknownOnly: false, settingRight: false, logger: logger)
+        }
+    }
+
     /// Computes the digests of live zones from their records and stores those that differ (or, `unknownOnly`, those
     /// never computed): one transaction per zone, which holds the zone's row as its writers do.
-    static func refreshZoneDigests(_ connection: PostgresConnection, unknownOnly: Bool, logger: Logger) async throws -> [ZoneDigestRepair] {
+    static func refreshZoneDigests(_ connection: PostgresConnection, unknownOnly: Bool, settingRight: Bool = true, logger: Logger) async throws
+        -> [ZoneDigestRepair]
+    {
         // The condition written out, not bound, so the unknown ones are read from their partial index.
         let listed = try await connection.query(
             PostgresQuery(
@@ -130,9 +138,13 @@ extension PostgresRecordStore {
         var repairs: [ZoneDigestRepair] = []
         for (zone, name, database) in zones {
             let repair = try await connection.withTransaction(logger: logger) { connection -> ZoneDigestRepair? in
-                let stored = try await storedDigest(connection, zone: zone, lock: true, logger: logger)
+                // Setting right locks the zone as its writers do; only looking reads one snapshot, which also works
+                // where the database cannot be written.
+                if !settingRight { try await connection.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ", logger: logger) }
+                let stored = try await storedDigest(connection, zone: zone, lock: settingRight, logger: logger)
                 let computed = try await scan(DigestScan(), connection, zone: zone, range: .all, access: nil, logger: logger).digest
                 guard stored != computed else { return nil }
+                guard settingRight else { return ZoneDigestRepair(database: database, zoneName: name, stored: stored, computed: computed) }
                 var bindings = try binds(zone)
                 for lane in computed.lanes { bindings.append(Int64(lane), context: .default) }
                 bindings.append(computed.recordCount, context: .default)

@@ -322,6 +322,15 @@ extension ShardedPostgresStore {
         try await everyDatabase { try await $0.refreshZoneDigests(unknownOnly: unknownOnly, logger: logger) }.flatMap(\.value)
     }
 
+    /// Every database must write: a user's request writes to the directory and to their own.
+    public func probeWrite(at time: Int64, logger: Logger) async throws {
+        _ = try await everyDatabase { try await $0.probeWrite(at: time, logger: logger) }
+    }
+
+    public func driftedZoneDigests(logger: Logger) async throws -> [ZoneDigestRepair] {
+        try await everyDatabase { try await $0.driftedZoneDigests(logger: logger) }.flatMap(\.value)
+    }
+
     public func queryRecords(_ query: RecordQuery, logger: Logger) async throws -> RecordQueryPage {
         try await withOwner(query.database.ownerRecordName, logger: logger) { try await $0.queryRecords(query, logger: logger) }
     }

@@ -102,3 +102,13 @@ extension SQLiteRecordStore {
             })
     }
 }
+
+extension SQLiteRecordStore {
+    public func probeWrite(at time: Int64, logger: Logger) async throws {
+        try await write { db in
+            try db.execute(
+                sql: "INSERT INTO store_probe (id, probed_at) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET probed_at = excluded.probed_at",
+                arguments: [time])
+        }
+    }
+}

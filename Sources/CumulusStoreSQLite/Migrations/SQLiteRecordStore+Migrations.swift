@@ -403,7 +403,7 @@ extension SQLiteRecordStore {
                     ALTER TABLE asset_uploads ADD COLUMN detached_at INTEGER;
                     """)
         }
-        migrator.registerMigration("v16: device verification") { db in
+        migrator.registerMigration("v16: device verification, store probe") { db in
             try db.execute(
                 sql: """
                     -- What each device reported of its last verification: zones compared, records that differed, and
@@ -416,6 +416,8 @@ extension SQLiteRecordStore {
                     ALTER TABLE devices ADD COLUMN verified_zones_out TEXT;
                     CREATE INDEX devices_out_of_sync ON devices(environment, verified_at)
                         WHERE verified_missing + verified_extra + verified_stale > 0;
+                    -- One row written to learn whether the store can write (cumulus doctor, /health while writes fail).
+                    CREATE TABLE store_probe (id INTEGER PRIMARY KEY CHECK (id = 1), probed_at INTEGER NOT NULL);
                     """)
         }
         return migrator

@@ -107,7 +107,9 @@ extension SQLiteRecordStore {
 
     /// Computes the digests of live zones from their records and stores those that differ (or, `unknownOnly`, only
     /// those never computed), in the transaction `db` is in.
-    static func refreshZoneDigests(_ db: Database, unknownOnly: Bool, zone only: Int64? = nil) throws -> [ZoneDigestRepair] {
+    static func refreshZoneDigests(_ db: Database, unknownOnly: Bool, zone only: Int64? = nil, settingRight: Bool = true) throws
+        -> [ZoneDigestRepair]
+    {
         let rows = try Row.fetchAll(
             db,
             sql: """
@@ -122,11 +124,13 @@ extension SQLiteRecordStore {
             let computed = try scan(DigestScan(), db, zone: zone, range: .all, access: nil).digest
             let stored = try storedDigest(db, zone: zone)
             guard stored != computed else { continue }
-            var arguments = StatementArguments(computed.lanes.map { Int64($0) })
-            _ = arguments.append(contentsOf: [computed.recordCount, zone])
-            try db.execute(
-                sql: "UPDATE zones SET \((0..<8).map { "digest_\($0) = ?" }.joined(separator: ", ")), record_count = ? WHERE id = ?",
-                arguments: arguments)
+            if settingRight {
+                var arguments = StatementArguments(computed.lanes.map { Int64($0) })
+                _ = arguments.append(contentsOf: [computed.recordCount, zone])
+                try db.execute(
+                    sql: "UPDATE zones SET \((0..<8).map { "digest_\($0) = ?" }.joined(separator: ", ")), record_count = ? WHERE id = ?",
+                    arguments: arguments)
+            }
             let database = DatabaseRef(
                 container: row[2], environment: ContainerEnvironment(rawValue: row[3]) ?? .development,
                 scope: DatabaseScope(rawValue: row[4]) ?? .private,
@@ -151,6 +155,11 @@ extension SQLiteRecordStore {
             }
             return try Self.scan(scan, db, zone: zone.id, range: range, access: access)
         }
+    }
+
+    public func driftedZoneDigests(logger: Logger) async throws -> [ZoneDigestRepair] {
+        // A read is one snapshot: each zone's stored digest and its records agree in it as they do under the lock.
+        try await read { db in try Self.refreshZoneDigests(db, unknownOnly: false, settingRight: false) }
     }
 
     public func refreshZoneDigests(unknownOnly: Bool, logger: Logger) async throws -> [ZoneDigestRepair] {
