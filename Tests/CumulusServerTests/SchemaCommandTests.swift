@@ -3,8 +3,8 @@ import CumulusStore
 import CumulusStoreSQLite
 import Foundation
 import GRDB
-import Logging
 import GhostCarExample
+import Logging
 import Testing
 
 /// `cumulus schema check`, `export` and `deploy`, through the real binary: the model linter's list and exit status, a
@@ -120,7 +120,8 @@ struct DoctorCommandTests {
         do {
             let store = try SQLiteRecordStore(path: path)
             let alice = DatabaseRef(container: container, environment: .development, scope: .private, ownerRecordName: "_alice")
-            _ = try await store.modifyZones([ZoneOperation(operationType: .create, zoneID: ZoneID(zoneName: "Drives"))], in: alice, timestamp: 1, logger: logger)
+            _ = try await store.modifyZones(
+                [ZoneOperation(operationType: .create, zoneID: ZoneID(zoneName: "Drives"))], in: alice, timestamp: 1, logger: logger)
             _ = try await store.modifyRecords(
                 RecordBatch(
                     database: alice, zoneName: "Drives", atomic: false,
@@ -131,7 +132,9 @@ struct DoctorCommandTests {
         try await DatabaseQueue(path: path).write { db in try db.execute(sql: "UPDATE zones SET digest_0 = digest_0 + 1 WHERE zone_name = 'Drives'") }
         let drifted = try await ServeProcessTests.run(["doctor"], data: data)
         #expect(drifted.status == 1, "\(drifted.stdout)")
-        #expect(drifted.stdout.contains("PROBLEM zone digests: 1 zones' digests differ from their records (\(container) private Drives)"), "\(drifted.stdout)")
+        #expect(
+            drifted.stdout.contains("PROBLEM zone digests: 1 zones' digests differ from their records (\(container) private Drives)"),
+            "\(drifted.stdout)")
         #expect(try await ServeProcessTests.run(["doctor"], data: data).status == 1, "doctor changed nothing")
         #expect(try await ServeProcessTests.run(["zones", "check-digests"], data: data).status == 1, "check-digests sets it right, and says so")
         #expect(try await ServeProcessTests.run(["doctor"], data: data).stdout.contains("ok      zone digests:"))

@@ -99,11 +99,14 @@ struct WriteHealthTests {
         var components = try #require(URLComponents(string: serverURL))
         components.path = "/" + location.database
         let database = try #require(components.string)
-        func run(_ arguments: [String]) async throws -> ServeProcessTests.CommandResult { try await ServeProcessTests.run(arguments + ["--database", database]) }
+        func run(_ arguments: [String]) async throws -> ServeProcessTests.CommandResult {
+            try await ServeProcessTests.run(arguments + ["--database", database])
+        }
         _ = try await run(["containers", "create", Self.container])
         let apiToken = try await run(["tokens", "create", "--container", Self.container]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         _ = try await run(["users", "create", "alice", "--container", Self.container])
-        let webToken = try await run(["users", "token", "alice", "--container", Self.container]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let webToken = try await run(["users", "token", "alice", "--container", Self.container]).stdout.trimmingCharacters(
+            in: .whitespacesAndNewlines)
         let query = "ckAPIToken=\(apiToken)&ckWebAuthToken=\(webToken)"
         // Connections made after the setting read it: the server keeps none open long (idle ones close), as a pool after a
         // failover would open new ones.
@@ -114,7 +117,8 @@ struct WriteHealthTests {
         let admin = try #require(TestStore.postgresURL)
         func alter(_ readOnly: Bool) async throws {
             let result = try Self.psql(
-                admin, "ALTER DATABASE \(location.database) SET default_transaction_read_only = \(readOnly ? "on" : "off"); "
+                admin,
+                "ALTER DATABASE \(location.database) SET default_transaction_read_only = \(readOnly ? "on" : "off"); "
                     + "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '\(location.database)' AND pid <> pg_backend_pid()")
             #expect(result, "psql")
         }
