@@ -79,6 +79,10 @@ public func buildApplication(
             },
         ]
     if let broadcaster = store as? any ChangeBroadcasting { services.append(ChangeListener(store: broadcaster, changes: changes)) }
+    // A store whose instances do not hear each other (SQLite) still hears commands (a restore from the command line).
+    if let announcing = store as? any CommandAnnouncing, !(store is any ChangeBroadcasting) {
+        services.append(CommandListener(store: announcing, changes: changes))
+    }
     if let maintained = store as? any BackgroundMaintenance { services.append(StoreMaintenance(store: maintained, logger: logger)) }
     if let metricsPort = configuration.metricsPort {
         services.append(metricsApplication(metrics: metrics, host: host, port: metricsPort, logger: logger, onServerRunning: onMetricsServerRunning))
@@ -226,6 +230,17 @@ func pushService(
 func changeSignal(for store: any RecordStore) -> ChangeSignal {
     guard let broadcaster = store as? any ChangeBroadcasting else { return ChangeSignal() }
     return ChangeSignal(announce: { broadcaster.announceChange($0) })
+}
+
+/// Wakes this instance's push connections under the keys commands announce (``CommandAnnouncing``).
+struct CommandListener: Service {
+    let store: any CommandAnnouncing
+    let changes: ChangeSignal
+
+    func run() async throws {
+        await cancelWhenGracefulShutdown { await store.listenForCommands { changes.wake($0) } }
+        try? await gracefulShutdown()
+    }
 }
 
 /// The store's own background work (SQLite's checkpoints) for the life of the server.

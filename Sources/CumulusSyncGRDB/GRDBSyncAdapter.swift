@@ -35,6 +35,11 @@ public final class GRDBSyncAdapter: SyncEngineDelegate {
         /// A fetched record that no table holds (none has its record type for its zone and owner): it was not
         /// written anywhere. Share records (`cloudkit.share`) are never rows and never reported.
         case unplaced(recordID: RecordID, recordType: String)
+        /// The server deleted a record (another device, a restore, the zone's owner) while this device had an edit of
+        /// it waiting to be sent: the edit wins, and the record is sent again as a new one. The same whether the device
+        /// fetched the deletion first or sent the edit first. An app may show it, or delete the row to let the
+        /// deletion stand.
+        case recreatedDeletedRecord(recordID: RecordID)
     }
 
     public init(
@@ -161,6 +166,18 @@ public final class GRDBSyncAdapter: SyncEngineDelegate {
             }
             try store.setServerRecords(stored, in: db)
             for recordID in deleted.map({ self.normalized($0, shared: shared) }) {
+                // An edit not sent yet outlives a deletion from elsewhere, as it does when it is sent first and meets
+                // NOT_FOUND: the row stays, and goes as a new record.
+                if try store.hasPendingSave(recordID, in: db),
+                    let table = try self.tables.first(where: { table in
+                        guard table.holds(recordID.zoneID) else { return false }
+                        return try table.record(recordID, in: db) != nil
+                    })
+                {
+                    try store.setChangeTag(nil, recordType: table.recordType, for: recordID, in: db)
+                    reports.append(.recreatedDeletedRecord(recordID: recordID))
+                    continue
+                }
                 for table in self.tables where table.holds(recordID.zoneID) { try table.delete(recordID, in: db) }
                 try store.forget(recordID, in: db)
             }
@@ -272,8 +289,10 @@ public final class GRDBSyncAdapter: SyncEngineDelegate {
                     try store.setChangeTag(nil, recordType: failure.record.recordType, for: id, in: db)
                     resend.append(.saveRecord(id))
                 case .server(.notFound):
+                    // Deleted on the server while this edit waited: it goes again as a new record (``Report/recreatedDeletedRecord(recordID:)``).
                     try store.setChangeTag(nil, recordType: failure.record.recordType, for: id, in: db)
                     resend.append(.saveRecord(id))
+                    reports.append(.recreatedDeletedRecord(recordID: id))
                 default:
                     continue
                 }

@@ -49,6 +49,11 @@ struct ZoneOptions: ParsableArguments {
         return DatabaseRef(container: container, environment: environment, scope: .private, ownerRecordName: user.userRecordName)
     }
 
+    /// Tells the running servers, so the owner's devices waiting on push look now, as after the console's restore.
+    func announce(_ database: DatabaseRef, to store: any RecordStore, logger: Logger) async {
+        await (store as? any CommandAnnouncing)?.announceFromCommand([ChangeSignal.key(database)], logger: logger)
+    }
+
     func service(_ store: any RecordStore) throws -> DatabaseService {
         DatabaseService(
             store: store,
@@ -77,15 +82,17 @@ extension Zones {
             }
             let logger = Logger(label: "cumulus")
             let report = try await options.withStore { store in
-                try await zone.service(store).restoreZone(
-                    zone.zone, in: try await zone.database(store, logger: logger), to: time, dryRun: dryRun, logger: logger
-                ) { difference in
+                let database = try await zone.database(store, logger: logger)
+                let report = try await zone.service(store).restoreZone(zone.zone, in: database, to: time, dryRun: dryRun, logger: logger) {
+                    difference in
                     switch difference {
                     case .changed(let record): printResult("changed since\t\(record.header.recordName)")
                     case .deleted(let record): printResult("deleted since\t\(record.header.recordName)")
                     case .created(let name): printResult("created since\t\(name)")
                     }
                 }
+                if !dryRun { await zone.announce(database, to: store, logger: logger) }
+                return report
             }
             for failure in report.failures {
                 FileHandle.standardError.write(Data("not restored\t\(failure.recordName)\t\(failure.code.rawValue)\t\(failure.reason)\n".utf8))
@@ -136,8 +143,10 @@ struct Records: AsyncParsableCommand {
         func run() async throws {
             let logger = Logger(label: "cumulus")
             let results = try await options.withStore { store in
-                try await zone.service(store).undeleteRecords(
-                    recordNames, zoneName: zone.zone, in: try await zone.database(store, logger: logger), logger: logger)
+                let database = try await zone.database(store, logger: logger)
+                let results = try await zone.service(store).undeleteRecords(recordNames, zoneName: zone.zone, in: database, logger: logger)
+                await zone.announce(database, to: store, logger: logger)
+                return results
             }
             var failed = false
             for result in results {

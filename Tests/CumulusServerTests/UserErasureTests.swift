@@ -135,7 +135,7 @@ struct UserErasureTests {
         let (input, output) = (Pipe(), Pipe())
         // To a file: a second pipe, left unread while the answer is read, would fill, and psql would wait on it.
         let messagesFile = try TestFiles.fresh("psql-messages")
-        FileManager.default.createFile(atPath: messagesFile, contents: nil)
+        _ = FileManager.default.createFile(atPath: messagesFile, contents: nil)
         let messages = try FileHandle(forWritingTo: URL(fileURLWithPath: messagesFile))
         defer { try? messages.close() }
         process.standardInput = input

@@ -115,6 +115,66 @@ struct ZoneRestoreTests {
         }
     }
 
+    /// An edit waiting to be sent, of a record a restore deletes (created after the moment), ends the same way whether
+    /// the device fetches the deletion first or sends the edit first: the edit wins and re-creates the record, and the
+    /// app is told (`recreatedDeletedRecord`). Before, fetching first dropped the edit with no word.
+    @Test(arguments: TestStore.all)
+    func anUnsentEditOfARecordTheRestoreDeletesEndsTheSameWhicheverComesFirst(_ kind: TestStore) async throws {
+        let time = ManualClock()
+        let world = try await TestWorld.make(store: kind, clock: time.clock)
+        let service = DatabaseService(store: world.store, clock: time.clock)
+        let zone = DatabaseRef(
+            container: TestWorld.container, environment: .development, scope: .private, ownerRecordName: world.alice.userRecordName)
+        try await SyncEngineTests.live(world) { container in
+            let database = container(world.alice).privateCloudDatabase
+            try await database.save(zones: [GhostCar.zone])
+            let fetcherReports = Mutex<[GRDBSyncAdapter.Report]>([])
+            let senderReports = Mutex<[GRDBSyncAdapter.Report]>([])
+            let phone = try Device.testing(path: try SyncEngineTests.temporaryPath("first-phone"), database: database)
+            let fetcher = try Device.testing(
+                path: try SyncEngineTests.temporaryPath("fetcher"), database: container(world.alice).privateCloudDatabase,
+                onReport: { report in fetcherReports.withLock { $0.append(report) } })
+            let sender = try Device.testing(
+                path: try SyncEngineTests.temporaryPath("sender"), database: container(world.alice).privateCloudDatabase,
+                onReport: { report in senderReports.withLock { $0.append(report) } })
+            try phone.recordDrive(id: "early", name: "Early", distance: 1, at: 1)
+            try await phone.engine.sendChanges()
+            time.advance(seconds: 3600)
+            let moment = time.now
+            time.advance(seconds: 60)
+            try phone.recordDrive(id: "late-1", name: "Late 1", distance: 1, at: 2)
+            try phone.recordDrive(id: "late-2", name: "Late 2", distance: 1, at: 2)
+            try await phone.engine.sendChanges()
+            try await fetcher.engine.fetchChanges()
+            try await sender.engine.fetchChanges()
+            // Offline, each edits a record created after the moment.
+            try fetcher.rename("late-1", to: "Fetcher's edit", at: 10)
+            try sender.rename("late-2", to: "Sender's edit", at: 10)
+            time.advance(seconds: 60)
+            let report = try await service.restoreZone(GhostCar.zone.zoneName, in: zone, to: moment, dryRun: false, logger: Logger(label: "test"))
+            #expect(report.created == 2 && report.failures.isEmpty, "\(report)")
+
+            // The fetcher fetches first: the deletion meets its unsent edit, which stays and goes as a new record.
+            try await fetcher.engine.fetchChanges()
+            #expect(try fetcher.names()["late-1"] == "Fetcher's edit")
+            #expect(fetcherReports.withLock { $0 }.contains(.recreatedDeletedRecord(recordID: RecordID(recordName: "late-1", zoneID: GhostCar.zone))))
+            try await fetcher.engine.sendChanges()
+            // The sender sends first: its update meets NOT_FOUND and goes again as a new record.
+            try await sender.engine.sendChanges()
+            #expect(senderReports.withLock { $0 }.contains(.recreatedDeletedRecord(recordID: RecordID(recordName: "late-2", zoneID: GhostCar.zone))))
+            #expect(try await Self.names(database, ["late-1", "late-2"]) == ["late-1": "Fetcher's edit", "late-2": "Sender's edit"])
+
+            // Every device ends with the same records, and verifies in sync.
+            for device in [fetcher, sender, phone] { try await device.engine.fetchChanges() }
+            let (fetched, sent, written) = (try fetcher.names(), try sender.names(), try phone.names())
+            #expect(fetched == sent && sent == written, "\(written)")
+            for device in [fetcher, sender, phone] {
+                let reports = try await device.engine.verify()
+                #expect(reports.allSatisfy { $0.isInSync }, "\(reports)")
+            }
+        }
+    }
+
     @Test(arguments: TestStore.all)
     func aRecordDeletedWithinTheWindowComesBackAloneAndAMomentOutsideTheWindowIsRefused(_ kind: TestStore) async throws {
         let time = ManualClock()

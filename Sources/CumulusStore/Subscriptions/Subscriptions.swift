@@ -1,4 +1,5 @@
 public import CumulusModel
+public import Logging
 
 /// Whose subscriptions: a user's, in one database of a container environment (`public`, `private` or `shared`).
 public struct SubscriptionOwner: Sendable, Hashable {
@@ -83,6 +84,17 @@ public struct PushTokenFeeds: Sendable, Hashable {
 
 /// A store that several instances share tells them of each other's commits, so a push poll waiting on one instance
 /// wakes when another commits. The SQLite store, with one instance, does not need it.
+/// A store whose running servers a command in another process can wake: a restore or an undelete from the command line
+/// tells them, so devices waiting on push look at once, as after the console's.
+public protocol CommandAnnouncing: Sendable {
+    /// Tells every running server that something was committed under these keys, and returns once it is told (the
+    /// command exits next).
+    func announceFromCommand(_ keys: Set<String>, logger: Logger) async
+
+    /// Calls `changed` with the keys commands announce, until the task is cancelled (a server's own service).
+    func listenForCommands(_ changed: @escaping @Sendable (Set<String>) -> Void) async
+}
+
 public protocol ChangeBroadcasting: Sendable {
     /// Tells the other instances that something was committed under these keys (the databases it changed); this one
     /// wakes its own connections itself (``ChangeSignal``). Cheap and batched: call after each write, outside its

@@ -1,8 +1,25 @@
 import CumulusModel
 public import CumulusStore
-import Logging
+public import Logging
 import PostgresNIO
 import Synchronization
+
+extension PostgresRecordStore: CommandAnnouncing {
+    /// Sent whether or not another instance was seen listening, and awaited: the command exits next. Instances that
+    /// watch the databases (`--fan-out watch`) see the positions move by themselves.
+    public func announceFromCommand(_ keys: Set<String>, logger: Logger) async {
+        guard case .notify = fanOut, !keys.isEmpty else { return }
+        let payload = "@command\n" + Self.payload(keys)
+        do {
+            try await client.query("SELECT pg_notify(\(Self.changeChannel), \(payload))", logger: logger)
+        } catch {
+            logger.warning("could not tell the servers of the change", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// The servers' own listeners (``listenForChanges(watching:_:)``) hear commands: nothing more to do.
+    public func listenForCommands(_ changed: @escaping @Sendable (Set<String>) -> Void) async {}
+}
 
 extension PostgresRecordStore: ChangeBroadcasting {
     /// The channel instances announce commits on.

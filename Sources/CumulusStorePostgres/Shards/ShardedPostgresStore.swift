@@ -25,7 +25,7 @@ import Synchronization
 /// let store = try await ShardedPostgresStore.prepare(
 ///     directory: PostgresRecordStore(client: directoryClient), others: [PostgresRecordStore(client: shardClient)], logger: logger)
 /// ```
-public final class ShardedPostgresStore: RecordStore, ChangeBroadcasting {
+public final class ShardedPostgresStore: RecordStore, ChangeBroadcasting, CommandAnnouncing {
     /// Database 0: the directory, and the shards mapped to it.
     public let directory: PostgresRecordStore
     /// Every database by number, the directory's included.
@@ -321,6 +321,13 @@ extension ShardedPostgresStore {
     public func refreshZoneDigests(unknownOnly: Bool, logger: Logger) async throws -> [ZoneDigestRepair] {
         try await everyDatabase { try await $0.refreshZoneDigests(unknownOnly: unknownOnly, logger: logger) }.flatMap(\.value)
     }
+
+    /// Through the directory, where every instance listens.
+    public func announceFromCommand(_ keys: Set<String>, logger: Logger) async {
+        await directory.announceFromCommand(keys, logger: logger)
+    }
+
+    public func listenForCommands(_ changed: @escaping @Sendable (Set<String>) -> Void) async {}
 
     /// Every database must write: a user's request writes to the directory and to their own.
     public func probeWrite(at time: Int64, logger: Logger) async throws {
