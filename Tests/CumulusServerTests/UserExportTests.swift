@@ -44,6 +44,18 @@ struct UserExportTests {
                         #"{"operations":[{"operationType":"create","subscription":{"subscriptionID":"lists","subscriptionType":"zone","zoneID":{"zoneName":"Z"}}}]}"#
                 )
                 #expect(subscribed.status == 200, "\(subscribed.json)")
+                // From her phone: a record changed and one deleted, whose past versions the server keeps.
+                let phone: HTTPFields = [HTTPField.Name("X-Cumulus-Device")!: "alices-phone"]
+                _ = try await client.send(
+                    "records/modify", as: .user(alice),
+                    body: #"{"zoneID":{"zoneName":"Z"},"operations":[\#(operation("create", "gone", fields: #"{"text":{"value":"GoneMark"}}"#))]}"#,
+                    headers: phone)
+                let edited = try await client.send(
+                    "records/modify", as: .user(alice),
+                    body:
+                        #"{"zoneID":{"zoneName":"Z"},"operations":[\#(operation("forceUpdate", "item", fields: #"{"text":{"value":"NewMark"}}"#)),\#(operation("forceDelete", "gone"))]}"#,
+                    headers: phone)
+                #expect(edited.records.allSatisfy { $0["serverErrorCode"] == nil }, "\(edited.json)")
                 // Bob: his own zone shared with Alice, who accepts; and a record of his own she never sees.
                 try await client.createZone("Bobs", as: bob)
                 _ = try await client.modify([operation("create", "bobs-list"), operation("create", "bobs-diary")], zone: "Bobs", as: .user(bob))
@@ -57,12 +69,19 @@ struct UserExportTests {
         let account = try #require(try await world.store.user(userRecordName: alice.userRecordName, logger: Logger(label: "test")))
         let bytes = try await UserExport(store: world.store, assets: setup.storage).document(for: account, at: 42, logger: Logger(label: "test"))
         let document = try JSONValue(parsing: bytes)
-        #expect(document["format"]?.stringValue == UserExport.format)
+        #expect(document["format"]?.stringValue == UserExport.format && document["version"] == .number("2"))
         #expect(document["user"]?["userRecordName"]?.stringValue == alice.userRecordName)
         let development = try #require(document["environments"]?.arrayValue?.first { $0["environment"]?.stringValue == "development" })
         let zone = try #require(development["zones"]?.arrayValue?.first { $0["zoneName"]?.stringValue == "Z" })
         let names = Set(zone["records"]?.arrayValue?.compactMap { $0["recordName"]?.stringValue } ?? [])
         #expect(names == ["list", "item", "share-1"], "\(names)")
+        // The versions kept for restores: the item before its change, and the deleted record as it was, marked so.
+        let history = zone["history"]?.arrayValue ?? []
+        let pastItem = try #require(history.first { $0["record"]?["recordName"]?.stringValue == "item" }, "\(history)")
+        #expect(pastItem["deleted"] == .bool(false) && { if case .number? = pastItem["replacedAt"] { true } else { false } }())
+        let pastGone = try #require(history.first { $0["record"]?["recordName"]?.stringValue == "gone" }, "\(history)")
+        #expect(pastGone["deleted"] == .bool(true) && pastGone["record"]?["fields"]?["text"]?["value"]?.stringValue == "GoneMark")
+        #expect(development["devices"]?.arrayValue?.contains { $0["deviceID"]?.stringValue == "alices-phone" } == true, "\(development)")
         #expect(development["publicRecords"]?.arrayValue?.compactMap { $0["recordName"]?.stringValue } == ["alice-post"])
         let owned = try #require(development["sharesOwned"]?.arrayValue?.first)
         #expect(owned["shareRecordName"]?.stringValue == "share-1" && owned["rootRecordName"]?.stringValue == "list")

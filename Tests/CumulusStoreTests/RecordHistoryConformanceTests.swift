@@ -88,6 +88,32 @@ struct RecordHistoryConformanceTests {
         }
         #expect(deleted.map(\.deleted.timestamp) == deleted.map(\.deleted.timestamp).sorted(by: >), "newest deletion first")
 
+        // Every kept version, page by page: in name and then time order, each the record as it was until the write
+        // that replaced it, one for each live record a step changed or deleted; a deletion's marked while it stands.
+        var kept: [KeptVersion] = []
+        var position: KeptVersion.Position?
+        while true {
+            let page = try await store.keptVersions(zoneName: "Z", in: alice, after: position, limit: 7, logger: logger)
+            kept += page
+            guard page.count == 7, let last = page.last else { break }
+            position = last.position
+        }
+        let order = kept.map { ($0.record.header.recordName, $0.replacedAt) }
+        #expect(zip(order, order.dropFirst()).allSatisfy { $0.0 < $1.0 || ($0.0 == $1.0 && $0.1 < $1.1) }, "seed \(seed): ordered, no repeat")
+        let replaced = zip(snapshots, snapshots.dropFirst()).reduce(0) { count, pair in
+            count + pair.0.live.keys.count { pair.1.live[$0] != pair.0.live[$0] }
+        }
+        #expect(kept.count == replaced, "seed \(seed): one version for each live record a write changed or deleted")
+        for version in kept {
+            let name = version.record.header.recordName
+            let before = snapshots.last { $0.time < version.replacedAt }?.live[name]
+            #expect(try Self.n(version.record) == before, "seed \(seed): \(name) until \(version.replacedAt)")
+            if version.deleted {
+                #expect(live[name] == nil && snapshots.first { $0.time == version.replacedAt }?.live[name] == nil, "seed \(seed): \(name)")
+            }
+        }
+        #expect(kept.contains(where: \.deleted) == !deleted.isEmpty, "seed \(seed): deletions that stand are marked")
+
         // Pruning drops the versions replaced before a moment and nothing after it.
         let pruned = try await store.pruneHistory(replacedBefore: 400, logger: logger)
         #expect(pruned > 0)

@@ -17,7 +17,8 @@ public import Logging
 public struct UserExport: Sendable {
     /// The format's name and version, the document's first members.
     public static let format = "cumulus.user-export"
-    public static let version = 1
+    /// 2 added each zone's kept versions (`history`) and each environment's `devices`.
+    public static let version = 2
     /// Records read from a feed at once: few, as a record may hold up to 1 MB.
     static let pageSize = 16
     /// The bytes written before they are handed over.
@@ -108,7 +109,41 @@ public struct UserExport: Sendable {
                 Self.write(record, to: output, place: "\(environment.rawValue)/private/\(zone.zoneID.zoneName)")
             }
             output.writer.endArray()
+            // The versions the server keeps for restores and undelete (its history window): the user's data too.
+            output.writer.key("history")
+            output.writer.beginArray()
+            var after: KeptVersion.Position?
+            while true {
+                let versions: [KeptVersion]
+                do {
+                    versions = try await store.keptVersions(
+                        zoneName: zone.zoneID.zoneName, in: database, after: after, limit: Self.pageSize, logger: logger)
+                } catch let error as StoreError where error.code == .zoneNotFound {
+                    break
+                }
+                for version in versions {
+                    output.writer.beginObject()
+                    output.writer.key("replacedAt")
+                    output.writer.int(version.replacedAt)
+                    output.writer.member("deleted", version.deleted)
+                    output.writer.key("record")
+                    Self.write(version.record, to: output, place: "\(environment.rawValue)/private/\(zone.zoneID.zoneName)/history")
+                    output.writer.endObject()
+                    try await output.flushIfFull()
+                }
+                guard versions.count == Self.pageSize, let last = versions.last else { break }
+                after = last.position
+            }
+            output.writer.endArray()
             output.writer.endObject()
+        }
+        output.writer.endArray()
+
+        output.writer.key("devices")
+        output.writer.beginArray()
+        for device in try await store.devices(container: user.container, userRecordName: user.userRecordName, logger: logger)
+        where device.environment == environment {
+            Self.write(device, to: &output.writer)
         }
         output.writer.endArray()
 
@@ -203,6 +238,30 @@ public struct UserExport: Sendable {
                 if let receipt = asset.receipt { output.held.append((receipt, asset, "\(place)/\(record.header.recordName)/\(name)")) }
             }
         }
+    }
+
+    private static func write(_ device: DeviceState, to writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.member("deviceID", device.deviceID)
+        writer.member("name", device.name)
+        writer.key("lastSeenAt")
+        writer.int(device.lastSeenAt)
+        if let fetched = device.lastFetchedAt {
+            writer.key("lastFetchedAt")
+            writer.int(fetched)
+        }
+        if let verification = device.verification {
+            writer.key("lastVerification")
+            writer.beginObject()
+            writer.key("verifiedAt")
+            writer.int(verification.verifiedAt)
+            writer.member("zones", verification.zones)
+            writer.member("missing", verification.missing)
+            writer.member("extra", verification.extra)
+            writer.member("stale", verification.stale)
+            writer.endObject()
+        }
+        writer.endObject()
     }
 
     private static func write(_ share: ShareState, to writer: inout JSONWriter) {

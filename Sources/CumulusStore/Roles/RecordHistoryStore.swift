@@ -21,6 +21,13 @@ public protocol RecordHistoryStore: Sendable {
         since: Int64, zoneName: String, in database: DatabaseRef, names: [String]?, limit: Int, logger: Logger
     ) async throws -> [DeletedRecord]
 
+    /// Every version a zone keeps, in the byte order of record names and then by when each was replaced, at most
+    /// `limit` after `after` (a record name and a replacement time, from the last page): what a user's export carries.
+    /// Throws `zoneNotFound` for a zone that is not live.
+    func keptVersions(
+        zoneName: String, in database: DatabaseRef, after: KeptVersion.Position?, limit: Int, logger: Logger
+    ) async throws -> [KeptVersion]
+
     /// Drops the versions replaced before `time`, in steps that keep each transaction short; answers how many.
     func pruneHistory(replacedBefore time: Int64, logger: Logger) async throws -> Int
 }
@@ -67,4 +74,31 @@ public struct DeletedRecord: Sendable, Hashable {
         self.record = record
         self.deleted = deleted
     }
+}
+
+/// A version a zone keeps: the record as it was until `replacedAt`, when a write replaced it, or a deletion removed it.
+public struct KeptVersion: Sendable, Hashable {
+    /// Where a version stands in ``RecordHistoryStore/keptVersions(zoneName:in:after:limit:logger:)``'s order.
+    public struct Position: Sendable, Hashable {
+        public var recordName: String
+        public var replacedAt: Int64
+
+        public init(recordName: String, replacedAt: Int64) {
+            self.recordName = recordName
+            self.replacedAt = replacedAt
+        }
+    }
+
+    public var record: StoredRecord
+    public var replacedAt: Int64
+    /// Whether a deletion replaced it (the record is deleted since).
+    public var deleted: Bool
+
+    public init(record: StoredRecord, replacedAt: Int64, deleted: Bool) {
+        self.record = record
+        self.replacedAt = replacedAt
+        self.deleted = deleted
+    }
+
+    public var position: Position { Position(recordName: record.header.recordName, replacedAt: replacedAt) }
 }

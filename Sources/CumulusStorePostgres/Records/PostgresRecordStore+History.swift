@@ -100,6 +100,32 @@ extension PostgresRecordStore {
         return past
     }
 
+    public func keptVersions(
+        zoneName: String, in database: DatabaseRef, after: KeptVersion.Position?, limit: Int, logger: Logger
+    ) async throws -> [KeptVersion] {
+        let zoneID = database.zoneID(zoneName)
+        return try await transaction(snapshot: true, logger: logger) { connection in
+            let zone = try await Self.liveZone(connection, database, zoneName: zoneName, logger: logger)
+            var versions: [KeptVersion] = []
+            // Along the zone's index by name and replacement time, from the last page's position.
+            for try await row in try await connection.query(
+                """
+                SELECT \(unescaped: Self.historyColumns), h.replaced_at,
+                    EXISTS (SELECT 1 FROM records r WHERE r.zone_id = h.zone_id AND r.record_name = h.record_name AND r.deleted
+                        AND r.modified_at = h.replaced_at)
+                FROM record_history h
+                WHERE h.zone_id = \(zone) AND (\(after == nil) OR (h.record_name, h.replaced_at) > (\(after?.recordName ?? ""), \(after?.replacedAt ?? 0)))
+                ORDER BY h.record_name, h.replaced_at LIMIT \(limit)
+                """, logger: logger)
+            {
+                let reader = RowReader(row)
+                versions.append(
+                    KeptVersion(record: try Self.storedRecord(reader, zoneID: zoneID), replacedAt: try reader[13], deleted: try reader[14]))
+            }
+            return versions
+        }
+    }
+
     public func deletedRecords(
         since: Int64, zoneName: String, in database: DatabaseRef, names: [String]?, limit: Int, logger: Logger
     ) async throws -> [DeletedRecord] {

@@ -350,6 +350,14 @@ extension ShardedPostgresStore {
         }
     }
 
+    public func keptVersions(
+        zoneName: String, in database: DatabaseRef, after: KeptVersion.Position?, limit: Int, logger: Logger
+    ) async throws -> [KeptVersion] {
+        try await withOwner(database.ownerRecordName, logger: logger) {
+            try await $0.keptVersions(zoneName: zoneName, in: database, after: after, limit: limit, logger: logger)
+        }
+    }
+
     public func deletedRecords(
         since: Int64, zoneName: String, in database: DatabaseRef, names: [String]?, limit: Int, logger: Logger
     ) async throws -> [DeletedRecord] {

@@ -105,6 +105,28 @@ extension SQLiteRecordStore {
         }
     }
 
+    public func keptVersions(
+        zoneName: String, in database: DatabaseRef, after: KeptVersion.Position?, limit: Int, logger: Logger
+    ) async throws -> [KeptVersion] {
+        let zoneID = database.zoneID(zoneName)
+        return try await read { db in
+            let zone = try Self.liveZone(db, database, zoneName: zoneName)
+            // Along the zone's index by name and replacement time, from the last page's position.
+            let rows = try Row.fetchAll(
+                db.cachedStatement(
+                    sql: """
+                        SELECT \(Self.historyColumns), h.replaced_at,
+                            EXISTS (SELECT 1 FROM records r WHERE r.zone_id = h.zone_id AND r.record_name = h.record_name AND r.deleted = 1
+                                AND r.modified_at = h.replaced_at)
+                        FROM record_history h
+                        WHERE h.zone_id = ?1 AND (?2 IS NULL OR (h.record_name, h.replaced_at) > (?2, ?3))
+                        ORDER BY h.record_name, h.replaced_at LIMIT ?4
+                        """),
+                arguments: [zone, after?.recordName, after?.replacedAt ?? 0, limit])
+            return rows.map { row in KeptVersion(record: Self.storedRecord(row, zoneID: zoneID), replacedAt: row[13], deleted: row[14]) }
+        }
+    }
+
     public func pruneHistory(replacedBefore time: Int64, logger: Logger) async throws -> Int {
         var pruned = 0
         // Steps of 5,000 rows: the one writer is never held long.
