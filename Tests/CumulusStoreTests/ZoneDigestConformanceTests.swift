@@ -205,6 +205,39 @@ struct DeviceConformanceTests {
         #expect(try await store.devices(container: "c", userRecordName: "_a", logger: logger).isEmpty)
     }
 
+    /// A user who names a new device on every request keeps at most ``DeviceLimits/maximumPerUser`` of them; the known
+    /// ones go on being seen and reporting.
+    @Test(arguments: StoreFactory.all)
+    func aUserKeepsABoundedNumberOfDevices(_ factory: StoreFactory) async throws {
+        let store = try await factory.make()
+        try await store.createContainer("c", createdAt: 0, logger: logger)
+        try await store.createUser(UserAccount(userRecordName: "_a", container: "c", name: "alice", createdAt: 0), logger: logger)
+        let limit = DeviceLimits.maximumPerUser
+        for index in 0..<(limit + 5) {
+            try await store.recordDevice(
+                DeviceSighting(
+                    container: "c", environment: index % 2 == 0 ? .development : .production, userRecordName: "_a", deviceID: "d\(index)",
+                    name: nil, seenAt: Int64(index), position: nil), logger: logger)
+        }
+        try await store.recordVerification(
+            DeviceVerification(verifiedAt: 500, zones: 1, missing: 1, extra: 0, stale: 0, zonesOutOfSync: ["Z"]), container: "c",
+            environment: .development, userRecordName: "_a", deviceID: "one-more", logger: logger)
+        var devices = try await store.devices(container: "c", userRecordName: "_a", logger: logger)
+        #expect(devices.count == limit, "\(factory.name): \(devices.count)")
+        #expect(!devices.contains { $0.deviceID == "one-more" || $0.deviceID == "d\(limit)" })
+        // A known device still moves forward and reports.
+        try await store.recordDevice(
+            DeviceSighting(
+                container: "c", environment: .development, userRecordName: "_a", deviceID: "d0", name: "Phone", seenAt: 900, position: nil),
+            logger: logger)
+        try await store.recordVerification(
+            DeviceVerification(verifiedAt: 901, zones: 1, missing: 0, extra: 0, stale: 0, zonesOutOfSync: []), container: "c",
+            environment: .development, userRecordName: "_a", deviceID: "d0", logger: logger)
+        devices = try await store.devices(container: "c", userRecordName: "_a", logger: logger)
+        let phone = try #require(devices.first)
+        #expect(phone.deviceID == "d0" && phone.lastSeenAt == 901 && phone.name == "Phone" && phone.verification?.verifiedAt == 901)
+    }
+
     /// A device's last verification replaces the one before; the devices out of sync are listed per container and
     /// environment, the latest first, and leave the list once they report in sync.
     @Test(arguments: StoreFactory.all)

@@ -27,6 +27,14 @@ public struct DeviceSighting: Sendable, Hashable {
     }
 }
 
+/// How many devices the server keeps of one user.
+public enum DeviceLimits {
+    /// The most devices kept per user (both environments together): a user naming a new device on every request
+    /// cannot grow the table without end. Past it, new devices are not recorded (their requests are served as usual);
+    /// known ones go on being seen and reporting.
+    public static let maximumPerUser = 100
+}
+
 /// A user's device as the server knows it.
 public struct DeviceState: Sendable, Hashable {
     public var deviceID: String

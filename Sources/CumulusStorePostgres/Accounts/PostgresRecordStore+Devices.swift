@@ -12,6 +12,9 @@ extension PostgresRecordStore {
                 SELECT \(sighting.userRecordName), \(sighting.environment.rawValue), \(sighting.deviceID), \(sighting.name), \(sighting.seenAt),
                     CASE WHEN \(sighting.position)::bigint IS NULL THEN NULL ELSE \(sighting.seenAt) END, \(sighting.position)
                 WHERE EXISTS (SELECT 1 FROM users WHERE user_record_name = \(sighting.userRecordName))
+                    AND (EXISTS (SELECT 1 FROM devices WHERE user_record_name = \(sighting.userRecordName)
+                            AND environment = \(sighting.environment.rawValue) AND device_id = \(sighting.deviceID))
+                        OR (SELECT count(*) FROM devices WHERE user_record_name = \(sighting.userRecordName)) < \(DeviceLimits.maximumPerUser))
                 ON CONFLICT (user_record_name, environment, device_id) DO UPDATE SET
                     name = COALESCE(excluded.name, devices.name), last_seen_at = GREATEST(devices.last_seen_at, excluded.last_seen_at),
                     last_fetched_at = COALESCE(excluded.last_fetched_at, devices.last_fetched_at),
@@ -47,6 +50,9 @@ extension PostgresRecordStore {
                 SELECT \(userRecordName), \(environment.rawValue), \(deviceID), \(verification.verifiedAt), \(verification.verifiedAt),
                     \(verification.zones), \(verification.missing), \(verification.extra), \(verification.stale), \(verification.zoneNamesText)
                 WHERE EXISTS (SELECT 1 FROM users WHERE user_record_name = \(userRecordName) AND container_id = \(container))
+                    AND (EXISTS (SELECT 1 FROM devices WHERE user_record_name = \(userRecordName) AND environment = \(environment.rawValue)
+                            AND device_id = \(deviceID))
+                        OR (SELECT count(*) FROM devices WHERE user_record_name = \(userRecordName)) < \(DeviceLimits.maximumPerUser))
                 ON CONFLICT (user_record_name, environment, device_id) DO UPDATE SET
                     last_seen_at = GREATEST(devices.last_seen_at, excluded.last_seen_at), verified_at = excluded.verified_at,
                     verified_zones = excluded.verified_zones, verified_missing = excluded.verified_missing,

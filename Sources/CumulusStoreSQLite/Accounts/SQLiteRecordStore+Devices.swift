@@ -10,7 +10,7 @@ extension SQLiteRecordStore {
                 sql: """
                     INSERT INTO devices (user_record_name, environment, device_id, name, last_seen_at, last_fetched_at, position)
                     SELECT ?1, ?2, ?3, ?4, ?5, CASE WHEN ?6 IS NULL THEN NULL ELSE ?5 END, ?6
-                    WHERE EXISTS (SELECT 1 FROM users WHERE user_record_name = ?1)
+                    WHERE EXISTS (SELECT 1 FROM users WHERE user_record_name = ?1) AND \(Self.deviceRoom)
                     ON CONFLICT (user_record_name, environment, device_id) DO UPDATE SET
                         name = COALESCE(excluded.name, devices.name), last_seen_at = max(devices.last_seen_at, excluded.last_seen_at),
                         last_fetched_at = COALESCE(excluded.last_fetched_at, devices.last_fetched_at),
@@ -48,7 +48,7 @@ extension SQLiteRecordStore {
                     INSERT INTO devices (user_record_name, environment, device_id, last_seen_at, verified_at, verified_zones, verified_missing,
                         verified_extra, verified_stale, verified_zones_out)
                     SELECT ?1, ?2, ?3, ?4, ?4, ?5, ?6, ?7, ?8, ?9
-                    WHERE EXISTS (SELECT 1 FROM users WHERE user_record_name = ?1 AND container_id = ?10)
+                    WHERE EXISTS (SELECT 1 FROM users WHERE user_record_name = ?1 AND container_id = ?10) AND \(Self.deviceRoom)
                     ON CONFLICT (user_record_name, environment, device_id) DO UPDATE SET
                         last_seen_at = max(devices.last_seen_at, excluded.last_seen_at), verified_at = excluded.verified_at,
                         verified_zones = excluded.verified_zones, verified_missing = excluded.verified_missing,
@@ -79,6 +79,13 @@ extension SQLiteRecordStore {
             ).map { row in DeviceOutOfSync(userRecordName: row[13], userName: row[14], device: Self.deviceState(row)) }
         }
     }
+
+    /// A known device, or room for one more (``DeviceLimits/maximumPerUser``): a user naming a new device on every
+    /// request cannot grow the table past it. `?1` is the user, `?2` the environment, `?3` the device.
+    static let deviceRoom = """
+        (EXISTS (SELECT 1 FROM devices WHERE user_record_name = ?1 AND environment = ?2 AND device_id = ?3)
+            OR (SELECT count(*) FROM devices WHERE user_record_name = ?1) < \(DeviceLimits.maximumPerUser))
+        """
 
     /// A device's columns, as ``deviceState(_:)`` reads them: `v` is the device, `u` its user.
     static let deviceColumns = """
