@@ -20,10 +20,10 @@ if [ ! -x "$venv/bin/st" ]; then
 fi
 
 data=$(mktemp -d)
-trap 'kill "$server" 2>/dev/null || true; rm -rf "$data"' EXIT
+trap 'kill "${server:-}" 2>/dev/null || true; rm -rf "$data"' EXIT
 container=iCloud.com.example.fuzz
 if [ -n "${CUMULUS_FUZZ_DATABASE:-}" ]; then store=(--database "$CUMULUS_FUZZ_DATABASE"); else store=(--data "$data"); fi
-"$cumulus" containers create "$container" "${store[@]}" >/dev/null
+"$cumulus" containers create "$container" --create "${store[@]}" >/dev/null   # the store, made before the server first starts
 export CUMULUS_FUZZ_API_TOKEN=$("$cumulus" tokens create --container "$container" "${store[@]}")
 "$cumulus" users create fuzzer --container "$container" --password 'fuzzing password' "${store[@]}" >/dev/null
 export CUMULUS_FUZZ_WEB_AUTH_TOKEN=$("$cumulus" users token fuzzer --container "$container" "${store[@]}")
