@@ -5,28 +5,18 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 
-/// A share as a response shows it: to whom, and under which link.
-///
-/// The owner sees everyone. A participant sees what CloudKit shows one: in a private share, the owner and the other
-/// participants (without the emails they were invited by); in a public share, where anyone with the link may join,
-/// only the owner and themselves.
+/// A share as a response shows it: to whom (``ShareVisibility``, the domain's rule), and under which link.
 struct SharePresentation {
     var share: ShareState
     /// The user the answer is for, for `currentUserParticipant`.
     var viewer: String?
     var url: String
 
-    private var viewerIsOwner: Bool { viewer == share.database.ownerRecordName }
+    private var visibility: ShareVisibility { ShareVisibility(share: share, viewer: viewer) }
 
-    var visibleParticipants: [ShareParticipantState] {
-        let current = share.participants.filter { $0.status != .removed }
-        if viewerIsOwner || share.publicPermission == .none { return current }
-        return current.filter { $0.type == .owner || $0.userRecordName == viewer }
-    }
+    var visibleParticipants: [ShareParticipantState] { visibility.visibleParticipants }
 
-    func showsEmail(of participant: ShareParticipantState) -> Bool {
-        viewerIsOwner || participant.userRecordName == viewer
-    }
+    func showsEmail(of participant: ShareParticipantState) -> Bool { visibility.showsEmail(of: participant) }
 }
 
 /// Writing response bodies with `JSONWriter`, so stored fields JSON is spliced in without a decode and re-encode.
