@@ -1,6 +1,7 @@
 import CumulusClient
 import CumulusCore
 import CumulusModel
+import CumulusStore
 import CumulusSyncGRDB
 import CumulusTesting
 import Foundation
@@ -193,6 +194,21 @@ struct SyncVerificationTests {
             let negative = try await client.send(
                 "devices/verification", as: .user(world.alice), body: #"{"zones":[{"zoneID":{"zoneName":"Drives"},"stale":-1}]}"#, headers: device)
             #expect(negative.status == 400 && negative.reason?.contains("zones[0].stale") == true, "\(negative.json)")
+            // A count past 32 bits is refused by name; counts that add up past it are kept as the most a store holds (a sum
+            // that overflowed would stop the server).
+            let huge = try await client.send(
+                "devices/verification", as: .user(world.alice), body: #"{"zones":[{"zoneID":{"zoneName":"A"},"missing":2147483648}]}"#,
+                headers: device)
+            #expect(huge.status == 400 && huge.reason?.contains("zones[0].missing") == true, "\(huge.json)")
+            let many = (0..<3).map { #"{"zoneID":{"zoneName":"Z\#($0)"},"extra":2147483647}"# }.joined(separator: ",")
+            let summed = try await client.send("devices/verification", as: .user(world.alice), body: #"{"zones":[\#(many)]}"#, headers: device)
+            #expect(summed.status == 200, "\(summed.json)")
+            let phone = try #require(
+                try await world.store.devices(
+                    container: TestWorld.container, userRecordName: world.alice.userRecordName, logger: Logger(label: "test")
+                )
+                .first { $0.deviceID == "phone" })
+            #expect(phone.verification?.extra == 2_147_483_647 && phone.verification?.zones == 3, "\(String(describing: phone.verification))")
             let noZones = try await client.send("devices/verification", as: .user(world.alice), body: "{}", headers: device)
             #expect(noZones.status == 400 && noZones.reason?.contains("zones") == true, "\(noZones.json)")
             let publicDatabase = try await client.send(

@@ -23,11 +23,14 @@ extension DatabaseService {
         guard report.zones.count <= Self.maximumVerifiedZones else {
             throw CumulusError(.badRequest, "zones: at most \(Self.maximumVerifiedZones) in one report")
         }
-        let differing = report.zones.filter { !$0.isInSync }
+        // Each count is at most 2^31 - 1 (read so) and there are at most 10,000: the sums fit, and are kept as the stores'
+        // 32-bit counts can hold them.
+        func total(_ count: (DeviceVerificationReport.Zone) -> Int) -> Int {
+            min(report.zones.reduce(0) { $0 + count($1) }, DeviceVerificationReport.maximumCount)
+        }
         let verification = DeviceVerification(
-            verifiedAt: clock.milliseconds(), zones: report.zones.count, missing: report.zones.reduce(0) { $0 + $1.missing },
-            extra: report.zones.reduce(0) { $0 + $1.extra }, stale: report.zones.reduce(0) { $0 + $1.stale },
-            zonesOutOfSync: differing.map(\.zoneID.zoneName))
+            verifiedAt: clock.milliseconds(), zones: report.zones.count, missing: total(\.missing), extra: total(\.extra), stale: total(\.stale),
+            zonesOutOfSync: report.zones.filter { !$0.isInSync }.map(\.zoneID.zoneName))
         try await mapStoreErrors(writing: true) {
             try await store.recordVerification(
                 verification, container: caller.container, environment: caller.environment, userRecordName: user.userRecordName, deviceID: deviceID,

@@ -27,11 +27,16 @@ public struct DeviceVerificationReport: WireMessage, Hashable {
         self.zones = zones
     }
 
+    /// The most records one zone's count may say: a 32-bit count, as stores keep it.
+    public static let maximumCount = Int(Int32.max)
+
     public init(wire object: WireObject) throws(WireFormatError) {
         zones = try object.requiredObjects("zones") { zone throws(WireFormatError) in
             func count(_ key: String) throws(WireFormatError) -> Int {
                 let value = try zone.int(key) ?? 0
-                guard value >= 0 else { throw WireFormatError(path: zone.path(key), message: "must be 0 or more") }
+                guard value >= 0, value <= Self.maximumCount else {
+                    throw WireFormatError(path: zone.path(key), message: "must be from 0 to \(Self.maximumCount)")
+                }
                 return value
             }
             return Zone(

@@ -293,8 +293,9 @@ enum OpenAPIDocument {
                 "zones": array(
                     object(
                         [
-                            "zoneID": ref("ZoneID"), "missing": ["type": "integer", "minimum": 0], "extra": ["type": "integer", "minimum": 0],
-                            "stale": ["type": "integer", "minimum": 0],
+                            "zoneID": ref("ZoneID"), "missing": ["type": "integer", "minimum": 0, "maximum": 2_147_483_647],
+                            "extra": ["type": "integer", "minimum": 0, "maximum": 2_147_483_647],
+                            "stale": ["type": "integer", "minimum": 0, "maximum": 2_147_483_647],
                         ], required: ["zoneID"]))
             ], required: ["zones"],
             description: "Cumulus: what a device found when it verified its zones; the device is X-Cumulus-Device (docs/API.md)."),
