@@ -366,7 +366,7 @@ public actor SyncEngine {
             return
         }
         do {
-            try await withRetries { try await self.database.reportVerification(reports) }
+            _ = try await withRetries { try await self.database.reportVerification(reports) }
             if unreportedVerification == reports { unreportedVerification = nil }
             status.lastVerificationReported = true
         } catch let error as CloudError where !error.isTransient {
