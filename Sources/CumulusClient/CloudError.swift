@@ -11,6 +11,9 @@ public struct CloudError: Error, Sendable, Hashable, CustomStringConvertible {
         case networkFailure
         /// An answer that could not be read.
         case invalidResponse
+        /// The server no longer accepts a change token (CloudKit's `changeTokenExpired`): fetch again without one.
+        /// On the wire, `BAD_REQUEST` with the extension `ckErrorCode` `CHANGE_TOKEN_EXPIRED`.
+        case changeTokenExpired
     }
 
     public var code: Code
@@ -32,7 +35,7 @@ public struct CloudError: Error, Sendable, Hashable, CustomStringConvertible {
         switch code {
         case .networkFailure: true
         case .server(let code): code == .throttled || code == .tryAgainLater || code == .internalError
-        case .invalidResponse: false
+        case .invalidResponse, .changeTokenExpired: false
         }
     }
 
@@ -54,13 +57,14 @@ public struct CloudError: Error, Sendable, Hashable, CustomStringConvertible {
     var syncFailure: SyncFailure {
         switch code {
         case .server(let code): SyncFailure(code: code, reason: reason)
+        case .changeTokenExpired: SyncFailure(code: .badRequest, reason: reason)
         case .networkFailure, .invalidResponse: SyncFailure(code: .internalError, reason: reason)
         }
     }
 
     /// The error of one record of an answer, with the server's record on `CONFLICT`.
     init(_ error: ItemError, serverRecord: ResponseRecord? = nil) {
-        self.init(code: .server(error.code), reason: error.reason, serverRecord: serverRecord.map(CloudRecord.init))
+        self.init(code: Self.code(error.code, error.ckErrorCode), reason: error.reason, serverRecord: serverRecord.map(CloudRecord.init))
     }
 
     /// The error an answer other than a success carries: CloudKit's envelope (``ErrorResponse``), with `retryAfter`
@@ -72,6 +76,15 @@ public struct CloudError: Error, Sendable, Hashable, CustomStringConvertible {
             return CloudError(code: .invalidResponse, reason: reason ?? "HTTP \(status) without CloudKit's error envelope")
         }
         return CloudError(
-            code: .server(envelope.serverErrorCode), reason: envelope.reason, retryAfter: envelope.retryAfter ?? retryAfterHeader.flatMap { Int($0) })
+            code: code(envelope.serverErrorCode, envelope.ckErrorCode), reason: envelope.reason,
+            retryAfter: envelope.retryAfter ?? retryAfterHeader.flatMap { Int($0) })
+    }
+
+    /// The code a client goes by: the finer one where the server sent one it knows.
+    private static func code(_ serverErrorCode: ServerErrorCode, _ ckErrorCode: CKErrorCode?) -> Code {
+        switch ckErrorCode {
+        case .changeTokenExpired?: .changeTokenExpired
+        case nil: .server(serverErrorCode)
+        }
     }
 }

@@ -311,7 +311,7 @@ public actor SyncEngine {
                 let changes: DatabaseChanges
                 do {
                     changes = try await withRetries { try await self.database.databaseChanges(since: since) }
-                } catch let error as CloudError where error.code == .server(.badRequest) && error.reason.contains("syncToken") && since != nil {
+                } catch let error as CloudError where error.code == .changeTokenExpired && since != nil {
                     // The server no longer accepts the token (restored from a backup, its token secret replaced): every
                     // zone is fetched again from its own position, and a refused zone position starts over too.
                     token = nil
@@ -428,7 +428,7 @@ public actor SyncEngine {
             let changes: ZoneChanges
             do {
                 changes = try await pending.value
-            } catch let error as CloudError where error.code == .server(.badRequest) && error.reason.contains("syncToken") && requestedWithToken {
+            } catch let error as CloudError where error.code == .changeTokenExpired && requestedWithToken {
                 // The token is unusable (the zone was recreated): start over and reconcile.
                 reconciling = true
                 present = []

@@ -36,3 +36,15 @@ public enum ServerErrorCode: String, Sendable, Hashable, CaseIterable {
         }
     }
 }
+
+/// A finer code than `serverErrorCode`, for a case CloudKit's native API names and Web Services does not: sent as the
+/// extension member `ckErrorCode` beside a documented `serverErrorCode`, so a client that knows only the documented
+/// codes reads the answer as before.
+///
+/// CloudKit JS's own errors carry a `ckErrorCode` beside `serverErrorCode`; the value here is the native code's name in
+/// that style (`CKError.Code.changeTokenExpired` is `CHANGE_TOKEN_EXPIRED`). A reader ignores a value it does not know.
+public enum CKErrorCode: String, Sendable, Hashable, CaseIterable {
+    /// The change token cannot be resumed (its zone was deleted and created again, or it was issued under another
+    /// token secret): fetch again without a token. Sent with `BAD_REQUEST`.
+    case changeTokenExpired = "CHANGE_TOKEN_EXPIRED"
+}

@@ -161,7 +161,9 @@ public func buildRouter(
         accounts: accounts, limits: limits, clock: clock, signatureDateTolerance: configuration.signatureDateTolerance,
         acceptsUnhashedLargeServerToServerBodies: configuration.acceptsUnhashedLargeServerToServerBodies)
     let throttle = RequestThrottleMiddleware(throttle: RequestThrottle(limits: configuration.requestLimits), metrics: metrics)
+    // Each authenticated group turns the request's context into one whose caller (and database) is known by type.
     let databaseGroup = router.group("database/1/:container/:environment/:database").add(middleware: throttle).add(middleware: authentication)
+        .group(context: DatabaseContext.self)
     let assetURLs = AssetURLs(database: database, clock: clock, address: address, limits: configuration.assetLimits)
     DatabaseRoutes(
         database: database, accounts: accounts, limits: limits, address: address, metrics: metrics, assetURLs: assetURLs, clock: clock
@@ -174,11 +176,15 @@ public func buildRouter(
     let pushRoutes = PushRoutes(push: push, limits: limits, address: address, heartbeat: configuration.pushHeartbeatInterval, metrics: metrics)
     pushRoutes.registerTokens(on: databaseGroup)
     // CloudKit JS's path, and the reference's (no database segment: the trie matches `tokens` before `:database`).
-    pushRoutes.registerTokens(on: router.group("device/1/:container/:environment").add(middleware: throttle).add(middleware: authentication))
-    pushRoutes.registerTokens(on: router.group("database/1/:container/:environment").add(middleware: throttle).add(middleware: authentication))
+    for prefix in ["device/1/:container/:environment", "database/1/:container/:environment"] {
+        pushRoutes.registerTokens(
+            on: router.group(RouterPath(prefix)).add(middleware: throttle).add(middleware: authentication).group(context: AuthenticatedContext.self))
+    }
     pushRoutes.registerCourier(on: router)
     SchemaRoutes(database: database, limits: limits)
-        .register(on: router.group("schema/1/:container/:environment").add(middleware: throttle).add(middleware: authentication))
+        .register(
+            on: router.group("schema/1/:container/:environment").add(middleware: throttle).add(middleware: authentication)
+                .group(context: AuthenticatedContext.self))
     ShareRoutes(database: database, accounts: accounts, address: address, appStoreID: configuration.appStoreID)
         .register(on: router)
     AuthRoutes(accounts: accounts, limits: limits, metrics: metrics, refusalDelay: configuration.requestLimits.refusalDelay).register(

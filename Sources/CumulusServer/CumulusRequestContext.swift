@@ -1,5 +1,5 @@
 public import CumulusCore
-import CumulusModel
+public import CumulusModel
 import CumulusStore
 public import Hummingbird
 
@@ -17,17 +17,50 @@ public struct CumulusRequestContext: RequestContext {
         self.remoteAddress = source.channel.remoteAddress?.ipAddress ?? "unknown"
     }
 
-    /// The authenticated caller; routes behind ``AuthenticationMiddleware`` always have one.
-    public func requireCaller() throws(CumulusError) -> Caller {
+}
+
+/// A request context whose caller is known by its type. Routes behind ``AuthenticationMiddleware`` take one, so a
+/// handler cannot forget to ask who calls, and none asks twice.
+public protocol AuthenticatedRequestContext: RequestContext {
+    /// Who is calling, as ``AuthenticationMiddleware`` identified them.
+    var caller: Caller { get }
+}
+
+extension CumulusRequestContext {
+    /// The caller, or the failure of a route group wired without ``AuthenticationMiddleware`` (a bug, not a request's
+    /// fault).
+    fileprivate func authenticatedCaller() throws(CumulusError) -> Caller {
         guard let caller else { throw CumulusError(.internalError, "request was not authenticated") }
         return caller
     }
+}
 
-    /// The database the path names (`…/{database}/…`).
-    func databaseScope() throws(CumulusError) -> DatabaseScope {
-        guard let name = parameters.get("database"), let scope = DatabaseScope(rawValue: name) else {
+/// The context of the routes behind ``AuthenticationMiddleware`` that name no database (push tokens, the schema):
+/// made from ``CumulusRequestContext`` once, after authentication (Hummingbird's `ChildRequestContext`).
+public struct AuthenticatedContext: ChildRequestContext, AuthenticatedRequestContext {
+    public var coreContext: CoreRequestContextStorage
+    public let caller: Caller
+
+    public init(context: CumulusRequestContext) throws {
+        self.caller = try context.authenticatedCaller()
+        self.coreContext = context.coreContext
+    }
+}
+
+/// The context of `/database/1/{container}/{environment}/{database}/…`: the caller and the database the path names,
+/// each resolved once. A path naming no database CloudKit has is refused here, before any handler runs.
+public struct DatabaseContext: ChildRequestContext, AuthenticatedRequestContext {
+    public var coreContext: CoreRequestContextStorage
+    public let caller: Caller
+    /// The database the path names.
+    public let scope: DatabaseScope
+
+    public init(context: CumulusRequestContext) throws {
+        self.caller = try context.authenticatedCaller()
+        guard let name = context.parameters.get("database"), let scope = DatabaseScope(rawValue: name) else {
             throw CumulusError(.badRequest, "path: database must be public, private or shared")
         }
-        return scope
+        self.scope = scope
+        self.coreContext = context.coreContext
     }
 }

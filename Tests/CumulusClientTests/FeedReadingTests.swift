@@ -53,6 +53,22 @@ struct FeedReadingTests {
             ])
     }
 
+    /// An expired token is known by its code, whatever the reason's words (a server in another language, or a proxy
+    /// that rewrites reasons); a `BAD_REQUEST` without the code stays a bad request.
+    @Test func anExpiredTokenIsKnownByItsCodeNotItsWords() async {
+        let expired = await #expect(throws: CloudError.self) {
+            try await page(
+                #"{"zones": [{"zoneID": {"zoneName": "Drives"}, "serverErrorCode": "BAD_REQUEST", "reason": "jeton périmé", "ckErrorCode": "CHANGE_TOKEN_EXPIRED"}]}"#
+            )
+        }
+        #expect(expired?.code == .changeTokenExpired)
+        #expect(expired?.isTransient == false)
+        let plain = await #expect(throws: CloudError.self) {
+            try await page(#"{"zones": [{"zoneID": {"zoneName": "Drives"}, "serverErrorCode": "BAD_REQUEST", "reason": "syncToken: bad"}]}"#)
+        }
+        #expect(plain?.code == .server(.badRequest))
+    }
+
     /// A record the client cannot read fails the page loudly, naming the field, instead of vanishing from the sync.
     @Test func anUnreadableRecordFailsThePageNamingTheField() async {
         let error = await #expect(throws: CloudError.self) {

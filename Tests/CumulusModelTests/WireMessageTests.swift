@@ -236,6 +236,27 @@ struct WireMessageTests {
             ErrorResponse(uuid: "u", serverErrorCode: .authenticationRequired, reason: "sign in", redirectURL: "https://example.com/signin"))
     }
 
+    /// The extension `ckErrorCode` rides beside a documented code; a value this version does not know is dropped, and the
+    /// documented code is what a reader goes by.
+    @Test func theFinerCodeIsReadWhenKnownAndIgnoredWhenNot() throws {
+        let expired = #"{"uuid":"u","serverErrorCode":"BAD_REQUEST","reason":"syncToken: has expired","ckErrorCode":"CHANGE_TOKEN_EXPIRED"}"#
+        let envelope = try ErrorResponse(wireBytes: Array(expired.utf8))
+        #expect(envelope.serverErrorCode == .badRequest && envelope.ckErrorCode == .changeTokenExpired)
+        #expect(String(decoding: envelope.wireBytes, as: UTF8.self) == expired)
+        let unknown = try ErrorResponse(wireBytes: Array(#"{"uuid":"u","serverErrorCode":"BAD_REQUEST","reason":"r","ckErrorCode":"NEW"}"#.utf8))
+        #expect(unknown.serverErrorCode == .badRequest && unknown.ckErrorCode == nil)
+        let zones = try ZoneChangesResponse(
+            wireBytes: Array(
+                #"{"zones":[{"zoneID":{"zoneName":"Z"},"reason":"syncToken: has expired","serverErrorCode":"BAD_REQUEST","uuid":"u","ckErrorCode":"CHANGE_TOKEN_EXPIRED"}]}"#
+                    .utf8))
+        guard case .failed(_, let error)? = zones.zones.first else {
+            Issue.record("expected a failed zone")
+            return
+        }
+        #expect(error.code == .badRequest && error.ckErrorCode == .changeTokenExpired)
+        try roundTrip(ErrorResponse(uuid: "u", serverErrorCode: .badRequest, reason: "r", ckErrorCode: .changeTokenExpired))
+    }
+
     @Test func recordedUserIdentitiesAreWrittenBackExactly() throws {
         let caller =
             #"{"userRecordName":"_4a1b","lookupInfo":{"userRecordName":"_4a1b","emailAddress":"alice@example.com"},"nameComponents":{"givenName":"alice"},"firstName":"alice","users":[{"userRecordName":"_4a1b","lookupInfo":{"userRecordName":"_4a1b","emailAddress":"alice@example.com"},"nameComponents":{"givenName":"alice"},"firstName":"alice"}]}"#

@@ -34,6 +34,25 @@ struct AuthenticationTests {
         }
     }
 
+    /// Each authenticated group resolves the caller, then the database the path names, once, before any handler: a
+    /// stranger learns nothing from a made-up database, and a caller is told which part of the path is wrong.
+    @Test func aPathNamingNoDatabaseIsRefusedAfterAuthenticationNamingThePath() async throws {
+        let world = try await TestWorld.make(store: .sqlite)
+        try await world.test { client in
+            let stranger = try await client.send("zones/list", as: .none, database: "everything", method: .get)
+            #expect(stranger.status == 401)
+            for operation in ["zones/list", "records/query", "assets/upload", "tokens/create", "changes/database"] {
+                let answer = try await client.send(operation, as: .user(world.alice), database: "everything", body: "{}")
+                #expect(answer.status == 400, "\(operation)")
+                #expect(answer.serverErrorCode == "BAD_REQUEST")
+                #expect(answer.reason == "path: database must be public, private or shared", "\(operation)")
+            }
+            // Push tokens also answer without a database segment (CloudKit JS's path): the caller alone is resolved.
+            let token = try await client.raw("/device/1/\(TestWorld.container)/development/tokens/create?ckAPIToken=\(world.apiToken)", body: "{}")
+            #expect(token.status == 200)
+        }
+    }
+
     @Test(arguments: TestStore.all)
     func userTokenIsRequiredForThePrivateDatabase(_ store: TestStore) async throws {
         let world = try await TestWorld.make(store: store)

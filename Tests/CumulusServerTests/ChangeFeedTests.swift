@@ -193,6 +193,8 @@ struct ChangeFeedTests {
                 let response = try await client.send(
                     "changes/zone", as: .user(world.alice), body: #"{"zones":[{"zoneID":{"zoneName":"Z"},"syncToken":"\#(bad)"}]}"#)
                 #expect(response.zones.first?["serverErrorCode"]?.stringValue == "BAD_REQUEST")
+                // The remedy is the same whatever the cause, so the finer code says it: fetch without a token.
+                #expect(response.zones.first?["ckErrorCode"]?.stringValue == "CHANGE_TOKEN_EXPIRED")
             }
             // Alice's token is no position in Bob's zone of the same name, nor in her other zone.
             let bob = try await client.send(
@@ -206,6 +208,13 @@ struct ChangeFeedTests {
             let database = try await client.send("changes/database", as: .user(world.alice), body: #"{"syncToken":"\#(token)"}"#)
             #expect(database.status == 400)
             #expect(database.reason?.hasPrefix("syncToken") == true)
+            #expect(database.json["ckErrorCode"]?.stringValue == "CHANGE_TOKEN_EXPIRED")
+            // A continuation marker is no change token: refused without the finer code.
+            let query = try await client.send(
+                "records/query", as: .user(world.alice),
+                body: #"{"zoneID":{"zoneName":"Z"},"query":{"recordType":"Note"},"continuationMarker":"\#(token)"}"#)
+            #expect(query.status == 400)
+            #expect(query.json["ckErrorCode"] == nil)
         }
     }
 
@@ -228,9 +237,12 @@ struct ChangeFeedTests {
             #expect(expired.status == 200)
             #expect(expired.zones.first?["serverErrorCode"]?.stringValue == "BAD_REQUEST")
             #expect(expired.zones.first?["reason"]?.stringValue?.contains("fetch again without a syncToken") == true)
+            #expect(expired.zones.first?["ckErrorCode"]?.stringValue == "CHANGE_TOKEN_EXPIRED")
             let legacy = try await client.send(
                 "records/changes", as: .user(world.alice), body: #"{"zoneID":{"zoneName":"Z"},"syncToken":"\#(token)"}"#)
             #expect(legacy.status == 400)
+            #expect(legacy.json["serverErrorCode"]?.stringValue == "BAD_REQUEST")
+            #expect(legacy.json["ckErrorCode"]?.stringValue == "CHANGE_TOKEN_EXPIRED")
 
             let fresh = try await Self.zoneChanges(client, zone: "Z", token: nil, as: world.alice)
             #expect(fresh.records.isEmpty, "the new zone has none of the old zone's records")

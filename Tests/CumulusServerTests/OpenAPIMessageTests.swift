@@ -61,6 +61,7 @@ struct OpenAPIMessageTests {
             [
                 ErrorResponse(uuid: "u", serverErrorCode: .throttled, reason: "too many requests", retryAfter: 3),
                 ErrorResponse(uuid: "u", serverErrorCode: .authenticationRequired, reason: "sign in", redirectURL: "https://example.com/signin"),
+                ErrorResponse(uuid: "u", serverErrorCode: .badRequest, reason: "syncToken: has expired", ckErrorCode: .changeTokenExpired),
             ]
         ),
         ("RecordsResponse", [RecordsResponse(records: records)]),
@@ -178,6 +179,9 @@ struct OpenAPIMessageTests {
                     .page(zoneID: lists, syncToken: "T", moreComing: true, records: records),
                     .page(zoneID: lists, syncToken: "U", moreComing: false, records: [], zoneDigest: digest),
                     .failed(ZoneID(zoneName: "Gone"), error),
+                    .failed(
+                        ZoneID(zoneName: "Again"),
+                        ItemError(code: .badRequest, reason: "zones[3].syncToken: has expired", ckErrorCode: .changeTokenExpired)),
                 ])
             ]
         ),

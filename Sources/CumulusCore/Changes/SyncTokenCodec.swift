@@ -64,7 +64,7 @@ public struct SyncTokenCodec: Sendable {
 
     public func decodeSharedDatabaseToken(_ token: String, database: DatabaseRef) throws(CumulusError) -> SharedDatabasePosition {
         let (numbers, extra) = try open(token, kind: .database, scope: Self.digest("\(database)"), count: 1, what: "syncToken")
-        guard extra.count % 12 == 0 else { throw CumulusError(.badRequest, "syncToken: is not a token issued by this server") }
+        guard extra.count % 12 == 0 else { throw CumulusError(.changeTokenExpired, "syncToken: is not a token issued by this server") }
         var position = SharedDatabasePosition(sequence: numbers[0])
         var offset = 0
         while offset < extra.count {
@@ -143,21 +143,25 @@ public struct SyncTokenCodec: Sendable {
         return Data(payload + mac.prefix(Self.macLength)).base64EncodedString()
     }
 
+    /// Opens a sealed token. A change token that cannot be opened is reported as expired (its remedy, fetching
+    /// without one, is right whatever the cause: a token secret replaced, a token of another zone, a token never
+    /// issued); a continuation marker that cannot be opened is a bad request.
     private func open(_ token: String, kind: Kind, scope: [UInt8], count: Int, what: String) throws(CumulusError) -> (
         numbers: [Int64], extra: [UInt8]
     ) {
+        let code: CumulusError.Code = kind == .query ? .badRequest : .changeTokenExpired
         let minimum = 2 + 8 + 8 * count + Self.macLength
         guard let data = Data(lenientBase64: token), data.count >= minimum else {
-            throw CumulusError(.badRequest, "\(what): is not a token issued by this server")
+            throw CumulusError(code, "\(what): is not a token issued by this server")
         }
         let bytes = Array(data)
         let payload = Array(bytes.dropLast(Self.macLength))
         let mac = self.mac(payload)
         guard mac.prefix(Self.macLength).elementsEqual(bytes.suffix(Self.macLength)), payload[0] == Self.version else {
-            throw CumulusError(.badRequest, "\(what): is not a token issued by this server")
+            throw CumulusError(code, "\(what): is not a token issued by this server")
         }
         guard payload[1] == kind.rawValue, Array(payload[2..<10]) == scope else {
-            throw CumulusError(.badRequest, "\(what): belongs to another database, zone or query")
+            throw CumulusError(code, "\(what): belongs to another database, zone or query")
         }
         var numbers: [Int64] = []
         var offset = 10

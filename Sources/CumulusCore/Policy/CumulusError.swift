@@ -4,7 +4,7 @@ public struct CumulusError: Error, Sendable, CustomStringConvertible {
     public struct Code: Sendable, Hashable, CustomStringConvertible {
         private enum Base: Sendable, Hashable {
             case badRequest, authenticationRequired, authenticationFailed, accessDenied, notFound, zoneNotFound
-            case exists, conflict, quotaExceeded, throttled, unavailable, internalError
+            case exists, conflict, quotaExceeded, throttled, unavailable, internalError, changeTokenExpired
         }
 
         private let base: Base
@@ -34,6 +34,9 @@ public struct CumulusError: Error, Sendable, CustomStringConvertible {
         public static var unavailable: Self { .init(.unavailable) }
         /// A bug or an unexpected failure.
         public static var internalError: Self { .init(.internalError) }
+        /// A change token cannot be resumed: the client fetches again without one. `BAD_REQUEST` on the wire, with
+        /// the extension `ckErrorCode` `CHANGE_TOKEN_EXPIRED`.
+        public static var changeTokenExpired: Self { .init(.changeTokenExpired) }
 
         public var description: String { String(describing: base) }
     }

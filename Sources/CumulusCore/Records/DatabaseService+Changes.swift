@@ -106,7 +106,7 @@ extension DatabaseService {
                     do {
                         position = try codec.decodeZoneToken(token, database: tokenDatabase, zoneName: zoneName)
                     } catch {
-                        throw CumulusError(.badRequest, "\(path)\(error.reason)")
+                        throw CumulusError(error.code, "\(path)\(error.reason)")
                     }
                 }
                 let page = try await store.zoneChanges(
@@ -130,7 +130,7 @@ extension DatabaseService {
                 case .invalidState:
                     // The zone was deleted and created again: the token points into a zone that no longer exists.
                     mapped = CumulusError(
-                        .badRequest,
+                        .changeTokenExpired,
                         "\(path)syncToken: has expired because zone \(entry.zoneID.zoneName) was deleted and created again; fetch again without a syncToken"
                     )
                 default: mapped = CumulusError(.internalError, "internal error", underlying: error)

@@ -1,5 +1,5 @@
 /// CloudKit's error envelope, the body of every error answer: `{uuid, serverErrorCode, reason, retryAfter?,
-/// redirectURL?}`. The server writes it; the client reads it.
+/// redirectURL?}`, and the extension `ckErrorCode?` (``CKErrorCode``). The server writes it; the client reads it.
 public struct ErrorResponse: WireMessage, Hashable {
     /// Identifies the request, in the server's log and its `X-Request-ID` header.
     public var uuid: String
@@ -10,13 +10,19 @@ public struct ErrorResponse: WireMessage, Hashable {
     public var retryAfter: Int?
     /// Where to sign in (`AUTHENTICATION_REQUIRED` with a sign-in page).
     public var redirectURL: String?
+    /// The finer code of a case Web Services has no code for (an extension).
+    public var ckErrorCode: CKErrorCode?
 
-    public init(uuid: String, serverErrorCode: ServerErrorCode, reason: String, retryAfter: Int? = nil, redirectURL: String? = nil) {
+    public init(
+        uuid: String, serverErrorCode: ServerErrorCode, reason: String, retryAfter: Int? = nil, redirectURL: String? = nil,
+        ckErrorCode: CKErrorCode? = nil
+    ) {
         self.uuid = uuid
         self.serverErrorCode = serverErrorCode
         self.reason = reason
         self.retryAfter = retryAfter
         self.redirectURL = redirectURL
+        self.ckErrorCode = ckErrorCode
     }
 
     /// Reads an envelope; a missing code, or one this version does not know, fails the read (see ``ItemError``).
@@ -30,6 +36,8 @@ public struct ErrorResponse: WireMessage, Hashable {
         reason = try object.string("reason") ?? code
         retryAfter = try object.int("retryAfter")
         redirectURL = try object.string("redirectURL")
+        // A finer code this version does not know leaves the documented one to go by.
+        ckErrorCode = try object.string("ckErrorCode").flatMap(CKErrorCode.init(rawValue:))
     }
 
     public func write(to writer: inout JSONWriter) {
@@ -47,6 +55,10 @@ public struct ErrorResponse: WireMessage, Hashable {
         if let redirectURL {
             writer.key("redirectURL")
             writer.string(redirectURL)
+        }
+        if let ckErrorCode {
+            writer.key("ckErrorCode")
+            writer.string(ckErrorCode.rawValue)
         }
         writer.endObject()
     }

@@ -210,7 +210,7 @@ public indirect enum RecordResult: Sendable {
             case "created": created = try readStamp(scanning: &scanner)
             case "modified": modified = try readStamp(scanning: &scanner)
             case "shortGUID": shortGUID = try scanner.readNull() ? nil : try scanner.readString()
-            case "serverErrorCode", "reason", "uuid": errorMembers[key] = try scanner.readValue()
+            case "serverErrorCode", "reason", "uuid", "ckErrorCode": errorMembers[key] = try scanner.readValue()
             case "serverRecord":
                 if try !scanner.readNull(), case .record(let record) = try read(scanning: &scanner) { serverRecord = record }
             case "publicPermission", "participants", "owner", "currentUserParticipant", "url", "stableUrl":
@@ -405,7 +405,7 @@ public struct ZoneChangesResponse: ScannedWireMessage {
             case "moreComing": moreComing = try scanner.readValue() == .bool(true)
             case "zoneDigest":
                 digest = try scanner.readNull() ? nil : try ZoneDigest(wire: WireObject(try scanner.readValue(), path: "zones.zoneDigest"))
-            case "serverErrorCode", "reason", "uuid": errorMembers[key] = try scanner.readValue()
+            case "serverErrorCode", "reason", "uuid", "ckErrorCode": errorMembers[key] = try scanner.readValue()
             default: try scanner.skipValue()
             }
         }

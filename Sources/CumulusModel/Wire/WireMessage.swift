@@ -38,12 +38,15 @@ public struct ItemError: Sendable, Hashable {
     public var reason: String
     /// Identifies the error in logs, as CloudKit's envelopes do.
     public var uuid: String
+    /// The finer code of a case Web Services has no code for (an extension, ``CKErrorCode``).
+    public var ckErrorCode: CKErrorCode?
 
     /// An error with a fresh `uuid`, or the one given.
-    public init(code: ServerErrorCode, reason: String, uuid: String? = nil) {
+    public init(code: ServerErrorCode, reason: String, uuid: String? = nil, ckErrorCode: CKErrorCode? = nil) {
         self.code = code
         self.reason = reason
         self.uuid = uuid ?? UUID.random().uuidString.lowercased()
+        self.ckErrorCode = ckErrorCode
     }
 
     /// Reads the error of an item, or `nil` when the item has none. A code this version does not know fails the read
@@ -56,6 +59,7 @@ public struct ItemError: Sendable, Hashable {
         self.code = known
         self.reason = try object.string("reason") ?? code
         self.uuid = try object.string("uuid") ?? ""
+        self.ckErrorCode = try object.string("ckErrorCode").flatMap(CKErrorCode.init(rawValue:))
     }
 
     /// Writes the error's members after the item's identity.
@@ -66,6 +70,10 @@ public struct ItemError: Sendable, Hashable {
         writer.string(code.rawValue)
         writer.key("uuid")
         writer.string(uuid)
+        if let ckErrorCode {
+            writer.key("ckErrorCode")
+            writer.string(ckErrorCode.rawValue)
+        }
     }
 }
 

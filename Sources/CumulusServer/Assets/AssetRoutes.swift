@@ -21,7 +21,7 @@ struct AssetRoutes {
     let links: AssetURLs
     let limits: Limits
 
-    func registerOperations(on group: RouterGroup<CumulusRequestContext>) {
+    func registerOperations(on group: RouterGroup<DatabaseContext>) {
         group.post("assets/upload", use: requestUpload)
         group.post("assets/rereference", use: rereference)
     }
@@ -33,10 +33,10 @@ struct AssetRoutes {
 
     // MARK: - assets/upload and assets/rereference
 
-    @Sendable func requestUpload(_ request: Request, context: CumulusRequestContext) async throws -> AssetUploadResponse {
+    @Sendable func requestUpload(_ request: Request, context: DatabaseContext) async throws -> AssetUploadResponse {
         let body = try AssetUploadRequest(wire: try await RequestBody.object(request, limits: limits))
         let uploads = try await database.issueAssetReceipts(
-            caller: try context.requireCaller(), scope: try context.databaseScope(), zoneID: body.zoneID,
+            caller: context.caller, scope: context.scope, zoneID: body.zoneID,
             tokens: body.tokens.map {
                 DatabaseService.AssetUploadToken(recordName: $0.recordName, recordType: $0.recordType, fieldName: $0.fieldName)
             },
@@ -51,11 +51,11 @@ struct AssetRoutes {
         return AssetUploadResponse(tokens: tokens)
     }
 
-    @Sendable func rereference(_ request: Request, context: CumulusRequestContext) async throws -> AssetRereferenceResponse {
+    @Sendable func rereference(_ request: Request, context: DatabaseContext) async throws -> AssetRereferenceResponse {
         let body = try AssetRereferenceRequest(wire: try await RequestBody.object(request, limits: limits))
         let fields = body.assets.map { (recordName: $0.recordName, fieldName: $0.fieldName) }
         let made = try await database.rereferenceAssets(
-            caller: try context.requireCaller(), scope: try context.databaseScope(), zoneID: body.zoneID, fields: fields, logger: context.logger)
+            caller: context.caller, scope: context.scope, zoneID: body.zoneID, fields: fields, logger: context.logger)
         return AssetRereferenceResponse(
             assets: zip(fields, made).flatMap { field, uploads in
                 uploads.map { .init(recordName: field.recordName, fieldName: field.fieldName, value: Self.uploadedAsset($0)) }

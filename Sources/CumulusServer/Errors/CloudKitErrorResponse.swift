@@ -13,6 +13,7 @@ struct CloudKitErrorResponse: HTTPResponseError {
     var reason: String
     var retryAfter: Int?
     var redirectURL: String?
+    var ckErrorCode: CKErrorCode?
     /// Set when the request itself was refused (an oversized or malformed body): the answer says `Connection: close`
     /// and ``LingeringCloseHandler`` closes the connection once the client has stopped sending.
     var closesConnection = false
@@ -28,7 +29,9 @@ struct CloudKitErrorResponse: HTTPResponseError {
 
     /// The envelope's JSON.
     func envelope(requestID: String) -> [UInt8] {
-        ErrorResponse(uuid: requestID, serverErrorCode: code, reason: reason, retryAfter: retryAfter, redirectURL: redirectURL).wireBytes
+        ErrorResponse(
+            uuid: requestID, serverErrorCode: code, reason: reason, retryAfter: retryAfter, redirectURL: redirectURL, ckErrorCode: ckErrorCode
+        ).wireBytes
     }
 
     /// The answer's headers, but for its length.
@@ -51,7 +54,7 @@ extension CumulusError.Code {
     /// The CloudKit code a domain error is reported as.
     var serverErrorCode: ServerErrorCode {
         switch self {
-        case .badRequest: .badRequest
+        case .badRequest, .changeTokenExpired: .badRequest
         case .authenticationRequired: .authenticationRequired
         case .authenticationFailed: .authenticationFailed
         case .accessDenied: .accessDenied
@@ -64,6 +67,18 @@ extension CumulusError.Code {
         case .unavailable: .tryAgainLater
         default: .internalError
         }
+    }
+
+    /// The finer code sent beside it, where CloudKit's native API has one and Web Services none.
+    var ckErrorCode: CKErrorCode? {
+        self == .changeTokenExpired ? .changeTokenExpired : nil
+    }
+}
+
+extension ItemError {
+    /// A domain error as one item of an answer reports it.
+    init(_ error: CumulusError) {
+        self.init(code: error.code.serverErrorCode, reason: error.reason, ckErrorCode: error.code.ckErrorCode)
     }
 }
 
@@ -88,7 +103,7 @@ struct CloudKitErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             }
             throw CloudKitErrorResponse(
                 code: error.code.serverErrorCode, reason: error.code == .internalError ? "internal error" : error.reason,
-                retryAfter: error.retryAfter, redirectURL: redirectURL
+                retryAfter: error.retryAfter, redirectURL: redirectURL, ckErrorCode: error.code.ckErrorCode
             )
         } catch let error as StoreError where error.code == .unavailable {
             // A store failure no service mapped (signing in, say): the store is down or busy, and a retry may succeed.

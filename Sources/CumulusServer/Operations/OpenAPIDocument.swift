@@ -146,8 +146,16 @@ enum OpenAPIDocument {
                 "reason": ["type": "string", "description": "What was wrong, naming the field."],
                 "retryAfter": ["type": "number", "description": "Seconds to wait before retrying (THROTTLED, TRY_AGAIN_LATER)."],
                 "redirectURL": string,
+                "ckErrorCode": ref("CKErrorCode"),
             ], required: ["uuid", "serverErrorCode", "reason"], description: "CloudKit's error envelope."),
         "ServerErrorCode": ["type": "string", "enum": .array(ServerErrorCode.allCases.map { .string($0.rawValue) })],
+        "CKErrorCode": [
+            "type": "string", "enum": .array(CKErrorCode.allCases.map { .string($0.rawValue) }),
+            "description": """
+            Cumulus extension: a finer code beside serverErrorCode where CloudKit's native API has one and Web Services \
+            none. CHANGE_TOKEN_EXPIRED (with BAD_REQUEST): fetch the feed again without a syncToken.
+            """,
+        ],
         "ZoneID": object(
             ["zoneName": string, "ownerRecordName": string, "zoneType": string], description: "A zone; the default zone is _defaultZone."),
         "FieldValue": object(
@@ -268,6 +276,7 @@ enum OpenAPIDocument {
                     object([
                         "zoneID": ref("ZoneID"), "syncToken": string, "moreComing": boolean, "records": array(ref("Record")),
                         "zoneDigest": ref("ZoneDigest"), "serverErrorCode": ref("ServerErrorCode"), "reason": string, "uuid": string,
+                        "ckErrorCode": ref("CKErrorCode"),
                     ]))
             ], required: ["zones"]),
         "ZoneDigest": object(

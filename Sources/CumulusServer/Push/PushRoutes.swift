@@ -24,9 +24,9 @@ struct PushRoutes {
     static let defaultWait = 30
     static let longestWait = 60
 
-    func registerTokens(on group: RouterGroup<CumulusRequestContext>) {
-        group.post("tokens/create", use: createToken)
-        group.post("tokens/register", use: registerToken)
+    func registerTokens<Context: AuthenticatedRequestContext>(on group: RouterGroup<Context>) {
+        group.post("tokens/create") { request, context in try await createToken(request, context: context) }
+        group.post("tokens/register") { request, context in try await registerToken(request, context: context) }
     }
 
     func registerCourier(on router: Router<CumulusRequestContext>) {
@@ -39,15 +39,15 @@ struct PushRoutes {
             webcourierURL: "\(address.base(for: request))/courier/1/\(token.container)/\(token.environment.rawValue)/\(token.token)")
     }
 
-    @Sendable func createToken(_ request: Request, context: CumulusRequestContext) async throws -> PushTokenResponse {
+    func createToken(_ request: Request, context: some AuthenticatedRequestContext) async throws -> PushTokenResponse {
         // The body (`{apnsEnvironment}`) is optional; the token serves the path's environment.
         _ = try? await request.body.collect(upTo: 64 * 1024)
-        return answer(try await push.createToken(caller: try context.requireCaller(), logger: context.logger), request: request)
+        return answer(try await push.createToken(caller: context.caller, logger: context.logger), request: request)
     }
 
-    @Sendable func registerToken(_ request: Request, context: CumulusRequestContext) async throws -> PushTokenResponse {
+    func registerToken(_ request: Request, context: some AuthenticatedRequestContext) async throws -> PushTokenResponse {
         let body = try PushTokenRegisterRequest(wire: try await RequestBody.object(request, limits: limits))
-        return answer(try await push.registerToken(body.apnsToken, caller: try context.requireCaller(), logger: context.logger), request: request)
+        return answer(try await push.registerToken(body.apnsToken, caller: context.caller, logger: context.logger), request: request)
     }
 
     @Sendable func courier(_ request: Request, context: CumulusRequestContext) async throws -> Response {

@@ -44,7 +44,7 @@ struct DatabaseRoutes {
         }
     }
 
-    func register(on group: RouterGroup<CumulusRequestContext>) {
+    func register(on group: RouterGroup<DatabaseContext>) {
         // The five GET operations also answer POST, as some clients (and Postman collections) send POST.
         for method in [HTTPRequest.Method.get, .post] {
             group.on("zones/list", method: method, use: listZones)
@@ -77,15 +77,15 @@ struct DatabaseRoutes {
 
     // MARK: - Zones
 
-    @Sendable func listZones(_ request: Request, context: CumulusRequestContext) async throws -> ZonesResponse {
-        let zones = try await database.listZones(caller: try context.requireCaller(), scope: try context.databaseScope(), logger: context.logger)
+    @Sendable func listZones(_ request: Request, context: DatabaseContext) async throws -> ZonesResponse {
+        let zones = try await database.listZones(caller: context.caller, scope: context.scope, logger: context.logger)
         return ZonesResponse(zones: zones.map { .zone($0.info) })
     }
 
-    @Sendable func lookupZones(_ request: Request, context: CumulusRequestContext) async throws -> ZonesResponse {
+    @Sendable func lookupZones(_ request: Request, context: DatabaseContext) async throws -> ZonesResponse {
         let body = try await RequestBody.object(request, limits: limits)
         let results = try await database.lookupZones(
-            caller: try context.requireCaller(), scope: try context.databaseScope(), request: try ZonesLookupRequest(wire: body),
+            caller: context.caller, scope: context.scope, request: try ZonesLookupRequest(wire: body),
             logger: context.logger
         )
         return ZonesResponse(
@@ -97,10 +97,10 @@ struct DatabaseRoutes {
             })
     }
 
-    @Sendable func modifyZones(_ request: Request, context: CumulusRequestContext) async throws -> ZonesResponse {
+    @Sendable func modifyZones(_ request: Request, context: DatabaseContext) async throws -> ZonesResponse {
         let body = try await RequestBody.object(request, limits: limits)
         let results = try await database.modifyZones(
-            caller: try context.requireCaller(), scope: try context.databaseScope(), request: try ZonesModifyRequest(wire: body),
+            caller: context.caller, scope: context.scope, request: try ZonesModifyRequest(wire: body),
             logger: context.logger
         )
         return ZonesResponse(
@@ -115,16 +115,16 @@ struct DatabaseRoutes {
 
     // MARK: - Subscriptions
 
-    @Sendable func listSubscriptions(_ request: Request, context: CumulusRequestContext) async throws -> SubscriptionsResponse {
+    @Sendable func listSubscriptions(_ request: Request, context: DatabaseContext) async throws -> SubscriptionsResponse {
         let subscriptions = try await database.listSubscriptions(
-            caller: try context.requireCaller(), scope: try context.databaseScope(), logger: context.logger)
+            caller: context.caller, scope: context.scope, logger: context.logger)
         return SubscriptionsResponse(subscriptions: subscriptions.map { .subscription($0) })
     }
 
-    @Sendable func lookupSubscriptions(_ request: Request, context: CumulusRequestContext) async throws -> SubscriptionsResponse {
+    @Sendable func lookupSubscriptions(_ request: Request, context: DatabaseContext) async throws -> SubscriptionsResponse {
         let body = try await RequestBody.object(request, limits: limits)
         let results = try await database.lookupSubscriptions(
-            caller: try context.requireCaller(), scope: try context.databaseScope(), request: try SubscriptionsLookupRequest(wire: body),
+            caller: context.caller, scope: context.scope, request: try SubscriptionsLookupRequest(wire: body),
             logger: context.logger)
         return SubscriptionsResponse(
             subscriptions: results.map { result in
@@ -135,10 +135,10 @@ struct DatabaseRoutes {
             })
     }
 
-    @Sendable func modifySubscriptions(_ request: Request, context: CumulusRequestContext) async throws -> SubscriptionsResponse {
+    @Sendable func modifySubscriptions(_ request: Request, context: DatabaseContext) async throws -> SubscriptionsResponse {
         let body = try await RequestBody.object(request, limits: limits)
         let results = try await database.modifySubscriptions(
-            caller: try context.requireCaller(), scope: try context.databaseScope(), request: try SubscriptionsModifyRequest(wire: body),
+            caller: context.caller, scope: context.scope, request: try SubscriptionsModifyRequest(wire: body),
             logger: context.logger)
         return SubscriptionsResponse(
             subscriptions: results.map { result in
@@ -152,11 +152,11 @@ struct DatabaseRoutes {
 
     // MARK: - Records
 
-    @Sendable func lookupRecords(_ request: Request, context: CumulusRequestContext) async throws -> RecordsResponse {
+    @Sendable func lookupRecords(_ request: Request, context: DatabaseContext) async throws -> RecordsResponse {
         let body = try await RequestBody.object(request, limits: limits)
         let lookup = try RecordsLookupRequest(wire: body)
-        let caller = try context.requireCaller()
-        let response = try await database.lookupRecords(caller: caller, scope: try context.databaseScope(), request: lookup, logger: context.logger)
+        let caller = context.caller
+        let response = try await database.lookupRecords(caller: caller, scope: context.scope, request: lookup, logger: context.logger)
         metrics.read(response.results.count { if case .found = $0 { true } else { false } }, operation: "lookup")
         let options = try await assetURLs.options(
             numbersAsStrings: lookup.numbersAsStrings,
@@ -174,11 +174,9 @@ struct DatabaseRoutes {
             }, options: options)
     }
 
-    @Sendable func modifyRecords(_ request: Request, context: CumulusRequestContext) async throws -> RecordsResponse {
-        let (body, (caller, scope)) = try await RequestBody.modifyRequest(request, limits: limits) {
-            (try context.requireCaller(), try context.databaseScope())
-        }
-        let response = try await database.modifyRecords(caller: caller, scope: scope, request: body, logger: context.logger)
+    @Sendable func modifyRecords(_ request: Request, context: DatabaseContext) async throws -> RecordsResponse {
+        let body = try await RequestBody.modifyRequest(request, limits: limits)
+        let response = try await database.modifyRecords(caller: context.caller, scope: context.scope, request: body, logger: context.logger)
         metrics.wrote(response.results.count { if case .failed = $0.0 { false } else { true } })
         let options = try await assetURLs.options(
             numbersAsStrings: response.numbersAsStrings,
@@ -193,17 +191,17 @@ struct DatabaseRoutes {
                 }
             },
             request: request, logger: context.logger)
-        let presentation = sharePresentation(response.shares, caller: caller, request: request)
+        let presentation = sharePresentation(response.shares, caller: context.caller, request: request)
         return RecordsResponse(
             records: response.results.map { result, desiredKeys in RecordResult(result, desiredKeys: desiredKeys, shares: presentation) },
             options: options)
     }
 
-    @Sendable func queryRecords(_ request: Request, context: CumulusRequestContext) async throws -> RecordsResponse {
+    @Sendable func queryRecords(_ request: Request, context: DatabaseContext) async throws -> RecordsResponse {
         let body = try await RequestBody.object(request, limits: limits)
-        let caller = try context.requireCaller()
+        let caller = context.caller
         let response = try await database.query(
-            caller: caller, scope: try context.databaseScope(), request: try RecordsQueryRequest(wire: body), logger: context.logger
+            caller: caller, scope: context.scope, request: try RecordsQueryRequest(wire: body), logger: context.logger
         )
         metrics.read(response.records.count, operation: "query")
         let options = try await assetURLs.options(
@@ -217,18 +215,18 @@ struct DatabaseRoutes {
 
     // MARK: - Share links
 
-    @Sendable func resolveShares(_ request: Request, context: CumulusRequestContext) async throws -> ShareLinksResponse {
+    @Sendable func resolveShares(_ request: Request, context: DatabaseContext) async throws -> ShareLinksResponse {
         try await shareLinks(request, context: context, accept: false)
     }
 
-    @Sendable func acceptShares(_ request: Request, context: CumulusRequestContext) async throws -> ShareLinksResponse {
+    @Sendable func acceptShares(_ request: Request, context: DatabaseContext) async throws -> ShareLinksResponse {
         try await shareLinks(request, context: context, accept: true)
     }
 
     /// `records/resolve` and `records/accept` answer `results[]` of ShortGUID results or errors.
-    private func shareLinks(_ request: Request, context: CumulusRequestContext, accept: Bool) async throws -> ShareLinksResponse {
+    private func shareLinks(_ request: Request, context: DatabaseContext, accept: Bool) async throws -> ShareLinksResponse {
         let body = try await RequestBody.object(request, limits: limits)
-        let caller = try context.requireCaller()
+        let caller = context.caller
         let results = try await database.resolveShares(
             caller: caller, request: try ShortGUIDRequest(wire: body), accept: accept, logger: context.logger)
         // A root record answered with fields has its assets' download URLs, as in a lookup.
@@ -242,19 +240,19 @@ struct DatabaseRoutes {
 
     // MARK: - Change feeds
 
-    @Sendable func databaseChanges(_ request: Request, context: CumulusRequestContext) async throws -> DatabaseChangesResponse {
+    @Sendable func databaseChanges(_ request: Request, context: DatabaseContext) async throws -> DatabaseChangesResponse {
         let body = try await RequestBody.object(request, limits: limits)
         return try await database.databaseChanges(
-            caller: try context.requireCaller(), scope: try context.databaseScope(), request: try DatabaseChangesRequest(wire: body),
+            caller: context.caller, scope: context.scope, request: try DatabaseChangesRequest(wire: body),
             logger: context.logger
         )
     }
 
-    @Sendable func zoneChanges(_ request: Request, context: CumulusRequestContext) async throws -> ZoneChangesResponse {
+    @Sendable func zoneChanges(_ request: Request, context: DatabaseContext) async throws -> ZoneChangesResponse {
         let body = try await RequestBody.object(request, limits: limits)
         let changes = try ZoneChangesRequest(wire: body)
-        let caller = try context.requireCaller()
-        let results = try await database.zoneChanges(caller: caller, scope: try context.databaseScope(), request: changes, logger: context.logger)
+        let caller = context.caller
+        let results = try await database.zoneChanges(caller: caller, scope: context.scope, request: changes, logger: context.logger)
         countFeedPages(results)
         let options = try await assetURLs.options(
             numbersAsStrings: changes.numbersAsStrings, records: results.flatMap(Self.changedRecords), request: request, logger: context.logger)
@@ -267,7 +265,7 @@ struct DatabaseRoutes {
                         zoneID: page.zone.zoneID, syncToken: syncToken, moreComing: page.moreComing,
                         records: page.changes.map { RecordResult($0, desiredKeys: desiredKeys, shares: presentation) }, zoneDigest: page.digest)
                 case .failed(let zoneID, let error):
-                    return .failed(zoneID, ItemError(code: error.code.serverErrorCode, reason: error.reason))
+                    return .failed(zoneID, ItemError(error))
                 }
             }, options: options)
     }
@@ -281,28 +279,28 @@ struct DatabaseRoutes {
 
     /// `records/reconcile`: which ranges of a zone's record names differ from what a device holds (a Cumulus
     /// extension, `docs/API.md`).
-    @Sendable func reconcileRecords(_ request: Request, context: CumulusRequestContext) async throws -> RecordsReconcileResponse {
+    @Sendable func reconcileRecords(_ request: Request, context: DatabaseContext) async throws -> RecordsReconcileResponse {
         let body = try await RequestBody.object(request, limits: limits)
         let reconcile = try RecordsReconcileRequest(wire: body)
         return try await database.reconcileRecords(
-            caller: try context.requireCaller(), scope: try context.databaseScope(), request: reconcile, logger: context.logger)
+            caller: context.caller, scope: context.scope, request: reconcile, logger: context.logger)
     }
 
     /// `devices/verification`: what a device found when it verified its zones (a Cumulus extension, `docs/API.md`).
-    @Sendable func reportVerification(_ request: Request, context: CumulusRequestContext) async throws -> DeviceVerificationResponse {
+    @Sendable func reportVerification(_ request: Request, context: DatabaseContext) async throws -> DeviceVerificationResponse {
         let body = try await RequestBody.object(request, limits: limits)
         let report = try DeviceVerificationReport(wire: body)
         let answer = try await database.reportVerification(
-            caller: try context.requireCaller(), scope: try context.databaseScope(), report: report, logger: context.logger)
+            caller: context.caller, scope: context.scope, report: report, logger: context.logger)
         return answer
     }
 
     /// `records/changes`: the older single-zone form, answering at the top level.
-    @Sendable func legacyRecordChanges(_ request: Request, context: CumulusRequestContext) async throws -> RecordChangesResponse {
+    @Sendable func legacyRecordChanges(_ request: Request, context: DatabaseContext) async throws -> RecordChangesResponse {
         let body = try await RequestBody.object(request, limits: limits)
         let changes = try ZoneChangesRequest(legacyWire: body)
-        let caller = try context.requireCaller()
-        let results = try await database.zoneChanges(caller: caller, scope: try context.databaseScope(), request: changes, logger: context.logger)
+        let caller = context.caller
+        let results = try await database.zoneChanges(caller: caller, scope: context.scope, request: changes, logger: context.logger)
         countFeedPages(results)
         guard case .page(let page, let syncToken, let desiredKeys, let shares) = results.first else {
             throw CumulusError(.internalError, "no result for records/changes")
@@ -317,27 +315,27 @@ struct DatabaseRoutes {
 
     // MARK: - Users
 
-    @Sendable func discoverUsers(_ request: Request, context: CumulusRequestContext) async throws -> UsersResponse {
+    @Sendable func discoverUsers(_ request: Request, context: DatabaseContext) async throws -> UsersResponse {
         let body = try await RequestBody.object(request, limits: limits)
         let lookup = try UserLookupRequest(wire: body)
         try checkCount(lookup.keys.count, path: "lookupInfos")
         let users = try await accounts.discover(
-            caller: try context.requireCaller(), scope: try context.databaseScope(), request: lookup, logger: context.logger)
+            caller: context.caller, scope: context.scope, request: lookup, logger: context.logger)
         return UsersResponse(
             users: users.map { UserIdentity(userRecordName: $0.userRecordName, emailAddress: $0.emailAddress, name: $0.name, emailAtTopLevel: true) })
     }
 
     /// `GET users/discover` and `users/lookup/contacts` match the caller's address book in CloudKit; Cumulus has no
     /// address book, so they answer CloudKit's shape with no users.
-    @Sendable func discoverAll(_ request: Request, context: CumulusRequestContext) async throws -> UsersResponse {
-        try accounts.checkMayDiscover(try context.requireCaller(), scope: try context.databaseScope())
+    @Sendable func discoverAll(_ request: Request, context: DatabaseContext) async throws -> UsersResponse {
+        try accounts.checkMayDiscover(context.caller, scope: context.scope)
         return UsersResponse(users: [])
     }
 
     // MARK: - Users
 
-    @Sendable func caller(_ request: Request, context: CumulusRequestContext) async throws -> CallerResponse {
-        let caller = try context.requireCaller()
+    @Sendable func caller(_ request: Request, context: DatabaseContext) async throws -> CallerResponse {
+        let caller = context.caller
         guard let name = caller.authorName else {
             throw CumulusError(.authenticationRequired, "request needs authorization: users/caller needs ckWebAuthToken")
         }
@@ -347,8 +345,8 @@ struct DatabaseRoutes {
     /// `users/export`: the signed-in user's own data, one document (a Cumulus extension, `docs/OPERATIONS.md`), streamed
     /// as it is read: a failure after the first piece (the database stopping) ends the response early, and the
     /// document does not parse.
-    @Sendable func exportUser(_ request: Request, context: CumulusRequestContext) async throws -> Response {
-        let caller = try context.requireCaller()
+    @Sendable func exportUser(_ request: Request, context: DatabaseContext) async throws -> Response {
+        let caller = context.caller
         guard let user = caller.user else { throw CumulusError(.authenticationRequired, "users/export: sign in; a user exports their own data") }
         let place = try exports.admit(user.userRecordName, now: clock.milliseconds())
         let (database, logger) = (database, context.logger)
@@ -379,18 +377,15 @@ enum RequestBody {
     }
 
     /// A `records/modify` body, scanned straight into its operations; a body the scan does not read is read as a tree,
-    /// whose error names what is wrong. `checks` run between the body's syntax and its meaning, where they ran when
-    /// every body was read as a tree, so a bad request meets the same error first.
-    static func modifyRequest<Checked>(
-        _ request: Request, limits: Limits, checks: () throws -> Checked
-    ) async throws -> (RecordsModifyRequest, Checked) {
+    /// whose error names what is wrong.
+    static func modifyRequest(_ request: Request, limits: Limits) async throws -> RecordsModifyRequest {
         let buffer = try await bytes(request, limit: limits.maximumRequestBodySize)
-        let scanned = RecordsModifyRequest(
+        if let scanned = RecordsModifyRequest(
             scanning: buffer.readableBytesView, maximumDepth: limits.maximumJSONDepth, maximumValues: limits.maximumJSONValues)
-        if let scanned { return (scanned, try checks()) }
-        let tree = try object(parsing: buffer, limits: limits)
-        let checked = try checks()
-        return (try RecordsModifyRequest(wire: tree), checked)
+        {
+            return scanned
+        }
+        return try RecordsModifyRequest(wire: try object(parsing: buffer, limits: limits))
     }
 
     static func object(parsing buffer: ByteBuffer, limits: Limits) throws -> WireObject {

@@ -20,23 +20,23 @@ struct SchemaRoutes {
     /// A schema file is small; this bounds what a tool may send.
     static let maximumSchemaSize = 1024 * 1024
 
-    func register(on group: RouterGroup<CumulusRequestContext>) {
+    func register(on group: RouterGroup<AuthenticatedContext>) {
         group.get("", use: export)
         group.get("export", use: export)
         group.post("diff") { request, context in try await deploy(request, context: context, dryRun: true) }
         group.post("deploy") { request, context in try await deploy(request, context: context, dryRun: false) }
     }
 
-    @Sendable func export(_ request: Request, context: CumulusRequestContext) async throws -> Response {
-        let caller = try context.requireCaller()
+    @Sendable func export(_ request: Request, context: AuthenticatedContext) async throws -> Response {
+        let caller = context.caller
         let schema = try await database.schema(container: caller.container, environment: caller.environment, logger: context.logger)
         return Response(
             status: .ok, headers: [.contentType: "text/plain; charset=utf-8"],
             body: .init(byteBuffer: ByteBuffer(string: SchemaLanguage.write(schema))))
     }
 
-    func deploy(_ request: Request, context: CumulusRequestContext, dryRun: Bool) async throws -> Response {
-        let caller = try context.requireCaller()
+    func deploy(_ request: Request, context: AuthenticatedContext, dryRun: Bool) async throws -> Response {
+        let caller = context.caller
         guard case .serverKey = caller.credential else {
             throw CumulusError(
                 .accessDenied, "schema changes need a server-to-server key of container \(caller.container) (\(caller.environment.rawValue))")

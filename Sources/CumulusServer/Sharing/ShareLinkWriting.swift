@@ -13,7 +13,7 @@ extension ShareLinksResponse {
             results: results.map { result in
                 switch result {
                 case .failed(let shortGUID, let error):
-                    return .failed(shortGUID: shortGUID, ItemError(code: error.code.serverErrorCode, reason: error.reason))
+                    return .failed(shortGUID: shortGUID, ItemError(error))
                 case .resolved(let info):
                     return .resolved(ShareLinkMetadata(info, viewer: viewer, url: url(info.share.shortGUID)))
                 }
