@@ -90,14 +90,14 @@ extension Benchmarks {
         let service = DatabaseService(store: store, clock: WallClock { Date(timeIntervalSince1970: 1) }, historyRetention: .seconds(86_400))
         for pass in ["first", "second"] {
             let dryStart = ContinuousClock.now
-            let dry = try await service.restoreZone("Drives", in: database, to: 50, dryRun: true, logger: logger)
+            let dry = try await service.history.restoreZone("Drives", in: database, to: 50, dryRun: true, logger: logger)
             let drySeconds = (ContinuousClock.now - dryStart).seconds
             print(
                 "| restore dry run (\(pass)), \(kind.name) | \(dry.changed) | \(format(drySeconds)) | \(Int(Double(dry.changed) / drySeconds)) | the difference of a \(records)-record zone, every record changed since |"
             )
         }
         let restoreStart = ContinuousClock.now
-        let restored = try await service.restoreZone("Drives", in: database, to: 50, dryRun: false, logger: logger)
+        let restored = try await service.history.restoreZone("Drives", in: database, to: 50, dryRun: false, logger: logger)
         let restoreSeconds = (ContinuousClock.now - restoreStart).seconds
         precondition(restored.changed == records && restored.failures.isEmpty, "\(restored)")
         print(

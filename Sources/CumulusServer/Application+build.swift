@@ -68,7 +68,7 @@ public func buildApplication(
                 (try await assets.run(logger: $0), "asset files no record holds")
             },
             UpkeepService(name: "history pruning", interval: configuration.historyPruneInterval, logger: logger) {
-                (try await upkeep.pruneHistory(logger: $0), "record versions past the history's window")
+                (try await upkeep.history.prune(logger: $0), "record versions past the history's window")
             },
             // While writes fail, a probe's commit is what tells /health they work again, requests or not.
             UpkeepService(name: "write probe", interval: configuration.writeProbeInterval, logger: logger) { logger in

@@ -294,7 +294,7 @@ struct Indexes: AsyncParsableCommand {
         @OptionGroup var options: StoreOptions
 
         func run() async throws {
-            let states = try await options.withStore { try await DatabaseService(store: $0).fieldIndexes(logger: Logger(label: "cumulus")) }
+            let states = try await options.withStore { try await DatabaseService(store: $0).schemas.fieldIndexes(logger: Logger(label: "cumulus")) }
             listing.print(
                 states.map { state in
                     [
@@ -313,7 +313,9 @@ struct Indexes: AsyncParsableCommand {
         @OptionGroup var options: StoreOptions
 
         func run() async throws {
-            try await options.withStore { try await DatabaseService(store: $0).dropFieldIndex(field: field, logger: Logger(label: "cumulus")) }
+            try await options.withStore {
+                try await DatabaseService(store: $0).schemas.dropFieldIndex(field: field, logger: Logger(label: "cumulus"))
+            }
             printResult(field)
         }
     }
@@ -394,7 +396,9 @@ struct Zones: AsyncParsableCommand {
         @OptionGroup var options: StoreOptions
 
         func run() async throws {
-            let repairs = try await options.withStore { try await DatabaseService(store: $0).checkZoneDigests(logger: Logger(label: "cumulus")) }
+            let repairs = try await options.withStore {
+                try await DatabaseService(store: $0).reconciliation.checkZoneDigests(logger: Logger(label: "cumulus"))
+            }
             listing.print(
                 repairs.map { repair in
                     [

@@ -64,7 +64,7 @@ struct Doctor: AsyncParsableCommand {
                         DoctorFinding(.problem, "writes", "the store cannot be written: \(Self.words(error)); every write answers 503 until it can"))
                 }
                 do {
-                    found += try await DatabaseService(store: store).diagnose(logger: logger)
+                    found += try await DatabaseService(store: store).doctor.diagnose(logger: logger)
                 } catch {
                     found.append(DoctorFinding(.problem, "store", "reading the deployment failed: \(Self.words(error))"))
                 }

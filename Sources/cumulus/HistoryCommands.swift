@@ -83,7 +83,7 @@ extension Zones {
             let logger = Logger(label: "cumulus")
             let report = try await options.withStore { store in
                 let database = try await zone.database(store, logger: logger)
-                let report = try await zone.service(store).restoreZone(zone.zone, in: database, to: time, dryRun: dryRun, logger: logger) {
+                let report = try await zone.service(store).history.restoreZone(zone.zone, in: database, to: time, dryRun: dryRun, logger: logger) {
                     difference in
                     switch difference {
                     case .changed(let record): printResult("changed since\t\(record.header.recordName)")
@@ -121,7 +121,7 @@ struct Records: AsyncParsableCommand {
         func run() async throws {
             let logger = Logger(label: "cumulus")
             let deleted = try await options.withStore { store in
-                try await zone.service(store).deletedRecords(zone.zone, in: try await zone.database(store, logger: logger), logger: logger)
+                try await zone.service(store).history.deletedRecords(zone.zone, in: try await zone.database(store, logger: logger), logger: logger)
             }
             listing.print(
                 deleted.map { entry in
@@ -144,7 +144,7 @@ struct Records: AsyncParsableCommand {
             let logger = Logger(label: "cumulus")
             let results = try await options.withStore { store in
                 let database = try await zone.database(store, logger: logger)
-                let results = try await zone.service(store).undeleteRecords(recordNames, zoneName: zone.zone, in: database, logger: logger)
+                let results = try await zone.service(store).history.undeleteRecords(recordNames, zoneName: zone.zone, in: database, logger: logger)
                 await zone.announce(database, to: store, logger: logger)
                 return results
             }

@@ -21,7 +21,8 @@ struct SchemaCommand: AsyncParsableCommand {
 
         func run() async throws {
             let schema = try await options.withStore { store in
-                try await DatabaseService(store: store).schema(container: container, environment: environment, logger: Logger(label: "cumulus"))
+                try await DatabaseService(store: store).schemas.schema(
+                    container: container, environment: environment, logger: Logger(label: "cumulus"))
             }
             FileHandle.standardOutput.write(Data(SchemaLanguage.write(schema).utf8))
         }
@@ -72,7 +73,7 @@ struct SchemaCommand: AsyncParsableCommand {
             throw CumulusError(.badRequest, "\(file): \(error.description)")
         }
         let deployment = try await options.withStore { store in
-            try await DatabaseService(store: store).deploySchema(
+            try await DatabaseService(store: store).schemas.deploy(
                 declared, container: container, environment: environment, dryRun: dryRun, logger: Logger(label: "cumulus"))
         }
         for line in deployment.diff.additions { printResult(line) }

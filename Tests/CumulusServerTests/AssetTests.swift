@@ -452,7 +452,7 @@ struct AssetTests {
                     [operation("forceDelete", "dropped"), operation("forceDelete", "back")], zone: "Z", as: .user(world.alice))
                 setup.time.advance(by: 2 * 3600)
                 #expect(try await cleanup.run(logger: logger) == 0, "kept for the history")
-                _ = try await database.undeleteRecords(["back"], zoneName: "Z", in: zone, logger: logger)
+                _ = try await database.history.undeleteRecords(["back"], zoneName: "Z", in: zone, logger: logger)
                 setup.time.advance(by: 23 * 3600)
                 #expect(try await cleanup.run(logger: logger) == 1, "the upload never saved, after a day")
                 setup.time.advance(by: 7 * 24 * 3600)

@@ -77,7 +77,7 @@ struct ConsoleHistoryTests {
             }
             let undeleted = try await browser.post(path, cookie: cookie, form: ["csrf": csrf, "action": "undelete", "recordName": "item"])
             #expect(undeleted.status == 303)
-            #expect(try await record("item")?.header.modified.deviceID == DatabaseService.restoreDeviceID)
+            #expect(try await record("item")?.header.modified.deviceID == HistoryService.restoreDeviceID)
             let live = try await browser.post(path, cookie: cookie, form: ["csrf": csrf, "action": "undelete", "recordName": "list"])
             #expect(live.status == 400 && live.body.contains("was not deleted within the history window"))
         }

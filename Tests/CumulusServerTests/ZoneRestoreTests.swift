@@ -69,7 +69,7 @@ struct ZoneRestoreTests {
             // A dry run lists the differences and changes nothing.
             time.advance(seconds: 600)
             var listed: [String] = []
-            let dry = try await service.restoreZone(GhostCar.zone.zoneName, in: zone, to: moment, dryRun: true, logger: logger) {
+            let dry = try await service.history.restoreZone(GhostCar.zone.zoneName, in: zone, to: moment, dryRun: true, logger: logger) {
                 listed.append("\($0)".prefix(7) + " " + $0.recordName)
             }
             #expect(dry.changed == 1 && dry.deleted == 1 && dry.created == 1)
@@ -77,7 +77,7 @@ struct ZoneRestoreTests {
             #expect(try await Self.names(database, ["drive-new"]).keys.contains("drive-new"), "a dry run changes nothing")
 
             // The restore: lookups show the zone as it was at the moment.
-            let report = try await service.restoreZone(GhostCar.zone.zoneName, in: zone, to: moment, dryRun: false, logger: logger)
+            let report = try await service.history.restoreZone(GhostCar.zone.zoneName, in: zone, to: moment, dryRun: false, logger: logger)
             #expect(report.changed == 1 && report.deleted == 1 && report.created == 1 && report.failures.isEmpty)
             let restored = try await Self.names(database, (0..<6).map { "drive-\($0)" } + ["drive-new"])
             #expect(restored["drive-1"] == "Renamed once")
@@ -103,7 +103,8 @@ struct ZoneRestoreTests {
 
             // The restore undone: back to the moment before it.
             time.advance(seconds: 60)
-            let undo = try await service.restoreZone(GhostCar.zone.zoneName, in: zone, to: report.startedAt - 1, dryRun: false, logger: logger)
+            let undo = try await service.history.restoreZone(
+                GhostCar.zone.zoneName, in: zone, to: report.startedAt - 1, dryRun: false, logger: logger)
             #expect(undo.failures.isEmpty)
             let undone = try await Self.names(database, ["drive-1", "drive-4", "drive-new", "drive-2"])
             #expect(undone["drive-1"] == "Bad rename")
@@ -151,7 +152,8 @@ struct ZoneRestoreTests {
             try fetcher.rename("late-1", to: "Fetcher's edit", at: 10)
             try sender.rename("late-2", to: "Sender's edit", at: 10)
             time.advance(seconds: 60)
-            let report = try await service.restoreZone(GhostCar.zone.zoneName, in: zone, to: moment, dryRun: false, logger: Logger(label: "test"))
+            let report = try await service.history.restoreZone(
+                GhostCar.zone.zoneName, in: zone, to: moment, dryRun: false, logger: Logger(label: "test"))
             #expect(report.created == 2 && report.failures.isEmpty, "\(report)")
 
             // The fetcher fetches first: the deletion meets its unsent edit, which stays and goes as a new record.
@@ -198,14 +200,15 @@ struct ZoneRestoreTests {
             try await phone.engine.sendChanges()
             time.advance(seconds: 60)
 
-            let deleted = try await service.deletedRecords(GhostCar.zone.zoneName, in: zone, logger: logger)
+            let deleted = try await service.history.deletedRecords(GhostCar.zone.zoneName, in: zone, logger: logger)
             #expect(Set(deleted.map(\.record.header.recordName)) == ["drive-1", "drive-2"])
-            let results = try await service.undeleteRecords(["drive-1", "drive-0"], zoneName: GhostCar.zone.zoneName, in: zone, logger: logger)
+            let results = try await service.history.undeleteRecords(
+                ["drive-1", "drive-0"], zoneName: GhostCar.zone.zoneName, in: zone, logger: logger)
             guard case .saved(let record) = results.first, case .failed(let refused) = results.last else {
                 Issue.record("\(results)")
                 return
             }
-            #expect(record.header.modified.deviceID == DatabaseService.restoreDeviceID)
+            #expect(record.header.modified.deviceID == HistoryService.restoreDeviceID)
             #expect(refused.code == .notFound && refused.reason.contains("drive-0"))
             #expect(try await Self.names(database, ["drive-1", "drive-2"]) == ["drive-1": "Last name"])
             try await phone.engine.fetchChanges()
@@ -215,11 +218,12 @@ struct ZoneRestoreTests {
             // Outside the window (an hour here): refused with the reason, nothing written.
             time.advance(seconds: 3600)
             await #expect(throws: CumulusError.self) {
-                try await service.restoreZone(GhostCar.zone.zoneName, in: zone, to: time.now - 3_700_000, dryRun: false, logger: logger)
+                try await service.history.restoreZone(GhostCar.zone.zoneName, in: zone, to: time.now - 3_700_000, dryRun: false, logger: logger)
             }
-            #expect(try await service.deletedRecords(GhostCar.zone.zoneName, in: zone, logger: logger).isEmpty, "deletions older than the window")
+            #expect(
+                try await service.history.deletedRecords(GhostCar.zone.zoneName, in: zone, logger: logger).isEmpty, "deletions older than the window")
             // Pruning drops what the window no longer reaches.
-            #expect(try await service.pruneHistory(logger: logger) > 0)
+            #expect(try await service.history.prune(logger: logger) > 0)
         }
     }
 
@@ -255,7 +259,8 @@ struct ZoneRestoreTests {
             #expect(try bobPhone.costs() == ["Fuel": 999])
 
             time.advance(seconds: 60)
-            let report = try await service.restoreZone(SplitCosts.zone.zoneName, in: zone, to: moment, dryRun: false, logger: Logger(label: "test"))
+            let report = try await service.history.restoreZone(
+                SplitCosts.zone.zoneName, in: zone, to: moment, dryRun: false, logger: Logger(label: "test"))
             #expect(report.changed == 1 && report.deleted == 1 && report.failures.isEmpty, "\(report)")
             try await bobPhone.sync()
             #expect(try bobPhone.costs() == ["Fuel": 80, "Hotel": 200], "the participant's device follows the owner's restore")

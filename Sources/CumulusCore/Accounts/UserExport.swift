@@ -234,7 +234,7 @@ public struct UserExport: Sendable {
             .write(to: &output.writer, options: FieldWriteOptions())
         guard let fields = try? record.fields() else { return }
         for (name, value) in fields.sorted(by: { $0.key < $1.key }) {
-            for asset in DatabaseService.assets(in: value) {
+            for asset in AssetService.assets(in: value) {
                 if let receipt = asset.receipt { output.held.append((receipt, asset, "\(place)/\(record.header.recordName)/\(name)")) }
             }
         }

@@ -55,3 +55,12 @@ public struct Limits: Sendable, Hashable {
         self.maximumSchemaSize = maximumSchemaSize
     }
 }
+
+extension Limits {
+    /// Refuses a request listing more items than one request may, naming the list.
+    func checkCount(_ count: Int, path: String) throws(CumulusError) {
+        if count > maximumOperationsPerRequest {
+            throw CumulusError(.badRequest, "\(path): \(count) items; the limit is \(maximumOperationsPerRequest) per request")
+        }
+    }
+}

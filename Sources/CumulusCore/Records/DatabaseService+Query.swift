@@ -56,7 +56,7 @@ extension DatabaseService {
             guard requested > 0 else { throw CumulusError(.badRequest, "resultsLimit: must be at least 1") }
             limit = min(requested, limits.maximumResultsLimit)
         }
-        let createsIndexes = try await checkQuerySchema(
+        let createsIndexes = try await schemas.checkQuerySchema(
             request, recordType: recordType, caller: caller, database: database, scope: scope, logger: logger)
         let codec = try await secrets.codec(logger: logger)
         let fingerprint = "\(database)|\(zoneName ?? "*")|\(recordType)|\(request.filters)|\(request.sorts)"

@@ -23,21 +23,9 @@ public struct ShareLinkInfo: Sendable {
 extension DatabaseService {
     // MARK: - The shared database
 
-    /// The owner's zone a shared-database request names, and what the caller may do in it.
-    ///
-    /// A zone the caller has no accepted share in answers `ZONE_NOT_FOUND`, as a zone that does not exist.
+    /// ``ZoneAccess/sharedZone(caller:zoneID:logger:)``.
     func sharedZoneAccess(caller: Caller, zoneID: ZoneID?, logger: Logger) async throws -> (DatabaseRef, String, ParticipantAccess) {
-        guard let user = caller.user else { throw CumulusError(.authenticationRequired, "request needs authorization") }
-        guard let zoneID, let owner = zoneID.ownerRecordName, !AuthorizationPolicy.meansCaller(owner), owner != user.userRecordName else {
-            throw CumulusError(
-                .zoneNotFound, "zone \(zoneID?.zoneName ?? "") does not exist in the shared database; name the owner in zoneID.ownerRecordName")
-        }
-        let ownerDatabase = DatabaseRef(container: caller.container, environment: caller.environment, scope: .private, ownerRecordName: owner)
-        let shares = try await store.shares(listing: user.userRecordName, zoneName: zoneID.zoneName, in: ownerDatabase, logger: logger)
-        guard let access = policy.participantAccess(user: user.userRecordName, shares: shares) else {
-            throw CumulusError(.zoneNotFound, "zone \(zoneID.zoneName) does not exist in the shared database")
-        }
-        return (ownerDatabase, zoneID.zoneName, access)
+        try await zones.sharedZone(caller: caller, zoneID: zoneID, logger: logger)
     }
 
     /// The token scope of a shared zone: the participant's own shared database, so tokens are theirs alone.

@@ -43,13 +43,28 @@ public struct DatabaseService: Sendable {
     let secrets: TokenSecrets
     /// Told of every committed change, so waiting push polls re-check at once.
     let changes: ChangeSignal?
-    let schemas = SchemaCache()
+    /// Container schemas, and the check of writes and queries against them.
+    public let schemas: SchemaService
     /// Where devices' sightings go.
     let devices: DeviceTracker
     /// Whether writes commit, for `/health`.
     public let writeHealth: WriteHealth
     /// How long replaced and deleted versions of records are kept for restores and undelete; zero keeps none.
     public let historyRetention: Duration
+    /// Which database and zone a request acts on.
+    let zones: ZoneAccess
+    /// A signed-in user's subscriptions.
+    public let subscriptions: SubscriptionService
+    /// `records/reconcile` and the digests' check.
+    public let reconciliation: ReconciliationService
+    /// What devices report of their verifications.
+    public let verification: VerificationService
+    /// `cumulus doctor`'s look at schemas, indexes and digests.
+    public let doctor: DoctorService
+    /// Restores, undeletes and the history's upkeep.
+    public let history: HistoryService
+    /// Asset receipts, their bytes' bookkeeping and cleanup.
+    public let assets: AssetService
 
     public init(
         store: any RecordStore, policy: AuthorizationPolicy = .init(), limits: Limits = .init(), clock: WallClock = .system,
@@ -65,6 +80,18 @@ public struct DatabaseService: Sendable {
         self.secrets = secrets ?? TokenSecrets(store: store)
         self.changes = changes
         self.devices = devices ?? DeviceTracker(store: store)
+        self.schemas = SchemaService(store: store, limits: limits, clock: clock, writeHealth: writeHealth)
+        let zones = ZoneAccess(shares: store, policy: policy)
+        self.zones = zones
+        self.subscriptions = SubscriptionService(
+            store: store, policy: policy, limits: limits, clock: clock, changes: changes, writeHealth: writeHealth)
+        self.doctor = DoctorService(store: store, schemas: schemas)
+        self.history = HistoryService(
+            store: store, limits: limits, clock: clock, changes: changes, writeHealth: writeHealth, historyRetention: historyRetention)
+        self.assets = AssetService(store: store, zones: zones, limits: limits, clock: clock, writeHealth: writeHealth, history: history)
+        self.reconciliation = ReconciliationService(store: store, zones: zones, clock: clock, writeHealth: writeHealth)
+        self.verification = VerificationService(
+            store: store, policy: policy, devices: self.devices, clock: clock, writeHealth: writeHealth)
     }
 
     // MARK: - Zones
@@ -182,8 +209,8 @@ public struct DatabaseService: Sendable {
         }
         // `atomic` applies to custom zones only; the default zone is never atomic, as in CloudKit.
         let atomic = zoneName == ZoneID.defaultZoneName ? false : (request.atomic ?? true)
-        var refusals = try await checkSchema(&modifications, database: database, zoneName: zoneName, access: access, logger: logger)
-        let assets = try await checkAssets(modifications, database: database, zoneName: zoneName, author: author, logger: logger)
+        var refusals = try await schemas.checkSchema(&modifications, database: database, zoneName: zoneName, access: access, logger: logger)
+        let assets = try await self.assets.checkAssets(modifications, database: database, zoneName: zoneName, author: author, logger: logger)
         refusals.merge(assets.refusals) { schema, _ in schema }
         if !refusals.isEmpty, zoneName != ZoneID.defaultZoneName, access == nil {
             // A missing zone fails the whole request, before any record is looked at, as the store would answer.
@@ -241,16 +268,11 @@ public struct DatabaseService: Sendable {
         )
     }
 
-    /// The database and zone a record request acts on: the caller's own, or, in the shared database, the owner's zone
-    /// with what the caller's shares allow there.
+    /// ``ZoneAccess/zone(_:caller:scope:access:logger:)``.
     func zone(_ zoneID: ZoneID?, caller: Caller, scope: DatabaseScope, access: DatabaseAccess, logger: Logger) async throws
         -> (DatabaseRef, String, ParticipantAccess?)
     {
-        let database = try policy.database(for: caller, scope: scope, access: access)
-        if scope == .shared { return try await sharedZoneAccess(caller: caller, zoneID: zoneID, logger: logger) }
-        let zoneName = try policy.zoneName(zoneID, in: database)
-        try checkZone(zoneName, scope: scope)
-        return (database, zoneName, nil)
+        try await zones.zone(zoneID, caller: caller, scope: scope, access: access, logger: logger)
     }
 
     // MARK: - Validation
@@ -318,33 +340,12 @@ public struct DatabaseService: Sendable {
     }
 
     func checkCount(_ count: Int, path: String) throws(CumulusError) {
-        if count > limits.maximumOperationsPerRequest {
-            throw CumulusError(.badRequest, "\(path): \(count) items; the limit is \(limits.maximumOperationsPerRequest) per request")
-        }
-    }
-
-    private func checkZone(_ zoneName: String, scope: DatabaseScope) throws(CumulusError) {
-        switch scope {
-        case .public where zoneName != ZoneID.defaultZoneName:
-            throw CumulusError(.zoneNotFound, "zone \(zoneName) does not exist; the public database has only _defaultZone")
-        default:
-            break
-        }
+        try limits.checkCount(count, path: path)
     }
 
     /// ``CumulusCore/mapStoreErrors(writing:_:)``; a write's outcome also tells ``writeHealth`` whether the store writes.
     func mapStoreErrors<T>(writing: Bool = false, _ body: () async throws -> T) async throws -> T {
-        do {
-            let value = try await CumulusCore.mapStoreErrors(writing: writing, body)
-            if writing { writeHealth.committed() }
-            return value
-        } catch let error as CumulusError {
-            // Whichever call met it: a store that cannot write is unhealthy until a write commits.
-            if let cause = error.underlying as? StoreError, cause.code == .storageFull || cause.code == .cannotWrite {
-                writeHealth.failed(cause.message, at: clock.milliseconds())
-            }
-            throw error
-        }
+        try await writeHealth.mapStoreErrors(writing: writing, clock: clock, body)
     }
 
     /// Commits a write of the store's probe row: clears ``writeHealth`` when it commits, marks it when it cannot.

@@ -1,3 +1,4 @@
+import CumulusStore
 import Synchronization
 
 /// Whether this instance's writes commit, as its requests and probes find: `/health` answers 503 while they fail, so a
@@ -28,5 +29,22 @@ public final class WriteHealth: Sendable {
     /// A write committed.
     public func committed() {
         state.withLock { state in if state != nil { state = nil } }
+    }
+}
+
+extension WriteHealth {
+    /// ``mapStoreErrors(writing:_:)``, and what the call met tells this health whether the store writes: a write that
+    /// commits clears it, and any call that finds the store unable to write marks it.
+    func mapStoreErrors<T>(writing: Bool = false, clock: WallClock, _ body: () async throws -> T) async throws -> T {
+        do {
+            let value = try await CumulusCore.mapStoreErrors(writing: writing, body)
+            if writing { committed() }
+            return value
+        } catch let error as CumulusError {
+            if let cause = error.underlying as? StoreError, cause.code == .storageFull || cause.code == .cannotWrite {
+                failed(cause.message, at: clock.milliseconds())
+            }
+            throw error
+        }
     }
 }

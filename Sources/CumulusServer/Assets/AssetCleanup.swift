@@ -17,7 +17,7 @@ struct AssetCleanup: Sendable {
     func run(logger: Logger) async throws -> Int {
         let now = clock.milliseconds()
         func milliseconds(_ duration: Duration) -> Int64 { duration.components.seconds * 1000 }
-        let files = try await database.collectAssetGarbage(
+        let files = try await database.assets.collectGarbage(
             unattachedBefore: now - milliseconds(limits.unattachedLifetime), detachedBefore: now - milliseconds(limits.detachedGrace), logger: logger)
         // The receipts are gone first: a file is never deleted while a receipt still names it.
         try await storage.delete(fileIDs: files)

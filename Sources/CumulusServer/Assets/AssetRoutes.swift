@@ -35,10 +35,10 @@ struct AssetRoutes {
 
     @Sendable func requestUpload(_ request: Request, context: DatabaseContext) async throws -> AssetUploadResponse {
         let body = try AssetUploadRequest(wire: try await RequestBody.object(request, limits: limits))
-        let uploads = try await database.issueAssetReceipts(
+        let uploads = try await database.assets.issueReceipts(
             caller: context.caller, scope: context.scope, zoneID: body.zoneID,
             tokens: body.tokens.map {
-                DatabaseService.AssetUploadToken(recordName: $0.recordName, recordType: $0.recordType, fieldName: $0.fieldName)
+                AssetUploadToken(recordName: $0.recordName, recordType: $0.recordType, fieldName: $0.fieldName)
             },
             maximumPending: links.limits.maximumPendingUploads, logger: context.logger)
         var tokens: [AssetUploadResponse.Token] = []
@@ -54,7 +54,7 @@ struct AssetRoutes {
     @Sendable func rereference(_ request: Request, context: DatabaseContext) async throws -> AssetRereferenceResponse {
         let body = try AssetRereferenceRequest(wire: try await RequestBody.object(request, limits: limits))
         let fields = body.assets.map { (recordName: $0.recordName, fieldName: $0.fieldName) }
-        let made = try await database.rereferenceAssets(
+        let made = try await database.assets.rereference(
             caller: context.caller, scope: context.scope, zoneID: body.zoneID, fields: fields, logger: context.logger)
         return AssetRereferenceResponse(
             assets: zip(fields, made).flatMap { field, uploads in
@@ -111,11 +111,11 @@ struct AssetRoutes {
         if let length = request.headers[.contentLength].flatMap(Int64.init), length > limit {
             throw CloudKitErrorResponse(code: .quotaExceeded, reason: "asset: \(length) bytes; the limit is \(limit) bytes", closesConnection: true)
         }
-        guard let upload = try await database.assetUploads(receipts: [receipt], logger: context.logger).first,
+        guard let upload = try await database.assets.uploads(receipts: [receipt], logger: context.logger).first,
             upload.database.container == container, upload.database.environment == environment
         else { throw CumulusError(.notFound, "receipt: no such upload") }
         guard upload.fileID == nil else { throw CumulusError(.conflict, "receipt: its bytes were uploaded already; ask assets/upload for another") }
-        let usage = try await database.assetUsage(
+        let usage = try await database.assets.usage(
             uploader: upload.uploader, container: container, pendingSince: links.clock.milliseconds() - 24 * 3600 * 1000, logger: context.logger)
         if usage.pendingBytes >= links.limits.maximumPendingBytes {
             throw CloudKitErrorResponse(
@@ -167,7 +167,8 @@ struct AssetRoutes {
             try? await storage.delete(fileIDs: [fileID])
             throw CumulusError(.badRequest, "asset: the bytes' SHA-256 is \(checksum), not the \(claimed) announced; upload again")
         }
-        guard try await database.completeAssetUpload(receipt: receipt, fileID: fileID, size: size, checksum: checksum, logger: context.logger) else {
+        guard try await database.assets.completeUpload(receipt: receipt, fileID: fileID, size: size, checksum: checksum, logger: context.logger)
+        else {
             try? await storage.delete(fileIDs: [fileID])
             throw CumulusError(.conflict, "receipt: its bytes were uploaded already; ask assets/upload for another")
         }

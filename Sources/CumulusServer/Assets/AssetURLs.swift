@@ -31,7 +31,7 @@ final class AssetURLs: Sendable {
 
     func key(logger: Logger) async throws -> SymmetricKey {
         if let key = cachedKey.withLock({ $0 }) { return key }
-        let secret = try await database.serverSecret(logger: logger)
+        let secret = try await database.assets.serverSecret(logger: logger)
         let key = SymmetricKey(data: SHA256.hash(data: Data("cumulus asset links".utf8) + Data(secret)))
         cachedKey.withLock { $0 = key }
         return key
@@ -85,7 +85,7 @@ final class AssetURLs: Sendable {
         for record in holding {
             for value in try record.fields().values { receipts += Self.receipts(in: value) }
         }
-        let uploads = try await database.assetUploads(receipts: receipts, logger: logger)
+        let uploads = try await database.assets.uploads(receipts: receipts, logger: logger)
         var files: [String: (AssetUpload, String)] = [:]
         for upload in uploads { if let fileID = upload.fileID { files[upload.receipt] = (upload, fileID) } }
         let key = try await key(logger: logger)

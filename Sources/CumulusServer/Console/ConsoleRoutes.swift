@@ -145,7 +145,7 @@ struct ConsoleRoutes {
             let (tokens, keys) = try await console.credentials(container: container, environment: environment, logger: logger)
             let links = try await console.links(container: container, environment: environment, limit: 1000, logger: logger)
             let publicZones = try await console.zones(in: .publicDatabase(container: container, environment: environment), logger: logger)
-            let schema = try await database.schema(container: container, environment: environment, logger: logger)
+            let schema = try await database.schemas.schema(container: container, environment: environment, logger: logger)
             let outOfSync = try await console.devicesOutOfSync(container: container, environment: environment, logger: logger)
             let base = "/console/\(environment.rawValue)"
             func card(_ label: String, _ count: Int, _ href: String) -> String {
@@ -300,7 +300,7 @@ struct ConsoleRoutes {
 
     @Sendable func schema(_ request: Request, context: CumulusRequestContext) async throws -> Response {
         try await page(request, context: context) { session, environment in
-            let schema = try await database.schema(container: session.container, environment: environment, logger: context.logger)
+            let schema = try await database.schemas.schema(container: session.container, environment: environment, logger: context.logger)
             let body = """
                 <pre id="schema">\(ConsolePage.escape(SchemaLanguage.write(schema)))</pre>
                 <p class="note">Change it with <code>cumulus schema deploy</code> (docs/SCHEMA.md).</p>
@@ -325,7 +325,7 @@ struct ConsoleRoutes {
             let form = try await Self.form(request)
             guard form["csrf"] == session.csrf else { throw CumulusError(.accessDenied, "csrf: the form is not from this session") }
             guard let field = form["field"], !field.isEmpty else { throw CumulusError(.badRequest, "field: is required") }
-            let states = try await database.fieldIndexes(logger: context.logger)
+            let states = try await database.schemas.fieldIndexes(logger: context.logger)
             guard let state = states.first(where: { $0.field == field && Self.concerns($0, session.container) }) else {
                 throw CumulusError(.notFound, "field \(field): no index of this container's")
             }
@@ -333,7 +333,7 @@ struct ConsoleRoutes {
                 throw CumulusError(
                     .accessDenied, "field \(field): other containers use this index too; the operator drops it with `cumulus indexes drop`")
             }
-            try await database.dropFieldIndex(field: field, logger: context.logger)
+            try await database.schemas.dropFieldIndex(field: field, logger: context.logger)
             return try await indexesPage(context, session, environment, message: "Dropped the index of \(field).")
         }
     }
@@ -349,7 +349,7 @@ struct ConsoleRoutes {
     private func indexesPage(_ context: CumulusRequestContext, _ session: Session, _ environment: ContainerEnvironment, message: String?)
         async throws -> Response
     {
-        let states = try await database.fieldIndexes(logger: context.logger)
+        let states = try await database.schemas.fieldIndexes(logger: context.logger)
             .filter { Self.concerns($0, session.container) }
             .sorted { ($0.field ?? "") < ($1.field ?? "") }
         let rows = states.map { state -> [ConsolePage.Cell] in
@@ -479,7 +479,7 @@ struct ConsoleRoutes {
                 #"<p class="note" id="history-off">History is off on this server (<code>--history-retention 0</code>): no restore or undelete.</p>"#
         }
         let action = zonePath(environment, database, zoneName)
-        let deleted = try await self.database.deletedRecords(zoneName, in: database, limit: 50, logger: context.logger)
+        let deleted = try await self.database.history.deletedRecords(zoneName, in: database, limit: 50, logger: context.logger)
         var body = "<h2>Recently deleted</h2>"
         body += ConsolePage.table(
             id: "deleted", headers: ["Record", "Type", "Deleted", "By", ""],
@@ -523,7 +523,7 @@ struct ConsoleRoutes {
             switch form["action"] {
             case "undelete":
                 guard let name = form["recordName"], !name.isEmpty else { throw CumulusError(.badRequest, "recordName: is required") }
-                let result = try await self.database.undeleteRecords([name], zoneName: zoneName, in: database, logger: context.logger).first
+                let result = try await self.database.history.undeleteRecords([name], zoneName: zoneName, in: database, logger: context.logger).first
                 if case .failed(let failure)? = result {
                     return try await zonePage(request, context, session, environment, database, message: failure.reason, status: .badRequest)
                 }
@@ -534,7 +534,7 @@ struct ConsoleRoutes {
                 }
                 let dryRun = form["dryRun"] == "1"
                 var differences: [RestoreDifference] = []
-                let report = try await self.database.restoreZone(zoneName, in: database, to: time, dryRun: dryRun, logger: context.logger) {
+                let report = try await self.database.history.restoreZone(zoneName, in: database, to: time, dryRun: dryRun, logger: context.logger) {
                     differences.append($0)
                 }
                 let counts = "\(report.changed) changed, \(report.deleted) deleted and \(report.created) created since \(HistoryMoment.text(time))"

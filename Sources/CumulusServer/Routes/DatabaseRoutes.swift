@@ -116,14 +116,14 @@ struct DatabaseRoutes {
     // MARK: - Subscriptions
 
     @Sendable func listSubscriptions(_ request: Request, context: DatabaseContext) async throws -> SubscriptionsResponse {
-        let subscriptions = try await database.listSubscriptions(
+        let subscriptions = try await database.subscriptions.list(
             caller: context.caller, scope: context.scope, logger: context.logger)
         return SubscriptionsResponse(subscriptions: subscriptions.map { .subscription($0) })
     }
 
     @Sendable func lookupSubscriptions(_ request: Request, context: DatabaseContext) async throws -> SubscriptionsResponse {
         let body = try await RequestBody.object(request, limits: limits)
-        let results = try await database.lookupSubscriptions(
+        let results = try await database.subscriptions.lookup(
             caller: context.caller, scope: context.scope, request: try SubscriptionsLookupRequest(wire: body),
             logger: context.logger)
         return SubscriptionsResponse(
@@ -137,7 +137,7 @@ struct DatabaseRoutes {
 
     @Sendable func modifySubscriptions(_ request: Request, context: DatabaseContext) async throws -> SubscriptionsResponse {
         let body = try await RequestBody.object(request, limits: limits)
-        let results = try await database.modifySubscriptions(
+        let results = try await database.subscriptions.modify(
             caller: context.caller, scope: context.scope, request: try SubscriptionsModifyRequest(wire: body),
             logger: context.logger)
         return SubscriptionsResponse(
@@ -282,7 +282,7 @@ struct DatabaseRoutes {
     @Sendable func reconcileRecords(_ request: Request, context: DatabaseContext) async throws -> RecordsReconcileResponse {
         let body = try await RequestBody.object(request, limits: limits)
         let reconcile = try RecordsReconcileRequest(wire: body)
-        return try await database.reconcileRecords(
+        return try await database.reconciliation.reconcile(
             caller: context.caller, scope: context.scope, request: reconcile, logger: context.logger)
     }
 
@@ -290,7 +290,7 @@ struct DatabaseRoutes {
     @Sendable func reportVerification(_ request: Request, context: DatabaseContext) async throws -> DeviceVerificationResponse {
         let body = try await RequestBody.object(request, limits: limits)
         let report = try DeviceVerificationReport(wire: body)
-        let answer = try await database.reportVerification(
+        let answer = try await database.verification.report(
             caller: context.caller, scope: context.scope, report: report, logger: context.logger)
         return answer
     }

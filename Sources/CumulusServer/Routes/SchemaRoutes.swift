@@ -29,7 +29,7 @@ struct SchemaRoutes {
 
     @Sendable func export(_ request: Request, context: AuthenticatedContext) async throws -> Response {
         let caller = context.caller
-        let schema = try await database.schema(container: caller.container, environment: caller.environment, logger: context.logger)
+        let schema = try await database.schemas.schema(container: caller.container, environment: caller.environment, logger: context.logger)
         return Response(
             status: .ok, headers: [.contentType: "text/plain; charset=utf-8"],
             body: .init(byteBuffer: ByteBuffer(string: SchemaLanguage.write(schema))))
@@ -42,7 +42,7 @@ struct SchemaRoutes {
                 .accessDenied, "schema changes need a server-to-server key of container \(caller.container) (\(caller.environment.rawValue))")
         }
         let declared = try await Self.schema(from: request)
-        let deployment = try await database.deploySchema(
+        let deployment = try await database.schemas.deploy(
             declared, container: caller.container, environment: caller.environment, dryRun: dryRun, logger: context.logger)
         if !dryRun, !deployment.deployed {
             throw CumulusError(

@@ -1,5 +1,5 @@
 import CumulusModel
-import CumulusStore
+public import CumulusStore
 public import Logging
 
 /// One thing `cumulus doctor` checked, and what it found.
@@ -34,7 +34,17 @@ public struct DoctorFinding: Sendable, Hashable, CustomStringConvertible {
     }
 }
 
-extension DatabaseService {
+/// `cumulus doctor`'s look at the data: whether production's schemas hold what development's do, whether the indexes
+/// production declares exist, and whether every zone's digest is the digest of its records.
+public struct DoctorService: Sendable {
+    let store: any ContainerStore & RecordZoneStore
+    let schemas: SchemaService
+
+    public init(store: any ContainerStore & RecordZoneStore, schemas: SchemaService) {
+        self.store = store
+        self.schemas = schemas
+    }
+
     /// What the store's data says about a deployment, per container: record types, fields and indexes development has
     /// and production lacks (production refuses writes of a type or field its schema lacks, and queries on a field it
     /// does not index: the trap in which an app's every write fails once it ships), and fields production declares
@@ -42,11 +52,11 @@ extension DatabaseService {
     public func diagnose(logger: Logger) async throws -> [DoctorFinding] {
         var findings: [DoctorFinding] = []
         let containers = try await mapStoreErrors { try await store.listContainers(logger: logger) }
-        let indexes = try await fieldIndexes(logger: logger)
+        let indexes = try await schemas.fieldIndexes(logger: logger)
         for container in containers.map(\.id).sorted() {
             let subject = "schema \(container)"
-            let development = try await schema(container: container, environment: .development, logger: logger)
-            let production = try await schema(container: container, environment: .production, logger: logger)
+            let development = try await schemas.schema(container: container, environment: .development, logger: logger)
+            let production = try await schemas.schema(container: container, environment: .production, logger: logger)
             let diff = SchemaDiff(from: production, to: development)
             // A development-only trial (production has no record type and no API token: nothing ships to it yet) is
             // told what to do before shipping, as a warning: a trial is not broken.

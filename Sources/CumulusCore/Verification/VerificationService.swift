@@ -1,15 +1,31 @@
 public import CumulusModel
-import CumulusStore
+public import CumulusStore
 public import Logging
 
-extension DatabaseService {
+/// `devices/verification` (a Cumulus extension): what devices report of comparing their zones with the server's, kept
+/// for the console and counted for `/metrics`.
+public struct VerificationService: Sendable {
+    let store: any DeviceStore
+    let policy: AuthorizationPolicy
+    let devices: DeviceTracker
+    let clock: WallClock
+    let writeHealth: WriteHealth
+
+    public init(store: any DeviceStore, policy: AuthorizationPolicy, devices: DeviceTracker, clock: WallClock, writeHealth: WriteHealth) {
+        self.store = store
+        self.policy = policy
+        self.devices = devices
+        self.clock = clock
+        self.writeHealth = writeHealth
+    }
+
     /// The most zones one verification report may name.
     public static let maximumVerifiedZones = 10_000
 
     /// Keeps what a device reported of its last verification (`devices/verification`, a Cumulus extension): the
     /// totals of every zone it compared, and the names of the first zones that differed. The device is the caller's
     /// `X-Cumulus-Device`, of a signed-in user, in their private database.
-    public func reportVerification(
+    public func report(
         caller: Caller, scope: DatabaseScope, report: DeviceVerificationReport, logger: Logger
     ) async throws -> DeviceVerificationResponse {
         guard scope == .private else {
@@ -31,7 +47,7 @@ extension DatabaseService {
         let verification = DeviceVerification(
             verifiedAt: clock.milliseconds(), zones: report.zones.count, missing: total(\.missing), extra: total(\.extra), stale: total(\.stale),
             zonesOutOfSync: report.zones.filter { !$0.isInSync }.map(\.zoneID.zoneName))
-        try await mapStoreErrors(writing: true) {
+        try await writeHealth.mapStoreErrors(writing: true, clock: clock) {
             try await store.recordVerification(
                 verification, container: caller.container, environment: caller.environment, userRecordName: user.userRecordName, deviceID: deviceID,
                 logger: logger)

@@ -1,5 +1,5 @@
 public import CumulusModel
-import CumulusStore
+public import CumulusStore
 import Foundation
 public import Logging
 
@@ -16,7 +16,29 @@ public enum SubscriptionLookupResult: Sendable, Hashable {
     case notFound(subscriptionID: String)
 }
 
-extension DatabaseService {
+/// `subscriptions/list`, `subscriptions/lookup` and `subscriptions/modify`: a signed-in user's subscriptions in one of
+/// their databases. Push (``PushService``) reads them; this service only keeps them.
+public struct SubscriptionService: Sendable {
+    let store: any SubscriptionStore
+    let policy: AuthorizationPolicy
+    let limits: Limits
+    let clock: WallClock
+    /// Told of every saved subscription, so the user's push connections start watching it at once.
+    let changes: ChangeSignal?
+    let writeHealth: WriteHealth
+
+    public init(
+        store: any SubscriptionStore, policy: AuthorizationPolicy, limits: Limits, clock: WallClock, changes: ChangeSignal?,
+        writeHealth: WriteHealth
+    ) {
+        self.store = store
+        self.policy = policy
+        self.limits = limits
+        self.clock = clock
+        self.changes = changes
+        self.writeHealth = writeHealth
+    }
+
     /// Subscriptions belong to a signed-in user and one of their databases.
     func subscriptionOwner(caller: Caller, scope: DatabaseScope, access: DatabaseAccess) throws(CumulusError) -> SubscriptionOwner {
         _ = try policy.database(for: caller, scope: scope, access: access)
@@ -32,29 +54,32 @@ extension DatabaseService {
     }
 
     /// `subscriptions/list`.
-    public func listSubscriptions(caller: Caller, scope: DatabaseScope, logger: Logger) async throws -> [Subscription] {
+    public func list(caller: Caller, scope: DatabaseScope, logger: Logger) async throws -> [Subscription] {
         let owner = try subscriptionOwner(caller: caller, scope: scope, access: .read)
-        return decoded(try await mapStoreErrors { try await store.subscriptions(of: owner, ids: nil, logger: logger) })
+        return decoded(try await writeHealth.mapStoreErrors(clock: clock) { try await store.subscriptions(of: owner, ids: nil, logger: logger) })
     }
 
     /// `subscriptions/lookup`.
-    public func lookupSubscriptions(caller: Caller, scope: DatabaseScope, request: SubscriptionsLookupRequest, logger: Logger) async throws
+    public func lookup(caller: Caller, scope: DatabaseScope, request: SubscriptionsLookupRequest, logger: Logger) async throws
         -> [SubscriptionLookupResult]
     {
         let owner = try subscriptionOwner(caller: caller, scope: scope, access: .read)
-        try checkCount(request.subscriptionIDs.count, path: "subscriptions")
-        let found = decoded(try await mapStoreErrors { try await store.subscriptions(of: owner, ids: request.subscriptionIDs, logger: logger) })
+        try limits.checkCount(request.subscriptionIDs.count, path: "subscriptions")
+        let found = decoded(
+            try await writeHealth.mapStoreErrors(clock: clock) {
+                try await store.subscriptions(of: owner, ids: request.subscriptionIDs, logger: logger)
+            })
         let byID = Dictionary(found.map { ($0.subscriptionID, $0) }, uniquingKeysWith: { first, _ in first })
         return request.subscriptionIDs.map { id in byID[id].map(SubscriptionLookupResult.found) ?? .notFound(subscriptionID: id) }
     }
 
     /// `subscriptions/modify`. A `create` of an existing ID replaces it (as CloudKit's own save does, so a client that
     /// lost the answer can send it again); an `update` or `delete` of a missing one fails with `NOT_FOUND`.
-    public func modifySubscriptions(caller: Caller, scope: DatabaseScope, request: SubscriptionsModifyRequest, logger: Logger) async throws
+    public func modify(caller: Caller, scope: DatabaseScope, request: SubscriptionsModifyRequest, logger: Logger) async throws
         -> [SubscriptionModificationResult]
     {
         let owner = try subscriptionOwner(caller: caller, scope: scope, access: .read)
-        try checkCount(request.operations.count, path: "operations")
+        try limits.checkCount(request.operations.count, path: "operations")
         var operations = request.operations
         for index in operations.indices {
             let path = "operations[\(index)].subscription"
@@ -66,7 +91,9 @@ extension DatabaseService {
                 try check(operations[index].subscription, scope: scope, path: path)
             }
         }
-        let existing = Set(try await mapStoreErrors { try await store.subscriptions(of: owner, ids: nil, logger: logger) }.map(\.subscriptionID))
+        let existing = Set(
+            try await writeHealth.mapStoreErrors(clock: clock) { try await store.subscriptions(of: owner, ids: nil, logger: logger) }.map(
+                \.subscriptionID))
         var live = existing
         var results: [SubscriptionModificationResult] = []
         var saving: [String: StoredSubscription] = [:]
@@ -105,7 +132,7 @@ extension DatabaseService {
                 results.append(.deleted(subscriptionID: id))
             }
         }
-        try await mapStoreErrors {
+        try await writeHealth.mapStoreErrors(clock: clock) {
             try await store.modifySubscriptions(of: owner, saving: Array(saving.values), deleting: deleting, logger: logger)
         }
         // The user's push connections look now, so a new subscription starts from here rather than from whichever

@@ -4,37 +4,49 @@ import Foundation
 public import Logging
 
 /// Asset receipts: `assets/upload` issues them, the upload URL fills them with bytes, `records/modify` accepts an
-/// `ASSETID` value only with a receipt issued to the caller for that zone, record and field.
-extension DatabaseService {
-    /// What `assets/upload` asks for: one receipt per token.
-    public struct AssetUploadToken: Sendable, Hashable {
-        /// The record the asset is for; `nil` lets the server name one, as a create without a name does.
-        public var recordName: String?
-        public var recordType: String?
-        public var fieldName: String
+/// `ASSETID` value only with a receipt issued to the caller for that zone, record and field, and the cleanup forgets
+/// those no record holds.
+public struct AssetService: Sendable {
+    /// Receipts, the records that hold them, and the server's secret URLs are signed from.
+    let store: any AssetUploadStore & RecordZoneStore & ContainerStore
+    let zones: ZoneAccess
+    let limits: Limits
+    let clock: WallClock
+    let writeHealth: WriteHealth
+    /// How long the history keeps versions, and so the files they hold.
+    let history: HistoryService
 
-        public init(recordName: String?, recordType: String?, fieldName: String) {
-            self.recordName = recordName
-            self.recordType = recordType
-            self.fieldName = fieldName
-        }
+    public init(
+        store: any AssetUploadStore & RecordZoneStore & ContainerStore, zones: ZoneAccess, limits: Limits, clock: WallClock,
+        writeHealth: WriteHealth, history: HistoryService
+    ) {
+        self.store = store
+        self.zones = zones
+        self.limits = limits
+        self.clock = clock
+        self.writeHealth = writeHealth
+        self.history = history
+    }
+
+    private func mapStoreErrors<T>(writing: Bool = false, _ body: () async throws -> T) async throws -> T {
+        try await writeHealth.mapStoreErrors(writing: writing, clock: clock, body)
     }
 
     // MARK: - Uploads and their bytes (the upload URL, download URLs, the cleanup)
 
     /// The uploads these receipts name (those that exist).
-    public func assetUploads(receipts: [String], logger: Logger) async throws -> [AssetUpload] {
+    public func uploads(receipts: [String], logger: Logger) async throws -> [AssetUpload] {
         try await mapStoreErrors { try await store.assetUploads(receipts: receipts, logger: logger) }
     }
 
     /// What an uploader keeps in the container: bytes saved in records, and bytes uploaded since `pendingSince` that no
     /// record holds yet.
-    public func assetUsage(uploader: String, container: String, pendingSince: Int64, logger: Logger) async throws -> AssetUsage {
+    public func usage(uploader: String, container: String, pendingSince: Int64, logger: Logger) async throws -> AssetUsage {
         try await mapStoreErrors { try await store.assetUsage(uploader: uploader, container: container, pendingSince: pendingSince, logger: logger) }
     }
 
     /// Records that a receipt's bytes are in a file; `false` when the receipt has a file already (another upload won).
-    public func completeAssetUpload(receipt: String, fileID: String, size: Int64, checksum: String, logger: Logger) async throws -> Bool {
+    public func completeUpload(receipt: String, fileID: String, size: Int64, checksum: String, logger: Logger) async throws -> Bool {
         try await mapStoreErrors(writing: true) {
             try await store.completeAssetUpload(receipt: receipt, fileID: fileID, size: size, checksum: checksum, logger: logger)
         }
@@ -43,11 +55,11 @@ extension DatabaseService {
     /// Forgets receipts no record holds (see ``AssetUploadStore/collectAssetGarbage(unattachedBefore:detachedBefore:history:logger:)``)
     /// and answers the files to delete. While the history is on, a file no live record holds is kept as long as the
     /// history, so a restore or an undelete brings it back, but leaves its uploader's quota.
-    public func collectAssetGarbage(unattachedBefore: Int64, detachedBefore: Int64, logger: Logger) async throws -> [String] {
+    public func collectGarbage(unattachedBefore: Int64, detachedBefore: Int64, logger: Logger) async throws -> [String] {
         let now = clock.milliseconds()
-        let history = keepsHistory ? AssetHistoryHold(now: now, keptSince: historyHorizon(now: now)) : nil
+        let hold = history.keepsHistory ? AssetHistoryHold(now: now, keptSince: history.historyHorizon(now: now)) : nil
         return try await mapStoreErrors(writing: true) {
-            try await store.collectAssetGarbage(unattachedBefore: unattachedBefore, detachedBefore: detachedBefore, history: history, logger: logger)
+            try await store.collectAssetGarbage(unattachedBefore: unattachedBefore, detachedBefore: detachedBefore, history: hold, logger: logger)
         }
     }
 
@@ -65,11 +77,11 @@ extension DatabaseService {
     ///
     /// - Parameter maximumPending: How many receipts one uploader may hold that no record holds yet (made within the
     ///   last day): what one holder of the app's token can make the server keep before anything is saved.
-    public func issueAssetReceipts(
+    public func issueReceipts(
         caller: Caller, scope: DatabaseScope, zoneID: ZoneID?, tokens: [AssetUploadToken], maximumPending: Int = 1_000, logger: Logger
     ) async throws -> [(recordName: String, upload: AssetUpload)] {
-        try checkCount(tokens.count, path: "tokens")
-        let (database, zoneName, _) = try await zone(zoneID, caller: caller, scope: scope, access: .write, logger: logger)
+        try limits.checkCount(tokens.count, path: "tokens")
+        let (database, zoneName, _) = try await zones.zone(zoneID, caller: caller, scope: scope, access: .write, logger: logger)
         guard let author = caller.authorName else { throw CumulusError(.authenticationRequired, "request needs authorization") }
         let usage = try await mapStoreErrors {
             try await store.assetUsage(
@@ -98,11 +110,11 @@ extension DatabaseService {
 
     /// New receipts for the assets records hold, for saving in other records of the same database (`assets/rereference`):
     /// for each `(recordName, fieldName)`, the assets of that field, in order.
-    public func rereferenceAssets(
+    public func rereference(
         caller: Caller, scope: DatabaseScope, zoneID: ZoneID?, fields: [(recordName: String, fieldName: String)], logger: Logger
     ) async throws -> [[AssetUpload]] {
-        try checkCount(fields.count, path: "assets")
-        let (database, zoneName, access) = try await zone(zoneID, caller: caller, scope: scope, access: .write, logger: logger)
+        try limits.checkCount(fields.count, path: "assets")
+        let (database, zoneName, access) = try await zones.zone(zoneID, caller: caller, scope: scope, access: .write, logger: logger)
         guard let author = caller.authorName else { throw CumulusError(.authenticationRequired, "request needs authorization") }
         let records = try await mapStoreErrors {
             try await store.records(named: fields.map(\.recordName), zoneName: zoneName, in: database, access: access, logger: logger)

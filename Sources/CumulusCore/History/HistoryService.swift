@@ -24,6 +24,37 @@ extension DatabaseService {
     public static let defaultHistoryRetention = Duration.seconds(7 * 24 * 3600)
 
     var keepsHistory: Bool { historyRetention > .zero }
+}
+
+/// The records' past: restoring a zone to a moment, listing and undeleting deleted records, and dropping versions past
+/// the retention. Writes keep versions in their own transactions (``ModifyRecordsScript``); this service reads them.
+public struct HistoryService: Sendable {
+    /// The versions, and the zone writes a restore is made of.
+    let store: any RecordHistoryStore & RecordZoneStore
+    let limits: Limits
+    let clock: WallClock
+    let changes: ChangeSignal?
+    let writeHealth: WriteHealth
+    /// How long replaced and deleted versions are kept; zero keeps none.
+    let historyRetention: Duration
+
+    public init(
+        store: any RecordHistoryStore & RecordZoneStore, limits: Limits, clock: WallClock, changes: ChangeSignal?, writeHealth: WriteHealth,
+        historyRetention: Duration
+    ) {
+        self.store = store
+        self.limits = limits
+        self.clock = clock
+        self.changes = changes
+        self.writeHealth = writeHealth
+        self.historyRetention = historyRetention
+    }
+
+    private func mapStoreErrors<T>(writing: Bool = false, _ body: () async throws -> T) async throws -> T {
+        try await writeHealth.mapStoreErrors(writing: writing, clock: clock, body)
+    }
+
+    var keepsHistory: Bool { historyRetention > .zero }
 
     /// The oldest moment the history reaches back to now (milliseconds).
     func historyHorizon(now: Int64) -> Int64 {
@@ -119,7 +150,7 @@ extension DatabaseService {
     public func undeleteRecords(_ names: [String], zoneName: String, in database: DatabaseRef, logger: Logger) async throws
         -> [RecordModificationResult]
     {
-        try checkCount(names.count, path: "recordNames")
+        try limits.checkCount(names.count, path: "recordNames")
         let deleted = Dictionary(
             try await deletedRecords(zoneName, in: database, names: names, limit: names.count, logger: logger).map {
                 ($0.record.header.recordName, $0)
@@ -169,11 +200,9 @@ extension DatabaseService {
 
     /// The device a restore or an undelete writes as, so the console and devices can tell it from a user's edit.
     public static let restoreDeviceID = "cumulus-restore"
-}
 
-extension DatabaseService {
     /// Drops the versions older than the retention (every version, when history is off); answers how many.
-    public func pruneHistory(logger: Logger) async throws -> Int {
+    public func prune(logger: Logger) async throws -> Int {
         let now = clock.milliseconds()
         return try await mapStoreErrors {
             try await store.pruneHistory(replacedBefore: keepsHistory ? historyHorizon(now: now) : now + 1, logger: logger)

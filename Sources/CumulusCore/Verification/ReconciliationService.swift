@@ -2,7 +2,21 @@ public import CumulusModel
 public import CumulusStore
 public import Logging
 
-extension DatabaseService {
+/// `records/reconcile` and the operator's check of every zone's digest: how a device, or an operator, finds which
+/// records differ from what they hold.
+public struct ReconciliationService: Sendable {
+    let store: any RecordZoneStore
+    let zones: ZoneAccess
+    let clock: WallClock
+    let writeHealth: WriteHealth
+
+    public init(store: any RecordZoneStore, zones: ZoneAccess, clock: WallClock, writeHealth: WriteHealth) {
+        self.store = store
+        self.zones = zones
+        self.clock = clock
+        self.writeHealth = writeHealth
+    }
+
     /// The most ranges one `records/reconcile` compares.
     public static let maximumReconcileRanges = 64
 
@@ -12,7 +26,7 @@ extension DatabaseService {
     /// The ranges of one request may not overlap, so a request reads each record of the zone once at most, as a feed
     /// from the start does: one holder of a token cannot make one request cost more than reading their zone. The public
     /// database, which has no change feeds to verify, has none either.
-    public func reconcileRecords(caller: Caller, scope: DatabaseScope, request: RecordsReconcileRequest, logger: Logger) async throws
+    public func reconcile(caller: Caller, scope: DatabaseScope, request: RecordsReconcileRequest, logger: Logger) async throws
         -> RecordsReconcileResponse
     {
         if scope == .public {
@@ -43,11 +57,11 @@ extension DatabaseService {
                 throw CumulusError(.badRequest, "ranges[\(next.offset)]: overlaps ranges[\(previous.offset)]; ranges of one request must not overlap")
             }
         }
-        let (database, zoneName, access) = try await zone(request.zoneID, caller: caller, scope: scope, access: .read, logger: logger)
+        let (database, zoneName, access) = try await zones.zone(request.zoneID, caller: caller, scope: scope, access: .read, logger: logger)
         var answers: [RangeReconciliation] = []
         answers.reserveCapacity(request.ranges.count)
         for entry in request.ranges {
-            let reconciler = try await mapStoreErrors {
+            let reconciler = try await writeHealth.mapStoreErrors(clock: clock) {
                 try await store.scanRecords(
                     RangeReconciler(range: entry.range, theirs: entry.digest), in: entry.range, zoneName: zoneName, database: database,
                     access: access,
@@ -57,13 +71,11 @@ extension DatabaseService {
         }
         return RecordsReconcileResponse(zoneID: database.zoneID(zoneName), ranges: answers)
     }
-}
 
-extension DatabaseService {
     /// Recomputes every zone's digest from its records and sets right those that differ (`cumulus zones
     /// check-digests`): a digest kept in the transaction of every write should never differ, so any it answers is a
     /// fault worth reporting.
     public func checkZoneDigests(logger: Logger) async throws -> [ZoneDigestRepair] {
-        try await mapStoreErrors { try await store.refreshZoneDigests(unknownOnly: false, logger: logger) }
+        try await writeHealth.mapStoreErrors(clock: clock) { try await store.refreshZoneDigests(unknownOnly: false, logger: logger) }
     }
 }

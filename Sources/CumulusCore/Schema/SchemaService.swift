@@ -32,7 +32,27 @@ public struct SchemaDeployment: Sendable {
     public var deployed: Bool
 }
 
-extension DatabaseService {
+/// Container schemas: what tools read and deploy, the field indexes queries make, and the check of every write and query
+/// against its environment's schema (development grows it, production refuses what it does not declare).
+public struct SchemaService: Sendable {
+    /// Schemas, and the stored records whose type an update leaves unsaid.
+    let store: any SchemaStore & RecordZoneStore
+    let limits: Limits
+    let clock: WallClock
+    let writeHealth: WriteHealth
+    let schemas = SchemaCache()
+
+    public init(store: any SchemaStore & RecordZoneStore, limits: Limits, clock: WallClock, writeHealth: WriteHealth) {
+        self.store = store
+        self.limits = limits
+        self.clock = clock
+        self.writeHealth = writeHealth
+    }
+
+    private func mapStoreErrors<T>(_ body: () async throws -> T) async throws -> T {
+        try await writeHealth.mapStoreErrors(clock: clock, body)
+    }
+
     // MARK: - Tools
 
     /// The schema of a container environment.
@@ -44,7 +64,7 @@ extension DatabaseService {
 
     /// Compares `declared` with a container environment's schema and, unless `dryRun` or it changes or removes
     /// anything, adds what it declares. A deploy is how production's schema grows.
-    public func deploySchema(_ declared: ContainerSchema, container: String, environment: ContainerEnvironment, dryRun: Bool, logger: Logger)
+    public func deploy(_ declared: ContainerSchema, container: String, environment: ContainerEnvironment, dryRun: Bool, logger: Logger)
         async throws -> SchemaDeployment
     {
         for type in declared.recordTypes.values {
