@@ -4,8 +4,9 @@
 #
 #   scripts/compare-benchmarks.sh [--runs N] BASE NEW [-- BENCHMARK ARGUMENTS…]
 #
-# BASE and NEW are commits (anything `git rev-parse` takes), or `.` for the work tree as it is, uncommitted changes
-# included. Each commit is checked out once into .build-compare/<commit>/ and built there in release mode
+# BASE and NEW are commits (anything `git rev-parse` takes), `.` for the work tree as it is, uncommitted changes
+# included, or `bin:FOLDER` for release binaries built before (a folder holding CumulusBenchmarks and cumulus, such as
+# a copy of .build-compare/worktree/build/release kept before a change). Each commit is checked out once into .build-compare/<commit>/ and built there in release mode
 # (CumulusBenchmarks and cumulus, which `--only requests` drives); the work tree builds into .build-compare/worktree/.
 # The runs alternate (BASE, NEW, BASE, NEW, …; default 3 each) so a machine that slows down or speeds up during the
 # comparison weighs on both. Every run's output is kept in .build-compare/runs/.
@@ -42,6 +43,10 @@ mkdir -p "$out/runs"
 # Builds one side and prints the folder of its release binaries.
 build() {
     local ref=$1 source folder
+    if [ "${ref#bin:}" != "$ref" ]; then
+        echo "${ref#bin:}"
+        return
+    fi
     if [ "$ref" = "." ]; then
         source=$root
         folder=$out/worktree

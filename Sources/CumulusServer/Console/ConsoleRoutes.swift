@@ -680,7 +680,7 @@ struct ConsoleRoutes {
             let body: JSONValue = ["zoneID": .object(zoneID), "operations": [.object(operation)]]
             let response: RecordsModifyResponse
             do {
-                response = try await self.database.modifyRecords(
+                response = try await self.database.records.modify(
                     caller: caller, scope: database.scope, request: try RecordsModifyRequest(wire: try WireObject(body, path: "")),
                     logger: context.logger)
             } catch let error as CumulusError {

@@ -78,13 +78,13 @@ struct DatabaseRoutes {
     // MARK: - Zones
 
     @Sendable func listZones(_ request: Request, context: DatabaseContext) async throws -> ZonesResponse {
-        let zones = try await database.listZones(caller: context.caller, scope: context.scope, logger: context.logger)
+        let zones = try await database.zones.list(caller: context.caller, scope: context.scope, logger: context.logger)
         return ZonesResponse(zones: zones.map { .zone($0.info) })
     }
 
     @Sendable func lookupZones(_ request: Request, context: DatabaseContext) async throws -> ZonesResponse {
         let body = try await RequestBody.object(request, limits: limits)
-        let results = try await database.lookupZones(
+        let results = try await database.zones.lookup(
             caller: context.caller, scope: context.scope, request: try ZonesLookupRequest(wire: body),
             logger: context.logger
         )
@@ -99,7 +99,7 @@ struct DatabaseRoutes {
 
     @Sendable func modifyZones(_ request: Request, context: DatabaseContext) async throws -> ZonesResponse {
         let body = try await RequestBody.object(request, limits: limits)
-        let results = try await database.modifyZones(
+        let results = try await database.zones.modify(
             caller: context.caller, scope: context.scope, request: try ZonesModifyRequest(wire: body),
             logger: context.logger
         )
@@ -156,7 +156,7 @@ struct DatabaseRoutes {
         let body = try await RequestBody.object(request, limits: limits)
         let lookup = try RecordsLookupRequest(wire: body)
         let caller = context.caller
-        let response = try await database.lookupRecords(caller: caller, scope: context.scope, request: lookup, logger: context.logger)
+        let response = try await database.records.lookup(caller: caller, scope: context.scope, request: lookup, logger: context.logger)
         metrics.read(response.results.count { if case .found = $0 { true } else { false } }, operation: "lookup")
         let options = try await assetURLs.options(
             numbersAsStrings: lookup.numbersAsStrings,
@@ -176,7 +176,7 @@ struct DatabaseRoutes {
 
     @Sendable func modifyRecords(_ request: Request, context: DatabaseContext) async throws -> RecordsResponse {
         let body = try await RequestBody.modifyRequest(request, limits: limits)
-        let response = try await database.modifyRecords(caller: context.caller, scope: context.scope, request: body, logger: context.logger)
+        let response = try await database.records.modify(caller: context.caller, scope: context.scope, request: body, logger: context.logger)
         metrics.wrote(response.results.count { if case .failed = $0.0 { false } else { true } })
         let options = try await assetURLs.options(
             numbersAsStrings: response.numbersAsStrings,
@@ -200,7 +200,7 @@ struct DatabaseRoutes {
     @Sendable func queryRecords(_ request: Request, context: DatabaseContext) async throws -> RecordsResponse {
         let body = try await RequestBody.object(request, limits: limits)
         let caller = context.caller
-        let response = try await database.query(
+        let response = try await database.queries.query(
             caller: caller, scope: context.scope, request: try RecordsQueryRequest(wire: body), logger: context.logger
         )
         metrics.read(response.records.count, operation: "query")
@@ -227,7 +227,7 @@ struct DatabaseRoutes {
     private func shareLinks(_ request: Request, context: DatabaseContext, accept: Bool) async throws -> ShareLinksResponse {
         let body = try await RequestBody.object(request, limits: limits)
         let caller = context.caller
-        let results = try await database.resolveShares(
+        let results = try await database.shares.resolve(
             caller: caller, request: try ShortGUIDRequest(wire: body), accept: accept, logger: context.logger)
         // A root record answered with fields has its assets' download URLs, as in a lookup.
         let roots = results.compactMap { result -> StoredRecord? in
@@ -242,7 +242,7 @@ struct DatabaseRoutes {
 
     @Sendable func databaseChanges(_ request: Request, context: DatabaseContext) async throws -> DatabaseChangesResponse {
         let body = try await RequestBody.object(request, limits: limits)
-        return try await database.databaseChanges(
+        return try await database.feeds.databaseChanges(
             caller: context.caller, scope: context.scope, request: try DatabaseChangesRequest(wire: body),
             logger: context.logger
         )
@@ -252,7 +252,7 @@ struct DatabaseRoutes {
         let body = try await RequestBody.object(request, limits: limits)
         let changes = try ZoneChangesRequest(wire: body)
         let caller = context.caller
-        let results = try await database.zoneChanges(caller: caller, scope: context.scope, request: changes, logger: context.logger)
+        let results = try await database.feeds.zoneChanges(caller: caller, scope: context.scope, request: changes, logger: context.logger)
         countFeedPages(results)
         let options = try await assetURLs.options(
             numbersAsStrings: changes.numbersAsStrings, records: results.flatMap(Self.changedRecords), request: request, logger: context.logger)
@@ -300,7 +300,7 @@ struct DatabaseRoutes {
         let body = try await RequestBody.object(request, limits: limits)
         let changes = try ZoneChangesRequest(legacyWire: body)
         let caller = context.caller
-        let results = try await database.zoneChanges(caller: caller, scope: context.scope, request: changes, logger: context.logger)
+        let results = try await database.feeds.zoneChanges(caller: caller, scope: context.scope, request: changes, logger: context.logger)
         countFeedPages(results)
         guard case .page(let page, let syncToken, let desiredKeys, let shares) = results.first else {
             throw CumulusError(.internalError, "no result for records/changes")
@@ -355,7 +355,7 @@ struct DatabaseRoutes {
             body: ResponseBody { writer in
                 // The place is held until the body is written, or dropped unwritten.
                 defer { withExtendedLifetime(place) {} }
-                try await database.exportUser(caller: caller, logger: logger) { piece in try await writer.write(ByteBuffer(bytes: piece)) }
+                try await database.exports.export(caller: caller, logger: logger) { piece in try await writer.write(ByteBuffer(bytes: piece)) }
                 try await writer.finish(nil)
             })
     }

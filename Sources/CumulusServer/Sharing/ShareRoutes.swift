@@ -22,7 +22,7 @@ struct ShareRoutes {
 
     @Sendable func share(_ request: Request, context: CumulusRequestContext) async throws -> Response {
         let (shortGUID, wantsJSON) = PublicAddress.pageRequest(context.parameters.get("shortGUID") ?? "", request)
-        let preview = try await database.sharePreview(shortGUID: shortGUID, logger: context.logger)
+        let preview = try await database.shares.preview(shortGUID: shortGUID, logger: context.logger)
         guard wantsJSON else {
             guard let preview else { return .html(SharePage.notFound(), status: .notFound) }
             return .html(SharePage.share(preview, url: address.shareURL(shortGUID, for: request), appStoreID: appStoreID), status: .ok)
@@ -32,7 +32,7 @@ struct ShareRoutes {
         if let apiToken = query["ckAPIToken"].map(String.init) {
             let caller = try await authenticate(
                 apiToken: apiToken, webAuthToken: query["ckWebAuthToken"].map(String.init), share: preview.share, context)
-            let results = try await database.resolveShares(
+            let results = try await database.shares.resolve(
                 caller: caller, request: ShortGUIDRequest(entries: [.init(value: shortGUID)]), accept: false, logger: context.logger)
             return try ShareLinksResponse(results, viewer: caller.authorName) { address.shareURL($0, for: request) }
                 .response(from: request, context: context)

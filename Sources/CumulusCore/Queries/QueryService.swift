@@ -12,7 +12,35 @@ public struct RecordsQueryResponse: Sendable {
     public var shares: [String: ShareState] = [:]
 }
 
-extension DatabaseService {
+/// `records/query`: records of a type matching filters, sorted, a page at a time, in one zone or a whole database.
+public struct QueryService: Sendable {
+    let store: any RecordZoneStore
+    let policy: AuthorizationPolicy
+    let limits: Limits
+    let clock: WallClock
+    let writeHealth: WriteHealth
+    let secrets: TokenSecrets
+    let zones: ZoneAccess
+    /// Which fields are indexed, and which a query may index.
+    let schemas: SchemaService
+    /// The shares behind share records in a page.
+    let shares: ShareService
+
+    public init(
+        store: any RecordZoneStore, policy: AuthorizationPolicy, limits: Limits, clock: WallClock, writeHealth: WriteHealth,
+        secrets: TokenSecrets, zones: ZoneAccess, schemas: SchemaService, shares: ShareService
+    ) {
+        self.store = store
+        self.policy = policy
+        self.limits = limits
+        self.clock = clock
+        self.writeHealth = writeHealth
+        self.secrets = secrets
+        self.zones = zones
+        self.schemas = schemas
+        self.shares = shares
+    }
+
     /// `records/query`: records of a type matching filters, sorted, a page at a time.
     public func query(caller: Caller, scope: DatabaseScope, request: RecordsQueryRequest, logger: Logger) async throws -> RecordsQueryResponse {
         var database = try policy.database(for: caller, scope: scope, access: .read)
@@ -26,7 +54,7 @@ extension DatabaseService {
         if scope == .shared {
             if request.zoneWide { throw CumulusError(.badRequest, "zoneWide: not available in the shared database; query one shared zone") }
             let zone: String
-            (database, zone, access) = try await sharedZoneAccess(caller: caller, zoneID: request.zoneID, logger: logger)
+            (database, zone, access) = try await zones.sharedZone(caller: caller, zoneID: request.zoneID, logger: logger)
             zoneName = zone
         } else {
             zoneName = request.zoneWide ? nil : try policy.zoneName(request.zoneID, in: database)
@@ -63,7 +91,7 @@ extension DatabaseService {
         let cursor = try request.continuationMarker.map { (marker) throws(CumulusError) in
             try codec.decodeContinuationMarker(marker, fingerprint: fingerprint)
         }
-        let page = try await mapStoreErrors {
+        let page = try await writeHealth.mapStoreErrors(clock: clock) {
             try await store.queryRecords(
                 RecordQuery(
                     database: database, zoneName: zoneName, recordType: recordType, filters: request.filters, sorts: request.sorts,
@@ -76,10 +104,10 @@ extension DatabaseService {
         }
         var shares: [String: ShareState] = [:]
         if let zoneName {
-            shares = try await shareStates(for: page.records, database: database, zoneName: zoneName, logger: logger)
+            shares = try await self.shares.states(for: page.records, database: database, zoneName: zoneName, logger: logger)
         } else {
             for (zoneName, records) in Dictionary(grouping: page.records, by: \.header.zoneID.zoneName) {
-                shares.merge(try await shareStates(for: records, database: database, zoneName: zoneName, logger: logger)) { first, _ in first }
+                shares.merge(try await self.shares.states(for: records, database: database, zoneName: zoneName, logger: logger)) { first, _ in first }
             }
         }
         return RecordsQueryResponse(
@@ -87,6 +115,7 @@ extension DatabaseService {
             desiredKeys: request.desiredKeys.map(Set.init), numbersAsStrings: request.numbersAsStrings, shares: shares
         )
     }
+
     /// Checks a filter's field name; what the filter may compare is ``QueryPlan``'s to say.
     static func validate(_ filter: QueryFilter, path: String, limits: Limits) throws(CumulusError) {
         if case .field(let name) = filter.field {

@@ -21,7 +21,34 @@ public enum ZoneChangesResult: Sendable {
     case failed(ZoneID, CumulusError)
 }
 
-extension DatabaseService {
+/// `changes/database`, `changes/zone` and `records/changes`: what changed since a token, a page at a time, for the
+/// private and shared databases.
+public struct ChangeFeedService: Sendable {
+    let store: any RecordZoneStore
+    let policy: AuthorizationPolicy
+    let limits: Limits
+    let clock: WallClock
+    let secrets: TokenSecrets
+    /// Where a device that read to the end of its feed is noted.
+    let devices: DeviceTracker
+    let zones: ZoneAccess
+    /// The shared database's feed, and the shares behind share records in a page.
+    let shares: ShareService
+
+    public init(
+        store: any RecordZoneStore, policy: AuthorizationPolicy, limits: Limits, clock: WallClock, secrets: TokenSecrets, devices: DeviceTracker,
+        zones: ZoneAccess, shares: ShareService
+    ) {
+        self.store = store
+        self.policy = policy
+        self.limits = limits
+        self.clock = clock
+        self.secrets = secrets
+        self.devices = devices
+        self.zones = zones
+        self.shares = shares
+    }
+
     /// Change feeds belong to the private and shared databases, as in CloudKit.
     private func checkFeedScope(_ scope: DatabaseScope) throws(CumulusError) {
         if scope == .public {
@@ -35,16 +62,6 @@ extension DatabaseService {
         return min(limit, limits.maximumResultsLimit)
     }
 
-    func summaries(_ zones: [ZoneState], in database: DatabaseRef, logger: Logger) async throws -> [ZoneSummary] {
-        let codec = try await secrets.codec(logger: logger)
-        return zones.map { zone in
-            ZoneSummary(
-                state: zone,
-                syncToken: codec.zoneToken(database, zoneName: zone.zoneID.zoneName, incarnation: zone.incarnation, sequence: zone.changeSequence)
-            )
-        }
-    }
-
     /// `changes/database`: the zones changed or deleted since a token.
     public func databaseChanges(caller: Caller, scope: DatabaseScope, request: DatabaseChangesRequest, logger: Logger) async throws
         -> DatabaseChangesResponse
@@ -56,7 +73,7 @@ extension DatabaseService {
         let after =
             try request.syncToken.map { (token) throws(CumulusError) in try codec.decodeDatabaseToken(token, database: database).sequence } ?? 0
         if scope == .shared {
-            return try await sharedDatabaseChanges(caller: caller, database: database, request: request, limit: limit, logger: logger)
+            return try await shares.sharedDatabaseChanges(caller: caller, database: database, request: request, limit: limit, logger: logger)
         }
         let page = try await mapStoreErrors { try await store.databaseChanges(in: database, after: after, limit: limit, logger: logger) }
         // The device has fetched to the page's position once it reads the last page.
@@ -81,7 +98,7 @@ extension DatabaseService {
     public func zoneChanges(caller: Caller, scope: DatabaseScope, request: ZoneChangesRequest, logger: Logger) async throws -> [ZoneChangesResult] {
         let database = try policy.database(for: caller, scope: scope, access: .read)
         try checkFeedScope(scope)
-        try checkCount(request.zones.count, path: "zones")
+        try limits.checkCount(request.zones.count, path: "zones")
         let codec = try await secrets.codec(logger: logger)
         var results: [ZoneChangesResult] = []
         for (index, entry) in request.zones.enumerated() {
@@ -95,8 +112,8 @@ extension DatabaseService {
                 var tokenDatabase = database
                 var access: ParticipantAccess?
                 if scope == .shared {
-                    (zoneDatabase, zoneName, access) = try await sharedZoneAccess(caller: caller, zoneID: entry.zoneID, logger: logger)
-                    tokenDatabase = sharedTokenDatabase(caller, owner: zoneDatabase.ownerRecordName)
+                    (zoneDatabase, zoneName, access) = try await zones.sharedZone(caller: caller, zoneID: entry.zoneID, logger: logger)
+                    tokenDatabase = ShareService.tokenDatabase(caller, owner: zoneDatabase.ownerRecordName)
                 } else {
                     zoneName = try policy.zoneName(entry.zoneID, in: database)
                 }
@@ -118,7 +135,7 @@ extension DatabaseService {
                 )
                 let token = codec.zoneToken(tokenDatabase, zoneName: zoneName, incarnation: page.zone.incarnation, sequence: page.sequence)
                 let changed = page.changes.compactMap { if case .changed(let record) = $0 { record } else { nil } }
-                let shares = try await shareStates(for: changed, database: zoneDatabase, zoneName: zoneName, logger: logger)
+                let shares = try await self.shares.states(for: changed, database: zoneDatabase, zoneName: zoneName, logger: logger)
                 results.append(.page(page, syncToken: token, desiredKeys: entry.desiredKeys.map(Set.init), shares: shares))
             } catch let error as CumulusError {
                 if request.isLegacy { throw error }

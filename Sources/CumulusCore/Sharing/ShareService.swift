@@ -20,30 +20,53 @@ public struct ShareLinkInfo: Sendable {
     public var owner: UserAccount?
 }
 
-extension DatabaseService {
-    // MARK: - The shared database
+/// Live shares: the share records of `records/modify` turned into share changes, the shares behind share records in
+/// answers, `records/resolve` and `records/accept`, a share link's preview, and the shared database's zones and feed.
+/// Who may see which participant is ``ShareVisibility``'s rule, applied where answers are written.
+public struct ShareService: Sendable {
+    /// Shares, the users participants name, and the root records links lead to.
+    let store: any ShareStore & UserStore & RecordZoneStore
+    let policy: AuthorizationPolicy
+    let limits: Limits
+    let clock: WallClock
+    let writeHealth: WriteHealth
+    let secrets: TokenSecrets
 
-    /// ``ZoneAccess/sharedZone(caller:zoneID:logger:)``.
-    func sharedZoneAccess(caller: Caller, zoneID: ZoneID?, logger: Logger) async throws -> (DatabaseRef, String, ParticipantAccess) {
-        try await zones.sharedZone(caller: caller, zoneID: zoneID, logger: logger)
+    public init(
+        store: any ShareStore & UserStore & RecordZoneStore, policy: AuthorizationPolicy, limits: Limits, clock: WallClock,
+        writeHealth: WriteHealth, secrets: TokenSecrets
+    ) {
+        self.store = store
+        self.policy = policy
+        self.limits = limits
+        self.clock = clock
+        self.writeHealth = writeHealth
+        self.secrets = secrets
     }
 
+    private func mapStoreErrors<T>(writing: Bool = false, _ body: () async throws -> T) async throws -> T {
+        try await writeHealth.mapStoreErrors(writing: writing, clock: clock, body)
+    }
+
+    // MARK: - The shared database
+
     /// The token scope of a shared zone: the participant's own shared database, so tokens are theirs alone.
-    func sharedTokenDatabase(_ caller: Caller, owner: String) -> DatabaseRef {
+    static func tokenDatabase(_ caller: Caller, owner: String) -> DatabaseRef {
         DatabaseRef(
             container: caller.container, environment: caller.environment, scope: .shared,
             ownerRecordName: "\(caller.user?.userRecordName ?? "")>\(owner)"
         )
     }
 
-    func sharedZoneSummaries(caller: Caller, logger: Logger) async throws -> [ZoneSummary] {
+    /// `zones/list` of the shared database: the owners' zones the caller has accepted a share in.
+    func sharedZones(caller: Caller, logger: Logger) async throws -> [ZoneSummary] {
         guard let user = caller.user else { throw CumulusError(.authenticationRequired, "request needs authorization") }
         let codec = try await secrets.codec(logger: logger)
         return try await store.sharedZones(
             userRecordName: user.userRecordName, container: caller.container, environment: caller.environment, logger: logger
         )
         .map { zone in
-            let tokenDatabase = sharedTokenDatabase(caller, owner: zone.zoneID.ownerRecordName ?? "")
+            let tokenDatabase = Self.tokenDatabase(caller, owner: zone.zoneID.ownerRecordName ?? "")
             return ZoneSummary(
                 state: ZoneState(zoneID: zone.zoneID, changeSequence: zone.changeSequence, incarnation: zone.incarnation),
                 syncToken: codec.zoneToken(
@@ -66,7 +89,7 @@ extension DatabaseService {
         )
         let zones: [ZoneResult] = page.zones.map { zone in
             if zone.deleted { return .deleted(zone.zoneID) }
-            let tokenDatabase = sharedTokenDatabase(caller, owner: zone.zoneID.ownerRecordName ?? "")
+            let tokenDatabase = Self.tokenDatabase(caller, owner: zone.zoneID.ownerRecordName ?? "")
             return .zone(
                 ZoneInfo(
                     zoneID: zone.zoneID,
@@ -138,8 +161,7 @@ extension DatabaseService {
     }
 
     /// The shares behind share records in a list of results, by record name, for answers that show share keys.
-    public func shareStates(for records: [StoredRecord], database: DatabaseRef, zoneName: String, logger: Logger) async throws -> [String: ShareState]
-    {
+    public func states(for records: [StoredRecord], database: DatabaseRef, zoneName: String, logger: Logger) async throws -> [String: ShareState] {
         let names = records.filter { ShareRecord.isShareType($0.header.recordType) }.map(\.header.recordName)
         guard !names.isEmpty else { return [:] }
         let shares = try await store.shares(named: names, zoneName: zoneName, in: database, logger: logger)
@@ -149,11 +171,11 @@ extension DatabaseService {
     // MARK: - Resolve and accept
 
     /// `records/resolve`: what a share link leads to, for someone entitled to know.
-    public func resolveShares(caller: Caller, request: ShortGUIDRequest, accept: Bool, logger: Logger) async throws -> [ShareLinkResult] {
+    public func resolve(caller: Caller, request: ShortGUIDRequest, accept: Bool, logger: Logger) async throws -> [ShareLinkResult] {
         guard let user = caller.user else {
             throw CumulusError(.authenticationRequired, "request needs authorization: resolving and accepting shares needs ckWebAuthToken")
         }
-        try checkCount(request.entries.count, path: "shortGUIDs")
+        try limits.checkCount(request.entries.count, path: "shortGUIDs")
         var results: [ShareLinkResult] = []
         for entry in request.entries {
             guard var share = try await store.share(shortGUID: entry.value, logger: logger),
@@ -210,9 +232,9 @@ public struct SharePreview: Sendable {
     public var ownerName: String?
 }
 
-extension DatabaseService {
+extension ShareService {
     /// The preview of a live share for its web page, or `nil` if the link leads to no share (never shared, or stopped).
-    public func sharePreview(shortGUID: String, logger: Logger) async throws -> SharePreview? {
+    public func preview(shortGUID: String, logger: Logger) async throws -> SharePreview? {
         guard let share = try await mapStoreErrors({ try await store.share(shortGUID: shortGUID, logger: logger) }) else { return nil }
         var title: String?
         if let record = share.shareRecord, case .string(let text)? = try? record.fields()["cloudkit.title"] {
