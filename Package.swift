@@ -16,6 +16,7 @@ let package = Package(
         .library(name: "CumulusStore", targets: ["CumulusStore"]),
         .library(name: "CumulusStoreSQLite", targets: ["CumulusStoreSQLite"]),
         .library(name: "CumulusStorePostgres", targets: ["CumulusStorePostgres"]),
+        .library(name: "CumulusStores", targets: ["CumulusStores"]),
         .library(name: "CumulusCore", targets: ["CumulusCore"]),
         .library(name: "CumulusServer", targets: ["CumulusServer"]),
         .library(name: "CumulusClient", targets: ["CumulusClient"]),
@@ -91,6 +92,19 @@ let package = Package(
                 "CumulusStore",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The one place a store is made from its location and settings: the command line, the benchmarks and the tests.
+        .target(
+            name: "CumulusStores",
+            dependencies: [
+                "CumulusStore",
+                "CumulusStoreSQLite",
+                "CumulusStorePostgres",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -204,6 +218,7 @@ let package = Package(
                 "CumulusStore",
                 "CumulusStoreSQLite",
                 "CumulusStorePostgres",
+                "CumulusStores",
                 "CumulusSyncGRDB",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -230,6 +245,7 @@ let package = Package(
                 "CumulusStore",
                 "CumulusStoreSQLite",
                 "CumulusStorePostgres",
+                "CumulusStores",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -245,7 +261,7 @@ let package = Package(
         .testTarget(
             name: "CumulusStoreTests",
             dependencies: [
-                "CumulusModel", "CumulusStore", "CumulusStoreSQLite", "CumulusStorePostgres", "CumulusTesting",
+                "CumulusModel", "CumulusStore", "CumulusStoreSQLite", "CumulusStorePostgres", "CumulusStores", "CumulusTesting",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),

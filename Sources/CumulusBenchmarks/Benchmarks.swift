@@ -6,6 +6,7 @@ import CumulusServer
 import CumulusStore
 import CumulusStorePostgres
 import CumulusStoreSQLite
+import CumulusStores
 import CumulusSyncGRDB
 import Foundation
 import GRDB
@@ -701,7 +702,9 @@ enum BenchStore {
     func makeLocated() async throws -> (any RecordStore, cleanUp: @Sendable () -> Void, location: String) {
         switch self {
         case .sqlite:
-            let (store, directory) = try Benchmarks.temporaryStore()
+            // Opened as `cumulus serve` opens its store.
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cumulus-bench-\(UUID().uuidString)")
+            let store = try await StoreLocation.sqlite(directory: directory.path).open(logger: Logger(label: "bench")).store
             return (store, { try? FileManager.default.removeItem(at: directory) }, directory.appendingPathComponent("cumulus.sqlite").path)
         case .postgres(let server):
             let logger = Logger(label: "bench")
@@ -711,14 +714,13 @@ enum BenchStore {
             try await Self.onServer(server) { client in
                 _ = try await client.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"), logger: logger)
             }
-            // As many connections as a deployed instance would have by default.
-            let client = PostgresClient(configuration: location.clientConfiguration(maximumConnections: 20))
-            let running = Task { await client.run() }
-            try await PostgresMigrations.migrate(client, logger: logger)
+            // Opened as `cumulus serve` opens its store, with as many connections as a deployed instance has by default.
+            let opened = try await StoreLocation.postgres(location, connections: 20).open(logger: logger)
+            let running = Task { try? await opened.runServices() }
             let password = location.password.map { ":\($0)" } ?? ""
             let url = "postgres://\(location.username)\(password)@\(location.host):\(location.port)/\(name)?sslmode=\(location.tls.rawValue)"
             return (
-                PostgresRecordStore(client: client),
+                opened.store,
                 {
                     running.cancel()
                     let done = DispatchSemaphore(value: 0)

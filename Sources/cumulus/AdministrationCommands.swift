@@ -3,6 +3,7 @@ import CumulusCore
 import CumulusModel
 import CumulusStore
 import CumulusStoreSQLite
+import CumulusStores
 import Foundation
 import Logging
 

@@ -7,6 +7,7 @@ import CumulusServerHTTP
 import CumulusStore
 import CumulusStorePostgres
 import CumulusStoreSQLite
+import CumulusStores
 import Foundation
 import Hummingbird
 import Logging
@@ -111,13 +112,7 @@ struct DataOptions: ParsableArguments {
     }
 
     func withStore<T: Sendable>(location: StoreLocation, _ body: (any RecordStore) async throws -> T) async throws -> T {
-        let opened = try await location.open(logger: Logger(label: "cumulus"))
-        guard !opened.services.isEmpty else { return try await body(opened.store) }
-        return try await withThrowingTaskGroup(of: Void.self) { group in
-            for service in opened.services { group.addTask { try await service.run() } }
-            defer { group.cancelAll() }
-            return try await body(opened.store)
-        }
+        try await location.open(logger: Logger(label: "cumulus")).run(body)
     }
 }
 
@@ -159,96 +154,6 @@ struct NoStore: Error, CustomStringConvertible {
         let what = FileManager.default.fileExists(atPath: directory) ? "no store in \(directory)" : "no data directory at \(directory)"
         return "\(what): run the command where `cumulus serve` keeps its data, or give --data (or CUMULUS_DATA) that directory; "
             + "--create makes an empty store there"
-    }
-}
-
-/// An SQLite data directory or a PostgreSQL database.
-enum StoreLocation {
-    case sqlite(directory: String)
-    /// With `shards`, the location is the directory of a sharded store.
-    case postgres(PostgresLocation, connections: Int, shards: [PostgresLocation] = [])
-
-    /// Opens the store. SQLite: the file in the data directory, both created if needed. PostgreSQL: one connection
-    /// first, so a bad URL, wrong credentials or an unreachable server is one clear error at once; then the schema is
-    /// migrated (once, however many instances start together), and the pool is returned as a service to run; with
-    /// `replicas`, streaming replicas that serve reads while they keep up, checked the same way, are another.
-    /// `keepingOpen` connections of each pool stay open while idle (a server's; a command's open on demand).
-    func open(logger: Logger, replicas: [PostgresLocation] = [], fanOut: ChangeFanOut = .notify, keepingOpen: Int = 0) async throws -> (
-        store: any RecordStore, services: [any Service]
-    ) {
-        switch self {
-        case .sqlite(let directory):
-            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-            guard replicas.isEmpty else { throw ValidationError("--read-replica needs a PostgreSQL --database") }
-            return (try SQLiteRecordStore(path: (directory as NSString).appendingPathComponent("cumulus.sqlite")), [])
-        case .postgres(let location, let connections, let shards) where !shards.isEmpty:
-            guard replicas.isEmpty else { throw ValidationError("--read-replica and --shard do not go together yet") }
-            guard case .notify = fanOut else { throw ValidationError("--fan-out watch and --shard do not go together yet") }
-            return try await Self.openSharded(
-                directory: location, shards: shards, connections: connections, keepingOpen: keepingOpen, logger: logger)
-        case .postgres(let location, let connections, _):
-            try await location.check(logger: logger)
-            let migrator = PostgresClient(configuration: location.clientConfiguration(maximumConnections: 1))
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { await migrator.run() }
-                defer { group.cancelAll() }
-                try await PostgresMigrations.migrate(migrator, logger: logger)
-            }
-            let client = PostgresClient(
-                configuration: location.clientConfiguration(maximumConnections: connections, keepingOpen: keepingOpen), backgroundLogger: logger)
-            guard !replicas.isEmpty else {
-                return (PostgresRecordStore(client: client, metrics: StoreMetrics.postgres(poolSize: connections), fanOut: fanOut), [client])
-            }
-            for replica in replicas {
-                // A replica that is down only starts out of service (the primary serves its reads); one that is named
-                // wrongly is an error now, as the primary's would be.
-                do throws(StoreError) {
-                    try await replica.check(logger: logger)
-                } catch {
-                    guard error.code == .unavailable else { throw error }
-                    logger.warning("read replica unreachable; it serves reads once it answers", metadata: ["cumulus.replica": "\(replica.redacted)"])
-                }
-            }
-            let readReplicas = PostgresReadReplicas(
-                primary: client,
-                replicas: replicas.map {
-                    (
-                        PostgresClient(
-                            configuration: $0.clientConfiguration(maximumConnections: connections, keepingOpen: keepingOpen), backgroundLogger: logger
-                        ),
-                        $0.redacted
-                    )
-                }, logger: logger)
-            let store = PostgresRecordStore(
-                client: client, metrics: StoreMetrics.postgres(poolSize: connections), replicas: readReplicas, fanOut: fanOut)
-            return (store, [client, readReplicas])
-        }
-    }
-}
-
-extension StoreLocation {
-    /// A store sharded over `directory` and `shards`: each checked with one connection, migrated, numbered and mapped
-    /// (``ShardLayout/prepare(directory:others:logicalShards:logger:)``) before the pools open.
-    static func openSharded(
-        directory: PostgresLocation, shards: [PostgresLocation], connections: Int, keepingOpen: Int, logger: Logger
-    ) async throws -> (
-        store: any RecordStore, services: [any Service]
-    ) {
-        let locations = [directory] + shards
-        for location in locations { try await location.check(logger: logger) }
-        let preparers = locations.map { PostgresClient(configuration: $0.clientConfiguration(maximumConnections: 1)) }
-        let layout = try await withThrowingTaskGroup(of: Void.self) { group in
-            for preparer in preparers { group.addTask { await preparer.run() } }
-            defer { group.cancelAll() }
-            return try await ShardLayout.prepare(directory: preparers[0], others: Array(preparers.dropFirst()), logger: logger)
-        }
-        let clients = locations.map {
-            PostgresClient(configuration: $0.clientConfiguration(maximumConnections: connections, keepingOpen: keepingOpen), backgroundLogger: logger)
-        }
-        let stores = clients.map { PostgresRecordStore(client: $0, metrics: StoreMetrics.postgres(poolSize: connections)) }
-        let store = ShardedPostgresStore(
-            directory: stores[0], others: Dictionary(uniqueKeysWithValues: zip(layout.numbers, stores.dropFirst())), layout: layout)
-        return (store, clients)
     }
 }
 
@@ -426,7 +331,17 @@ struct Serve: AsyncParsableCommand {
         case "watch": fanOut = .watch(interval: .milliseconds(25))
         default: throw ValidationError("--fan-out (CUMULUS_FAN_OUT) must be notify or watch")
         }
-        let opened = try await options.location().open(logger: logger, replicas: replicas, fanOut: fanOut, keepingOpen: 2)
+        let location = try options.location()
+        if case .sqlite = location, !replicas.isEmpty { throw ValidationError("--read-replica needs a PostgreSQL --database") }
+        if case .postgres(_, _, let shards) = location, !shards.isEmpty {
+            guard replicas.isEmpty else { throw ValidationError("--read-replica and --shard do not go together yet") }
+            guard case .notify = fanOut else { throw ValidationError("--fan-out watch and --shard do not go together yet") }
+        }
+        var storeSettings = StoreSettings()
+        storeSettings.replicas = replicas
+        storeSettings.fanOut = fanOut
+        storeSettings.keepingOpen = 2
+        let opened = try await location.open(storeSettings, logger: logger)
         guard let maxPushConnections = maxPushConnections ?? Int(settings.text("max-push-connections") ?? "10000"), maxPushConnections > 0
         else {
             throw ValidationError("--max-push-connections (CUMULUS_MAX_PUSH_CONNECTIONS) must be a positive number")

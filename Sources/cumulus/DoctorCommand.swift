@@ -2,6 +2,7 @@ import ArgumentParser
 import CumulusCore
 import CumulusStore
 import CumulusStorePostgres
+import CumulusStores
 import Foundation
 import Logging
 import PostgresNIO

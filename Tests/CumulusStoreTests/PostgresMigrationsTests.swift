@@ -1,5 +1,6 @@
 import CumulusModel
 import CumulusStore
+import CumulusStores
 import Foundation
 import Logging
 import PostgresNIO
@@ -58,15 +59,19 @@ enum PostgresTestServer {
         try await withClient(admin) { client in
             _ = try await client.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(fresh.database)"), logger: logger)
         }
-        // Tests run side by side, each with a store that lives on: few connections each, closed soon when idle, so
-        // the server's connection limit is never reached.
-        var configuration = fresh.clientConfiguration(maximumConnections: connections)
-        configuration.options.connectionIdleTimeout = .seconds(2)
-        let client = PostgresClient(configuration: configuration)
-        Task { await client.run() }
-        if migrate { try await PostgresMigrations.migrate(client, logger: logger) }
-        // Tests run side by side on two cores: a connection may take longer than a server's 5 s to come free.
-        return PostgresRecordStore(client: client, maximumFieldIndexes: maximumFieldIndexes ?? 64, connectionWait: .seconds(30))
+        // Opened as `cumulus serve` opens its store, but for tests that run side by side: few connections each, closed
+        // soon when idle, so the server's connection limit is never reached, and a connection may take longer than a
+        // server's 5 s to come free on two cores.
+        var settings = StoreSettings()
+        settings.idleTimeout = .seconds(2)
+        settings.connectionWait = .seconds(30)
+        settings.maximumFieldIndexes = maximumFieldIndexes
+        settings.checksFirst = false
+        settings.migrates = migrate
+        let opened = try await StoreLocation.postgres(fresh, connections: connections).open(settings, logger: logger)
+        // The store lives as long as the test process.
+        Task { try? await opened.runServices() }
+        return try #require(opened.store as? PostgresRecordStore)
     }
 
     /// A second server (`scripts/setup-postgres-second.sh`), for stores sharded over two servers.

@@ -1,7 +1,9 @@
 import CumulusStore
 import CumulusStorePostgres
 import CumulusStoreSQLite
+import CumulusStores
 import Foundation
+import Logging
 import Testing
 
 /// Makes a fresh, empty store for each conformance case: SQLite in memory and in a file, and PostgreSQL when
@@ -21,11 +23,11 @@ struct StoreFactory: Sendable, CustomTestStringConvertible {
                 try SQLiteRecordStore.inMemory(maximumFieldIndexes: maximum ?? SQLiteRecordStore.Configuration().maximumFieldIndexes)
             },
             StoreFactory(name: "SQLite file") { maximum in
+                // Opened as `cumulus serve` opens its store.
                 let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cumulus-store-\(UUID().uuidString)")
-                try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-                var configuration = SQLiteRecordStore.Configuration()
-                if let maximum { configuration.maximumFieldIndexes = maximum }
-                return try SQLiteRecordStore(path: directory.appendingPathComponent("cumulus.sqlite").path, configuration: configuration)
+                var settings = StoreSettings()
+                settings.maximumFieldIndexes = maximum
+                return try await StoreLocation.sqlite(directory: directory.path).open(settings, logger: Logger(label: "test")).store
             },
         ]
         + (PostgresTestServer.url == nil

@@ -1,6 +1,6 @@
-public import CumulusModel
+import CumulusModel
 public import CumulusStore
-public import Logging
+import Logging
 
 /// Which database and zone a request acts on: the caller's own, or, in the shared database, the owner's zone with what
 /// the caller's accepted shares allow there. Every service that touches a zone's records asks here first, so the rule
