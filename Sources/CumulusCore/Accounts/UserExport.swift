@@ -325,23 +325,17 @@ public struct UserExport: Sendable {
 
 /// `users/export` (a Cumulus extension): a signed-in user's own data. An export reads everything a user has, in every
 /// concept, so this service holds the whole store.
-public struct ExportService: Sendable {
+public struct ExportService: Sendable, WriteHealthReporting {
     let store: any RecordStore
     let clock: WallClock
     let writeHealth: WriteHealth
-
-    public init(store: any RecordStore, clock: WallClock, writeHealth: WriteHealth) {
-        self.store = store
-        self.clock = clock
-        self.writeHealth = writeHealth
-    }
 
     /// `users/export` (a Cumulus extension): the signed-in caller's own export, as `cumulus users export` writes it but
     /// with the assets listed without their bytes (the records' answers in `records/lookup` carry download URLs), so
     /// one request never holds a user's every file in memory.
     public func export(caller: Caller, logger: Logger, to send: ([UInt8]) async throws -> Void) async throws {
         guard let user = caller.user else { throw CumulusError(.authenticationRequired, "users/export: sign in; a user exports their own data") }
-        try await writeHealth.mapStoreErrors(clock: clock) {
+        try await mapStoreErrors {
             try await UserExport(store: store, assets: nil).write(for: user, at: clock.milliseconds(), logger: logger, to: send)
         }
     }

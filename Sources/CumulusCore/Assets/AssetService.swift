@@ -6,7 +6,7 @@ public import Logging
 /// Asset receipts: `assets/upload` issues them, the upload URL fills them with bytes, `records/modify` accepts an
 /// `ASSETID` value only with a receipt issued to the caller for that zone, record and field, and the cleanup forgets
 /// those no record holds.
-public struct AssetService: Sendable {
+public struct AssetService: Sendable, WriteHealthReporting {
     /// Receipts, the records that hold them, and the server's secret URLs are signed from.
     let store: any AssetUploadStore & RecordZoneStore & ContainerStore
     let zones: ZoneAccess
@@ -15,22 +15,6 @@ public struct AssetService: Sendable {
     let writeHealth: WriteHealth
     /// How long the history keeps versions, and so the files they hold.
     let history: HistoryService
-
-    public init(
-        store: any AssetUploadStore & RecordZoneStore & ContainerStore, zones: ZoneAccess, limits: Limits, clock: WallClock,
-        writeHealth: WriteHealth, history: HistoryService
-    ) {
-        self.store = store
-        self.zones = zones
-        self.limits = limits
-        self.clock = clock
-        self.writeHealth = writeHealth
-        self.history = history
-    }
-
-    private func mapStoreErrors<T>(writing: Bool = false, _ body: () async throws -> T) async throws -> T {
-        try await writeHealth.mapStoreErrors(writing: writing, clock: clock, body)
-    }
 
     // MARK: - Uploads and their bytes (the upload URL, download URLs, the cleanup)
 

@@ -35,20 +35,6 @@ public struct ChangeFeedService: Sendable {
     /// The shared database's feed, and the shares behind share records in a page.
     let shares: ShareService
 
-    public init(
-        store: any RecordZoneStore, policy: AuthorizationPolicy, limits: Limits, clock: WallClock, secrets: TokenSecrets, devices: DeviceTracker,
-        zones: ZoneAccess, shares: ShareService
-    ) {
-        self.store = store
-        self.policy = policy
-        self.limits = limits
-        self.clock = clock
-        self.secrets = secrets
-        self.devices = devices
-        self.zones = zones
-        self.shares = shares
-    }
-
     /// Change feeds belong to the private and shared databases, as in CloudKit.
     private func checkFeedScope(_ scope: DatabaseScope) throws(CumulusError) {
         if scope == .public {

@@ -19,16 +19,9 @@ public struct ZoneRestoreReport: Sendable, Hashable {
     public init() {}
 }
 
-extension DatabaseService {
-    /// A week, CloudKit's "recently deleted" horizon for most apps' purposes and enough to notice a bad day.
-    public static let defaultHistoryRetention = Duration.seconds(7 * 24 * 3600)
-
-    var keepsHistory: Bool { historyRetention > .zero }
-}
-
 /// The records' past: restoring a zone to a moment, listing and undeleting deleted records, and dropping versions past
 /// the retention. Writes keep versions in their own transactions (``ModifyRecordsScript``); this service reads them.
-public struct HistoryService: Sendable {
+public struct HistoryService: Sendable, WriteHealthReporting {
     /// The versions, and the zone writes a restore is made of.
     let store: any RecordHistoryStore & RecordZoneStore
     let limits: Limits
@@ -37,22 +30,6 @@ public struct HistoryService: Sendable {
     let writeHealth: WriteHealth
     /// How long replaced and deleted versions are kept; zero keeps none.
     let historyRetention: Duration
-
-    public init(
-        store: any RecordHistoryStore & RecordZoneStore, limits: Limits, clock: WallClock, changes: ChangeSignal?, writeHealth: WriteHealth,
-        historyRetention: Duration
-    ) {
-        self.store = store
-        self.limits = limits
-        self.clock = clock
-        self.changes = changes
-        self.writeHealth = writeHealth
-        self.historyRetention = historyRetention
-    }
-
-    private func mapStoreErrors<T>(writing: Bool = false, _ body: () async throws -> T) async throws -> T {
-        try await writeHealth.mapStoreErrors(writing: writing, clock: clock, body)
-    }
 
     var keepsHistory: Bool { historyRetention > .zero }
 

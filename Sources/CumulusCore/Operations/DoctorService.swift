@@ -1,5 +1,5 @@
 import CumulusModel
-public import CumulusStore
+import CumulusStore
 public import Logging
 
 /// One thing `cumulus doctor` checked, and what it found.
@@ -39,11 +39,6 @@ public struct DoctorFinding: Sendable, Hashable, CustomStringConvertible {
 public struct DoctorService: Sendable {
     let store: any ContainerStore & RecordZoneStore
     let schemas: SchemaService
-
-    public init(store: any ContainerStore & RecordZoneStore, schemas: SchemaService) {
-        self.store = store
-        self.schemas = schemas
-    }
 
     /// What the store's data says about a deployment, per container: record types, fields and indexes development has
     /// and production lacks (production refuses writes of a type or field its schema lacks, and queries on a field it

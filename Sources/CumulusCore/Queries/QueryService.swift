@@ -13,7 +13,7 @@ public struct RecordsQueryResponse: Sendable {
 }
 
 /// `records/query`: records of a type matching filters, sorted, a page at a time, in one zone or a whole database.
-public struct QueryService: Sendable {
+public struct QueryService: Sendable, WriteHealthReporting {
     let store: any RecordZoneStore
     let policy: AuthorizationPolicy
     let limits: Limits
@@ -25,21 +25,6 @@ public struct QueryService: Sendable {
     let schemas: SchemaService
     /// The shares behind share records in a page.
     let shares: ShareService
-
-    public init(
-        store: any RecordZoneStore, policy: AuthorizationPolicy, limits: Limits, clock: WallClock, writeHealth: WriteHealth,
-        secrets: TokenSecrets, zones: ZoneAccess, schemas: SchemaService, shares: ShareService
-    ) {
-        self.store = store
-        self.policy = policy
-        self.limits = limits
-        self.clock = clock
-        self.writeHealth = writeHealth
-        self.secrets = secrets
-        self.zones = zones
-        self.schemas = schemas
-        self.shares = shares
-    }
 
     /// `records/query`: records of a type matching filters, sorted, a page at a time.
     public func query(caller: Caller, scope: DatabaseScope, request: RecordsQueryRequest, logger: Logger) async throws -> RecordsQueryResponse {
@@ -91,7 +76,7 @@ public struct QueryService: Sendable {
         let cursor = try request.continuationMarker.map { (marker) throws(CumulusError) in
             try codec.decodeContinuationMarker(marker, fingerprint: fingerprint)
         }
-        let page = try await writeHealth.mapStoreErrors(clock: clock) {
+        let page = try await mapStoreErrors {
             try await store.queryRecords(
                 RecordQuery(
                     database: database, zoneName: zoneName, recordType: recordType, filters: request.filters, sorts: request.sorts,

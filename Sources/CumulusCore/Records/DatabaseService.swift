@@ -6,7 +6,7 @@ public import Logging
 ///
 /// Validation happens in each service before the store is touched, so a request that breaks a rule or a limit changes
 /// nothing.
-public struct DatabaseService: Sendable {
+public struct DatabaseService: Sendable, WriteHealthReporting {
     /// The store's probe row, for ``probeWrite(logger:)``.
     let health: any StoreHealth
     let clock: WallClock
@@ -41,6 +41,9 @@ public struct DatabaseService: Sendable {
     /// A signed-in user's own export.
     public let exports: ExportService
 
+    /// A week, CloudKit's "recently deleted" horizon for most apps' purposes and enough to notice a bad day.
+    public static let defaultHistoryRetention = Duration.seconds(7 * 24 * 3600)
+
     public init(
         store: any RecordStore, policy: AuthorizationPolicy = .init(), limits: Limits = .init(), clock: WallClock = .system,
         changes: ChangeSignal? = nil, secrets: TokenSecrets? = nil, devices: DeviceTracker? = nil,
@@ -66,7 +69,7 @@ public struct DatabaseService: Sendable {
             store: store, policy: policy, limits: limits, clock: clock, writeHealth: writeHealth, secrets: secrets, changes: changes, shares: shares)
         self.records = RecordService(
             store: store, policy: policy, limits: limits, clock: clock, writeHealth: writeHealth, changes: changes, devices: devices, zones: access,
-            schemas: schemas, assets: assets, shares: shares, historyRetention: historyRetention)
+            schemas: schemas, assets: assets, shares: shares, history: history)
         self.queries = QueryService(
             store: store, policy: policy, limits: limits, clock: clock, writeHealth: writeHealth, secrets: secrets, zones: access, schemas: schemas,
             shares: shares)
@@ -82,7 +85,7 @@ public struct DatabaseService: Sendable {
 
     /// Commits a write of the store's probe row: clears ``writeHealth`` when it commits, marks it when it cannot.
     public func probeWrite(logger: Logger) async throws {
-        try await writeHealth.mapStoreErrors(writing: true, clock: clock) { try await health.probeWrite(at: clock.milliseconds(), logger: logger) }
+        try await mapStoreErrors(writing: true) { try await health.probeWrite(at: clock.milliseconds(), logger: logger) }
     }
 }
 

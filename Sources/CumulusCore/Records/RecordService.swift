@@ -28,7 +28,7 @@ public struct RecordsModifyResponse: Sendable {
 
 /// `records/lookup` and `records/modify`: a zone's records read and written, each write checked against the limits,
 /// the schema and the caller's access before the store is touched, so a request that breaks a rule changes nothing.
-public struct RecordService: Sendable {
+public struct RecordService: Sendable, WriteHealthReporting {
     let store: any RecordZoneStore
     let policy: AuthorizationPolicy
     let limits: Limits
@@ -42,31 +42,8 @@ public struct RecordService: Sendable {
     let schemas: SchemaService
     let assets: AssetService
     let shares: ShareService
-    /// How long replaced and deleted versions are kept; a write keeps the versions it replaces while this is above zero.
-    let historyRetention: Duration
-
-    public init(
-        store: any RecordZoneStore, policy: AuthorizationPolicy, limits: Limits, clock: WallClock, writeHealth: WriteHealth,
-        changes: ChangeSignal?, devices: DeviceTracker, zones: ZoneAccess, schemas: SchemaService, assets: AssetService, shares: ShareService,
-        historyRetention: Duration
-    ) {
-        self.store = store
-        self.policy = policy
-        self.limits = limits
-        self.clock = clock
-        self.writeHealth = writeHealth
-        self.changes = changes
-        self.devices = devices
-        self.zones = zones
-        self.schemas = schemas
-        self.assets = assets
-        self.shares = shares
-        self.historyRetention = historyRetention
-    }
-
-    private func mapStoreErrors<T>(writing: Bool = false, _ body: () async throws -> T) async throws -> T {
-        try await writeHealth.mapStoreErrors(writing: writing, clock: clock, body)
-    }
+    /// Whether a write keeps the versions it replaces.
+    let history: HistoryService
 
     /// `records/lookup`.
     public func lookup(caller: Caller, scope: DatabaseScope, request: RecordsLookupRequest, logger: Logger) async throws
@@ -148,7 +125,7 @@ public struct RecordService: Sendable {
                 assets.attachments.map { (modifications[$0.key].recordName, $0.value) }, uniquingKeysWith: { first, _ in first }),
             // Leaving a share is part of the batch's transaction, after its operations.
             sharesLeft: modifications.indices.compactMap { refusals[$0] == nil ? leaving[$0] : nil },
-            keepsHistory: historyRetention > .zero
+            keepsHistory: history.keepsHistory
         )
         // The store answers the batch's operations in order; an iterator, since taking each from the front of an array
         // moves the rest, once per record.

@@ -32,17 +32,23 @@ public final class WriteHealth: Sendable {
     }
 }
 
-extension WriteHealth {
-    /// ``mapStoreErrors(writing:_:)``, and what the call met tells this health whether the store writes: a write that
-    /// commits clears it, and any call that finds the store unable to write marks it.
-    func mapStoreErrors<T>(writing: Bool = false, clock: WallClock, _ body: () async throws -> T) async throws -> T {
+/// A service whose store calls tell ``WriteHealth`` whether the store writes.
+protocol WriteHealthReporting {
+    var writeHealth: WriteHealth { get }
+    var clock: WallClock { get }
+}
+
+extension WriteHealthReporting {
+    /// ``CumulusCore/mapStoreErrors(writing:_:)``, and what the call met tells ``writeHealth`` whether the store writes:
+    /// a write that commits clears it, and any call that finds the store unable to write marks it.
+    func mapStoreErrors<T>(writing: Bool = false, _ body: () async throws -> T) async throws -> T {
         do {
             let value = try await CumulusCore.mapStoreErrors(writing: writing, body)
-            if writing { committed() }
+            if writing { writeHealth.committed() }
             return value
         } catch let error as CumulusError {
             if let cause = error.underlying as? StoreError, cause.code == .storageFull || cause.code == .cannotWrite {
-                failed(cause.message, at: clock.milliseconds())
+                writeHealth.failed(cause.message, at: clock.milliseconds())
             }
             throw error
         }

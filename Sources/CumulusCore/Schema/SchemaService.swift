@@ -34,24 +34,13 @@ public struct SchemaDeployment: Sendable {
 
 /// Container schemas: what tools read and deploy, the field indexes queries make, and the check of every write and query
 /// against its environment's schema (development grows it, production refuses what it does not declare).
-public struct SchemaService: Sendable {
+public struct SchemaService: Sendable, WriteHealthReporting {
     /// Schemas, and the stored records whose type an update leaves unsaid.
     let store: any SchemaStore & RecordZoneStore
     let limits: Limits
     let clock: WallClock
     let writeHealth: WriteHealth
     let schemas = SchemaCache()
-
-    public init(store: any SchemaStore & RecordZoneStore, limits: Limits, clock: WallClock, writeHealth: WriteHealth) {
-        self.store = store
-        self.limits = limits
-        self.clock = clock
-        self.writeHealth = writeHealth
-    }
-
-    private func mapStoreErrors<T>(_ body: () async throws -> T) async throws -> T {
-        try await writeHealth.mapStoreErrors(clock: clock, body)
-    }
 
     // MARK: - Tools
 

@@ -23,7 +23,7 @@ public struct ShareLinkInfo: Sendable {
 /// Live shares: the share records of `records/modify` turned into share changes, the shares behind share records in
 /// answers, `records/resolve` and `records/accept`, a share link's preview, and the shared database's zones and feed.
 /// Who may see which participant is ``ShareVisibility``'s rule, applied where answers are written.
-public struct ShareService: Sendable {
+public struct ShareService: Sendable, WriteHealthReporting {
     /// Shares, the users participants name, and the root records links lead to.
     let store: any ShareStore & UserStore & RecordZoneStore
     let policy: AuthorizationPolicy
@@ -31,22 +31,6 @@ public struct ShareService: Sendable {
     let clock: WallClock
     let writeHealth: WriteHealth
     let secrets: TokenSecrets
-
-    public init(
-        store: any ShareStore & UserStore & RecordZoneStore, policy: AuthorizationPolicy, limits: Limits, clock: WallClock,
-        writeHealth: WriteHealth, secrets: TokenSecrets
-    ) {
-        self.store = store
-        self.policy = policy
-        self.limits = limits
-        self.clock = clock
-        self.writeHealth = writeHealth
-        self.secrets = secrets
-    }
-
-    private func mapStoreErrors<T>(writing: Bool = false, _ body: () async throws -> T) async throws -> T {
-        try await writeHealth.mapStoreErrors(writing: writing, clock: clock, body)
-    }
 
     // MARK: - The shared database
 

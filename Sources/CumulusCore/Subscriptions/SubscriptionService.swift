@@ -1,5 +1,5 @@
 public import CumulusModel
-public import CumulusStore
+import CumulusStore
 import Foundation
 public import Logging
 
@@ -18,7 +18,7 @@ public enum SubscriptionLookupResult: Sendable, Hashable {
 
 /// `subscriptions/list`, `subscriptions/lookup` and `subscriptions/modify`: a signed-in user's subscriptions in one of
 /// their databases. Push (``PushService``) reads them; this service only keeps them.
-public struct SubscriptionService: Sendable {
+public struct SubscriptionService: Sendable, WriteHealthReporting {
     let store: any SubscriptionStore
     let policy: AuthorizationPolicy
     let limits: Limits
@@ -26,18 +26,6 @@ public struct SubscriptionService: Sendable {
     /// Told of every saved subscription, so the user's push connections start watching it at once.
     let changes: ChangeSignal?
     let writeHealth: WriteHealth
-
-    public init(
-        store: any SubscriptionStore, policy: AuthorizationPolicy, limits: Limits, clock: WallClock, changes: ChangeSignal?,
-        writeHealth: WriteHealth
-    ) {
-        self.store = store
-        self.policy = policy
-        self.limits = limits
-        self.clock = clock
-        self.changes = changes
-        self.writeHealth = writeHealth
-    }
 
     /// Subscriptions belong to a signed-in user and one of their databases.
     func subscriptionOwner(caller: Caller, scope: DatabaseScope, access: DatabaseAccess) throws(CumulusError) -> SubscriptionOwner {
@@ -56,7 +44,7 @@ public struct SubscriptionService: Sendable {
     /// `subscriptions/list`.
     public func list(caller: Caller, scope: DatabaseScope, logger: Logger) async throws -> [Subscription] {
         let owner = try subscriptionOwner(caller: caller, scope: scope, access: .read)
-        return decoded(try await writeHealth.mapStoreErrors(clock: clock) { try await store.subscriptions(of: owner, ids: nil, logger: logger) })
+        return decoded(try await mapStoreErrors { try await store.subscriptions(of: owner, ids: nil, logger: logger) })
     }
 
     /// `subscriptions/lookup`.
@@ -66,7 +54,7 @@ public struct SubscriptionService: Sendable {
         let owner = try subscriptionOwner(caller: caller, scope: scope, access: .read)
         try limits.checkCount(request.subscriptionIDs.count, path: "subscriptions")
         let found = decoded(
-            try await writeHealth.mapStoreErrors(clock: clock) {
+            try await mapStoreErrors {
                 try await store.subscriptions(of: owner, ids: request.subscriptionIDs, logger: logger)
             })
         let byID = Dictionary(found.map { ($0.subscriptionID, $0) }, uniquingKeysWith: { first, _ in first })
@@ -92,7 +80,7 @@ public struct SubscriptionService: Sendable {
             }
         }
         let existing = Set(
-            try await writeHealth.mapStoreErrors(clock: clock) { try await store.subscriptions(of: owner, ids: nil, logger: logger) }.map(
+            try await mapStoreErrors { try await store.subscriptions(of: owner, ids: nil, logger: logger) }.map(
                 \.subscriptionID))
         var live = existing
         var results: [SubscriptionModificationResult] = []
@@ -132,7 +120,7 @@ public struct SubscriptionService: Sendable {
                 results.append(.deleted(subscriptionID: id))
             }
         }
-        try await writeHealth.mapStoreErrors(clock: clock) {
+        try await mapStoreErrors {
             try await store.modifySubscriptions(of: owner, saving: Array(saving.values), deleting: deleting, logger: logger)
         }
         // The user's push connections look now, so a new subscription starts from here rather than from whichever

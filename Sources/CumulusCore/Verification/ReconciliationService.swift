@@ -4,18 +4,11 @@ public import Logging
 
 /// `records/reconcile` and the operator's check of every zone's digest: how a device, or an operator, finds which
 /// records differ from what they hold.
-public struct ReconciliationService: Sendable {
+public struct ReconciliationService: Sendable, WriteHealthReporting {
     let store: any RecordZoneStore
     let zones: ZoneAccess
     let clock: WallClock
     let writeHealth: WriteHealth
-
-    public init(store: any RecordZoneStore, zones: ZoneAccess, clock: WallClock, writeHealth: WriteHealth) {
-        self.store = store
-        self.zones = zones
-        self.clock = clock
-        self.writeHealth = writeHealth
-    }
 
     /// The most ranges one `records/reconcile` compares.
     public static let maximumReconcileRanges = 64
@@ -61,7 +54,7 @@ public struct ReconciliationService: Sendable {
         var answers: [RangeReconciliation] = []
         answers.reserveCapacity(request.ranges.count)
         for entry in request.ranges {
-            let reconciler = try await writeHealth.mapStoreErrors(clock: clock) {
+            let reconciler = try await mapStoreErrors {
                 try await store.scanRecords(
                     RangeReconciler(range: entry.range, theirs: entry.digest), in: entry.range, zoneName: zoneName, database: database,
                     access: access,
@@ -76,6 +69,6 @@ public struct ReconciliationService: Sendable {
     /// check-digests`): a digest kept in the transaction of every write should never differ, so any it answers is a
     /// fault worth reporting.
     public func checkZoneDigests(logger: Logger) async throws -> [ZoneDigestRepair] {
-        try await writeHealth.mapStoreErrors(clock: clock) { try await store.refreshZoneDigests(unknownOnly: false, logger: logger) }
+        try await mapStoreErrors { try await store.refreshZoneDigests(unknownOnly: false, logger: logger) }
     }
 }

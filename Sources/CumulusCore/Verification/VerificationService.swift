@@ -1,23 +1,15 @@
 public import CumulusModel
-public import CumulusStore
+import CumulusStore
 public import Logging
 
 /// `devices/verification` (a Cumulus extension): what devices report of comparing their zones with the server's, kept
 /// for the console and counted for `/metrics`.
-public struct VerificationService: Sendable {
+public struct VerificationService: Sendable, WriteHealthReporting {
     let store: any DeviceStore
     let policy: AuthorizationPolicy
     let devices: DeviceTracker
     let clock: WallClock
     let writeHealth: WriteHealth
-
-    public init(store: any DeviceStore, policy: AuthorizationPolicy, devices: DeviceTracker, clock: WallClock, writeHealth: WriteHealth) {
-        self.store = store
-        self.policy = policy
-        self.devices = devices
-        self.clock = clock
-        self.writeHealth = writeHealth
-    }
 
     /// The most zones one verification report may name.
     public static let maximumVerifiedZones = 10_000
@@ -47,7 +39,7 @@ public struct VerificationService: Sendable {
         let verification = DeviceVerification(
             verifiedAt: clock.milliseconds(), zones: report.zones.count, missing: total(\.missing), extra: total(\.extra), stale: total(\.stale),
             zonesOutOfSync: report.zones.filter { !$0.isInSync }.map(\.zoneID.zoneName))
-        try await writeHealth.mapStoreErrors(writing: true, clock: clock) {
+        try await mapStoreErrors(writing: true) {
             try await store.recordVerification(
                 verification, container: caller.container, environment: caller.environment, userRecordName: user.userRecordName, deviceID: deviceID,
                 logger: logger)

@@ -1,5 +1,5 @@
 import CumulusModel
-public import CumulusStore
+import CumulusStore
 import Logging
 
 /// Which database and zone a request acts on: the caller's own, or, in the shared database, the owner's zone with what
@@ -9,11 +9,6 @@ public struct ZoneAccess: Sendable {
     /// Read for the shares that list the caller.
     let shares: any ShareStore
     let policy: AuthorizationPolicy
-
-    public init(shares: any ShareStore, policy: AuthorizationPolicy) {
-        self.shares = shares
-        self.policy = policy
-    }
 
     /// The database and zone a record request acts on, and, in the shared database, what the caller may do there.
     func zone(_ zoneID: ZoneID?, caller: Caller, scope: DatabaseScope, access: DatabaseAccess, logger: Logger) async throws

@@ -9,7 +9,7 @@ public enum ZoneLookupResult: Sendable, Hashable {
 }
 
 /// `zones/list`, `zones/lookup` and `zones/modify`: a database's zones, each with the token its feed starts from.
-public struct ZoneService: Sendable {
+public struct ZoneService: Sendable, WriteHealthReporting {
     let store: any RecordZoneStore
     let policy: AuthorizationPolicy
     let limits: Limits
@@ -20,24 +20,6 @@ public struct ZoneService: Sendable {
     let changes: ChangeSignal?
     /// The shared database's zones.
     let shares: ShareService
-
-    public init(
-        store: any RecordZoneStore, policy: AuthorizationPolicy, limits: Limits, clock: WallClock, writeHealth: WriteHealth,
-        secrets: TokenSecrets, changes: ChangeSignal?, shares: ShareService
-    ) {
-        self.store = store
-        self.policy = policy
-        self.limits = limits
-        self.clock = clock
-        self.writeHealth = writeHealth
-        self.secrets = secrets
-        self.changes = changes
-        self.shares = shares
-    }
-
-    private func mapStoreErrors<T>(writing: Bool = false, _ body: () async throws -> T) async throws -> T {
-        try await writeHealth.mapStoreErrors(writing: writing, clock: clock, body)
-    }
 
     /// `zones/list`.
     public func list(caller: Caller, scope: DatabaseScope, logger: Logger) async throws -> [ZoneSummary] {
